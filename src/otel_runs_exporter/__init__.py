@@ -1,0 +1,1 @@
+"""Send OpenTelemetry traces to an LLM-observability service as runs."""

@@ -1,0 +1,191 @@
+"""Run ids and dotted_order: the one place these rules live.
+
+The service identifies a run by a UUID and orders a trace by ``dotted_order``
+(spec 2.3)::
+
+    20260101T120000000001Z<root-uuid>.20260101T120000000500Z<child-uuid>
+
+Each entry is the run's start time in ``%Y%m%dT%H%M%S%f`` layout, ``Z``, then the
+run's hyphenated UUID. A child's value is its parent's, a dot, and its own entry.
+The trace_id is the UUID of the first entry; the parent_run_id is the UUID of the
+entry before the last.
+
+Run ids are UUID v7 computed from the span itself (RFC 9562, method 3 for the
+sub-millisecond bits) so that the same span always maps to the same run, ids sort
+by start time, and two traces never collide::
+
+    >>> rid = run_id_v7(0xABC, 0x1, 1_700_000_000_123_456_789)
+    >>> rid.version
+    7
+    >>> rid == run_id_v7(0xABC, 0x1, 1_700_000_000_123_456_789)
+    True
+
+Everything here is pure and cheap: it runs on the application thread in
+``on_start``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Literal
+from uuid import UUID
+
+__all__ = [
+    "DottedOrderError",
+    "RunIds",
+    "IdScheme",
+    "run_id_v7",
+    "run_id_otlp",
+    "make_run_id",
+    "format_entry",
+    "iso_time",
+    "root_ids",
+    "child_ids",
+    "parse_dotted_order",
+    "DOTTED_ENTRY_RE",
+]
+
+IdScheme = Literal["v7", "otlp"]
+
+_VERSION_7 = 0x7 << 76
+_VARIANT_RFC = 0x2 << 62
+_RAND_B_MASK = (1 << 62) - 1
+
+
+def run_id_v7(trace_id: int, span_id: int, start_time_ns: int) -> UUID:
+    """A deterministic UUID v7 for an OTel span.
+
+    The 48-bit millisecond field and 12-bit sub-millisecond field come from the
+    start time at microsecond precision; the 62 random bits come from a hash of
+    the trace id and span id.
+    """
+    start_us = start_time_ns // 1000
+    ms, us_rem = divmod(start_us, 1000)
+    sub_ms = (us_rem * 4096) // 1000  # RFC 9562 6.2 method 3: fraction of a ms in 12 bits
+    digest = hashlib.blake2b(
+        trace_id.to_bytes(16, "big") + span_id.to_bytes(8, "big"), digest_size=8
+    ).digest()
+    rand_b = int.from_bytes(digest, "big") & _RAND_B_MASK
+    value = ((ms & 0xFFFF_FFFF_FFFF) << 80) | _VERSION_7 | (sub_ms << 64) | _VARIANT_RFC | rand_b
+    return UUID(int=value)
+
+
+def run_id_otlp(trace_id: int, span_id: int, start_time_ns: int) -> UUID:
+    """The service's own OTLP rule: the 8-byte span id right-aligned in a zero UUID.
+
+    Use it when the same spans may also reach the service through its
+    ``/otel/v1/traces`` endpoint, so that both paths agree on run ids.
+    """
+    del trace_id, start_time_ns  # same signature as run_id_v7 so the scheme is a plain switch
+    return UUID(int=span_id)
+
+
+_SCHEMES = {"v7": run_id_v7, "otlp": run_id_otlp}
+
+
+def make_run_id(scheme: IdScheme, trace_id: int, span_id: int, start_time_ns: int) -> UUID:
+    """Run id for a span under the chosen id scheme (``"v7"`` or ``"otlp"``)."""
+    return _SCHEMES[scheme](trace_id, span_id, start_time_ns)
+
+
+def _utc(time_ns: int) -> datetime:
+    # Integer arithmetic first: a float of nanoseconds since 1970 loses microseconds.
+    seconds, rem_ns = divmod(time_ns, 1_000_000_000)
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).replace(microsecond=rem_ns // 1000)
+
+
+def format_entry(start_time_ns: int, run_id: UUID | str) -> str:
+    """One dotted_order entry: ``%Y%m%dT%H%M%S%fZ`` followed by the hyphenated UUID.
+
+    >>> format_entry(1_700_000_000_123_456_789, "018bcfe5-68e3-7000-8000-000000000001")
+    '20231114T221320123456Z018bcfe5-68e3-7000-8000-000000000001'
+    """
+    return _utc(start_time_ns).strftime("%Y%m%dT%H%M%S%fZ") + str(run_id)
+
+
+def iso_time(time_ns: int) -> str:
+    """ISO 8601 UTC timestamp with microseconds, as the service's client sends it.
+
+    >>> iso_time(1_700_000_000_123_456_789)
+    '2023-11-14T22:13:20.123456+00:00'
+    """
+    return _utc(time_ns).isoformat(timespec="microseconds")
+
+
+@dataclass(frozen=True, slots=True)
+class RunIds:
+    """Where a run sits in its tree.
+
+    ``start_time_ns`` is the effective start: a child that claims to start before
+    its parent (clock skew, remote parents) is raised to the parent's start so
+    the chain never goes back in time and start_time always matches its entry.
+    """
+
+    run_id: str
+    trace_id: str
+    parent_run_id: str | None
+    dotted_order: str
+    start_time_ns: int
+
+    @property
+    def depth(self) -> int:
+        return self.dotted_order.count(".")
+
+
+def root_ids(run_id: UUID | str, start_time_ns: int) -> RunIds:
+    """Ids of a run that starts a tree."""
+    rid = str(run_id)
+    return RunIds(rid, rid, None, format_entry(start_time_ns, rid), start_time_ns)
+
+
+def child_ids(parent: RunIds, run_id: UUID | str, start_time_ns: int) -> RunIds:
+    """Ids of a run under ``parent``; the start is clamped to the parent's."""
+    rid = str(run_id)
+    start = start_time_ns if start_time_ns >= parent.start_time_ns else parent.start_time_ns
+    return RunIds(
+        rid,
+        parent.trace_id,
+        parent.run_id,
+        parent.dotted_order + "." + format_entry(start, rid),
+        start,
+    )
+
+
+# --- parsing, for the local service's validation and for tests -----------------
+
+DOTTED_ENTRY_RE = re.compile(
+    r"(?P<ts>\d{8}T\d{6}\d{6})Z"
+    r"(?P<id>[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"
+)
+
+
+class DottedOrderError(ValueError):
+    """A dotted_order that does not follow spec 2.3; the message says which rule."""
+
+
+def parse_dotted_order(value: str) -> list[tuple[datetime, UUID]]:
+    """Split a dotted_order into ``(start_time, run_id)`` entries, checking the format.
+
+    >>> [str(u) for _, u in parse_dotted_order(
+    ...     "20231114T221320123456Z018bcfe5-68e3-7000-8000-000000000001")]
+    ['018bcfe5-68e3-7000-8000-000000000001']
+    """
+    if not isinstance(value, str) or not value:
+        raise DottedOrderError("dotted_order must be a non-empty string")
+    entries: list[tuple[datetime, UUID]] = []
+    for index, part in enumerate(value.split(".")):
+        match = DOTTED_ENTRY_RE.fullmatch(part)
+        if match is None:
+            raise DottedOrderError(
+                f"entry {index} {part[:80]!r} is not <%Y%m%dT%H%M%S%f>Z<uuid> "
+                "(8-digit date, T, 6-digit time, 6-digit microseconds, Z, hyphenated UUID)"
+            )
+        try:
+            ts = datetime.strptime(match["ts"], "%Y%m%dT%H%M%S%f").replace(tzinfo=timezone.utc)
+        except ValueError as exc:
+            raise DottedOrderError(f"entry {index} has an impossible time {match['ts']!r}") from exc
+        entries.append((ts, UUID(match["id"])))
+    return entries
