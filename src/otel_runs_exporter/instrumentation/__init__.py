@@ -1,0 +1,18 @@
+"""Instrumentation that produces spans the exporter turns into runs.
+
+* :func:`traceable` — decorator and context manager for your own functions and blocks.
+* :func:`copy_context_wrapper` / :class:`ContextThreadPoolExecutor` — carry the current run into threads.
+* ``otel_runs_exporter.instrumentation.openai.RunsOpenAIInstrumentor`` and
+  ``otel_runs_exporter.instrumentation.anthropic.RunsAnthropicInstrumentor`` — OTel instrumentors for
+  the model clients, registered as ``runs_openai`` / ``runs_anthropic`` for ``opentelemetry-instrument``.
+  They are not imported here, so importing this package never imports ``openai`` or ``anthropic``.
+
+>>> from otel_runs_exporter.instrumentation import traceable
+>>> @traceable(run_type="tool")
+... def lookup(key: str) -> str:
+...     return key.upper()
+"""
+
+from ._traceable import ContextThreadPoolExecutor, RunHandle, copy_context_wrapper, traceable
+
+__all__ = ["traceable", "RunHandle", "copy_context_wrapper", "ContextThreadPoolExecutor"]
