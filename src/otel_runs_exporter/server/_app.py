@@ -1,0 +1,680 @@
+"""The local service's HTTP side: routing, auth, rate limits, faults, body decoding.
+
+Built on :class:`http.server.ThreadingHTTPServer` so the package needs no web
+framework: one daemon thread per connection, HTTP/1.1 keep-alive, and every
+answer carries a Content-Length so clients reuse connections.
+
+Order of checks for a request, each answering on its own if it fails:
+rate limit (429), auth (401/403), faults (tracing requests only), body size (413),
+Content-Encoding (415), then the endpoint itself (422 for rule violations).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hmac
+import io
+import logging
+import re
+import socket
+import threading
+import time
+import zlib
+from collections import deque
+from collections.abc import Sequence
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from ._faults import FaultConfig, FaultDecision
+from ._multipart import MultipartError, boundary_from_content_type, parse
+from ._ratelimit import DEFAULT_RULES, SPEC_RULES, RateLimiter, RateRule
+from ._store import RunStore
+from ._validate import ReadResult, Violation, canonical_id, read_basic_patch, read_basic_post, read_batch, read_multipart
+
+__all__ = ["LocalService"]
+
+logger = logging.getLogger(__name__)
+
+_VERSION = "0.1.0"
+_API_PREFIX = "/api/v1"
+_RUN_PATH = re.compile(r"^/runs/(?P<id>[^/]+)/?$")
+_PUBLIC_ROUTES = frozenset({"/ok", "/info"})
+_DEFAULT_SIZE_LIMIT = 20 * 1024 * 1024
+_READ_CHUNK = 1 << 16
+_REQUEST_LOG_MAX = 10_000
+
+
+class _Reply(Exception):
+    """Raised inside a handler to answer right away with a status and a JSON body."""
+
+    def __init__(self, status: int, body: Any, headers: dict[str, str] | None = None, close: bool = False) -> None:
+        super().__init__(status)
+        self.status = status
+        self.body = body
+        self.headers = headers or {}
+        self.close = close
+
+
+def _detail(msg: str, **more: Any) -> dict[str, Any]:
+    return {"detail": msg, **more}
+
+
+def _zstd_available() -> bool:
+    try:
+        import zstandard  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _decode_zstd(data: bytes, limit: int | None) -> bytes:
+    try:
+        import zstandard
+    except ImportError:
+        raise _Reply(
+            415,
+            _detail("Content-Encoding zstd needs the optional zstandard package: pip install 'otel-runs-exporter[zstd]'"),
+        ) from None
+    # A stream reader, because streaming compressors (the service's own client)
+    # write frames without a content size, which ZstdDecompressor.decompress refuses.
+    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True)
+    out = bytearray()
+    try:
+        while True:
+            chunk = reader.read(_READ_CHUNK)
+            if not chunk:
+                break
+            out += chunk
+            if limit is not None and len(out) > limit:
+                raise _Reply(413, _detail("decompressed body too large", max_size=limit), close=True)
+    except zstandard.ZstdError as exc:
+        raise _Reply(400, _detail(f"body is not valid zstd: {exc}")) from None
+    return bytes(out)
+
+
+def _decode_gzip(data: bytes, limit: int | None, wbits: int) -> bytes:
+    decomp = zlib.decompressobj(wbits)
+    try:
+        out = decomp.decompress(data, (limit + 1) if limit is not None else 0)
+        if limit is not None and (len(out) > limit or decomp.unconsumed_tail):
+            raise _Reply(413, _detail("decompressed body too large", max_size=limit), close=True)
+        out += decomp.flush()
+    except zlib.error as exc:
+        raise _Reply(400, _detail(f"body is not valid gzip/deflate: {exc}")) from None
+    return out
+
+
+def decode_body(data: bytes, content_encoding: str | None, limit: int | None) -> bytes:
+    """Undo the Content-Encoding codings, last applied first; 415 for unknown ones."""
+    if not content_encoding:
+        return data
+    codings = [c.strip().lower() for c in content_encoding.split(",") if c.strip()]
+    for coding in reversed(codings):
+        if coding == "identity":
+            continue
+        if coding in ("gzip", "x-gzip"):
+            data = _decode_gzip(data, limit, 16 + zlib.MAX_WBITS)
+        elif coding == "deflate":
+            data = _decode_gzip(data, limit, zlib.MAX_WBITS)
+        elif coding == "zstd":
+            data = _decode_zstd(data, limit)
+        else:
+            raise _Reply(415, _detail(f"unsupported Content-Encoding {coding!r}; use gzip or zstd"))
+    return data
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    service: LocalService
+
+    def __init__(self, address: tuple[str, int], service: LocalService) -> None:
+        self.service = service
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        super().__init__(address, _Handler)
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        with self._connections_lock:
+            self._connections.add(request)
+        try:
+            super().finish_request(request, client_address)
+        finally:
+            with self._connections_lock:
+                self._connections.discard(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        logger.debug("error while serving %s", client_address, exc_info=True)
+
+    def close_connections(self) -> None:
+        """Shut every open connection so idle keep-alive threads stop reading."""
+        with self._connections_lock:
+            conns = list(self._connections)
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "otel-runs-local/" + _VERSION
+    timeout = 60  # idle keep-alive connections are closed after this many seconds
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        logger.debug("%s " + format, self.address_string(), *args)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        except OSError:
+            pass  # the peer or a dropped-connection fault already closed it
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        self._handle()
+
+    do_POST = do_PATCH = do_PUT = do_DELETE = do_OPTIONS = do_HEAD = do_GET
+
+    # --- plumbing ---------------------------------------------------------------
+
+    def _send(self, status: int, body: Any, headers: dict[str, str] | None = None, close: bool = False) -> None:
+        payload = b"" if body is None else orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        if close:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+        self.wfile.flush()
+
+    def _drop(self) -> None:
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _declared_length(self) -> int | None:
+        raw = self.headers.get("Content-Length")
+        if raw is None:
+            return None
+        if not raw.strip().isdigit():
+            raise _Reply(400, _detail(f"Content-Length {raw[:40]!r} is not a number"), close=True)
+        return int(raw)
+
+    def _read_body(self, limit: int | None) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            return self._read_chunked(limit)
+        length = self._declared_length()
+        if length is None:
+            if self.command in ("POST", "PATCH", "PUT"):
+                raise _Reply(411, _detail("Content-Length required"), close=True)
+            return b""
+        if limit is not None and length > limit:
+            raise _Reply(413, _detail("request body too large", size=length, max_size=limit), close=True)
+        data = self.rfile.read(length)
+        if len(data) != length:
+            raise _Reply(400, _detail("body shorter than Content-Length"), close=True)
+        return data
+
+    def _read_chunked(self, limit: int | None) -> bytes:
+        out = bytearray()
+        while True:
+            line = self.rfile.readline(1024).strip()
+            try:
+                size = int(line.split(b";")[0], 16)
+            except ValueError:
+                raise _Reply(400, _detail("malformed chunked body"), close=True) from None
+            if size == 0:
+                while self.rfile.readline(1024).strip():
+                    pass  # trailers
+                return bytes(out)
+            if limit is not None and len(out) + size > limit:
+                raise _Reply(413, _detail("request body too large", max_size=limit), close=True)
+            out += self.rfile.read(size)
+            self.rfile.readline(1024)
+
+    def _discard_body(self) -> None:
+        # Reading an early-refused request's body keeps the connection usable; a
+        # body too large to bother with closes the connection instead.
+        try:
+            length = self._declared_length()
+        except _Reply:
+            self.close_connection = True
+            return
+        if length is None and "chunked" not in self.headers.get("Transfer-Encoding", "").lower():
+            return
+        if length is not None and length <= 4 * _DEFAULT_SIZE_LIMIT:
+            remaining = length
+            while remaining > 0:
+                chunk = self.rfile.read(min(remaining, _READ_CHUNK))
+                if not chunk:
+                    break
+                remaining -= len(chunk)
+        else:
+            self.close_connection = True
+
+    # --- the request ------------------------------------------------------------
+
+    def _handle(self) -> None:
+        service = self.server.service
+        started = time.monotonic()
+        path = urlsplit(self.path).path
+        route = path[len(_API_PREFIX) :] if path == _API_PREFIX or path.startswith(_API_PREFIX + "/") else path
+        route = route or "/"
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        entry: dict[str, Any] = {
+            "method": self.command,
+            "path": path,
+            "status": None,
+            "content_encoding": headers.get("content-encoding"),
+            "body_bytes": 0,
+            "part_names": None,
+            "run_ids": [],
+            "fault": None,
+        }
+        service._enter()
+        try:
+            status, body, extra_headers, close = self._dispatch(service, route, headers, entry)
+            entry["status"] = status
+            if status == 0:
+                self._drop()
+            else:
+                self._send(status, body, extra_headers, close)
+        except _Reply as reply:
+            entry["status"] = reply.status
+            self._send(reply.status, reply.body, reply.headers, reply.close)
+        except (ConnectionError, socket.timeout):
+            entry["status"] = 0
+            self.close_connection = True
+        except Exception:
+            logger.exception("local service failed on %s %s", self.command, path)
+            entry["status"] = 500
+            try:
+                self._send(500, _detail("internal error in the local service"), close=True)
+            except OSError:
+                pass
+        finally:
+            entry["duration"] = round(time.monotonic() - started, 6)
+            service._log_request(entry)
+            service._exit()
+
+    def _dispatch(
+        self, service: LocalService, route: str, headers: dict[str, str], entry: dict[str, Any]
+    ) -> tuple[int, Any, dict[str, str], bool]:
+        method = self.command
+        if service._stopping.is_set():
+            self._discard_body()
+            raise _Reply(503, _detail("the local service is shutting down"), close=True)
+        if service.rate_limiter is not None:
+            refusal = service.rate_limiter.hit(method, route, headers, self.client_address[0])
+            if refusal is not None:
+                self._discard_body()
+                raise _Reply(429, _detail(refusal.message), {"Retry-After": str(refusal.retry_after)})
+        if route not in _PUBLIC_ROUTES and method != "OPTIONS":
+            self._authenticate(service, headers)
+
+        tracing = _is_tracing(method, route)
+        decision = service.faults.decide() if tracing else FaultDecision()
+        if decision.reason:
+            entry["fault"] = decision.reason
+        if decision.action == "drop_before_read":
+            return 0, None, {}, True
+
+        limit = service.max_body_bytes
+        raw = self._read_body(limit)
+        entry["body_bytes"] = len(raw)
+        if decision.delay:
+            service._stopping.wait(decision.delay)
+        if decision.action == "status":
+            assert decision.status is not None
+            hdrs = {}
+            if decision.status in (429, 503) and decision.retry_after is not None:
+                hdrs["Retry-After"] = f"{decision.retry_after:g}"
+            msg = HTTPStatus(decision.status).phrase if decision.status in HTTPStatus._value2member_map_ else "Fault"
+            return decision.status, _detail(f"{msg} (fault injection: {decision.reason})"), hdrs, False
+
+        data = decode_body(raw, headers.get("content-encoding"), limit) if raw else raw
+        status, body = self._route(service, method, route, headers, data, entry)
+        if decision.action == "drop":
+            return 0, None, {}, True
+        return status, body, {}, False
+
+    def _authenticate(self, service: LocalService, headers: dict[str, str]) -> None:
+        key = service._api_key
+        if key is not None:
+            given = headers.get("x-api-key", "")
+            if not hmac.compare_digest(given.encode(), key.encode()):
+                self._discard_body()
+                raise _Reply(401, _detail("missing or invalid x-api-key"))
+        workspace = service.workspace_id
+        if workspace is not None and headers.get("x-tenant-id", "").lower() != workspace.lower():
+            self._discard_body()
+            raise _Reply(403, _detail("x-tenant-id does not name this service's workspace"))
+
+    def _route(
+        self, service: LocalService, method: str, route: str, headers: dict[str, str], data: bytes, entry: dict[str, Any]
+    ) -> tuple[int, Any]:
+        if route == "/ok" and method in ("GET", "HEAD"):
+            return 200, {"ok": True}
+        if route == "/info" and method in ("GET", "HEAD"):
+            return 200, service.info()
+        if route in ("/runs/multipart", "/runs/multipart/"):
+            if not service.multipart:
+                return 404, _detail("Not Found")
+            if method != "POST":
+                return 405, _detail("Method Not Allowed")
+            return service._ingest(self._read_multipart(data, headers, entry), route, entry)
+        if route in ("/runs/batch", "/runs/batch/"):
+            if method != "POST":
+                return 405, _detail("Method Not Allowed")
+            return service._ingest(read_batch(_json_body(data)), route, entry)
+        if route in ("/runs", "/runs/"):
+            if method != "POST":
+                return 405, _detail("Method Not Allowed")
+            result = read_basic_post(_json_body(data), service.store.get_run)
+            status, body = service._ingest(result, route, entry)
+            if status == 202 and result.ops:
+                run = result.ops[0].data
+                body = {"id": run["id"], "trace_id": run.get("trace_id"), "dotted_order": run.get("dotted_order")}
+            return status, body
+        match = _RUN_PATH.match(route)
+        if match:
+            if method == "PATCH":
+                status, body = service._ingest(read_basic_patch(match["id"], _json_body(data)), route, entry)
+                if status == 202:
+                    body = {"id": canonical_id(match["id"])}
+                return status, body
+            if method in ("GET", "HEAD"):
+                run_id = canonical_id(match["id"])
+                run = service.store.get_run(run_id) if run_id else None
+                if run is None:
+                    return 404, _detail(f"run {match['id']} not found")
+                return 200, run
+            return 405, _detail("Method Not Allowed")
+        return 404, _detail("Not Found")
+
+    def _read_multipart(self, data: bytes, headers: dict[str, str], entry: dict[str, Any]) -> ReadResult:
+        try:
+            parts = parse(data, boundary_from_content_type(headers.get("content-type")))
+        except MultipartError as exc:
+            raise _Reply(422, {"detail": [Violation(None, "multipart", str(exc)).as_error()]}) from None
+        entry["part_names"] = [p.name for p in parts]
+        return read_multipart(parts)
+
+
+def _json_body(data: bytes) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise _Reply(422, {"detail": [Violation(None, "json", f"body is not valid JSON ({exc})").as_error()]}) from None
+
+
+def _is_tracing(method: str, route: str) -> bool:
+    if method == "POST":
+        return route.rstrip("/") in ("/runs", "/runs/multipart", "/runs/batch")
+    return method == "PATCH" and _RUN_PATH.match(route) is not None
+
+
+class LocalService:
+    """The tracing part of the service, on loopback, for tests, demos and offline use.
+
+    Example::
+
+        with LocalService() as svc:
+            ...  # point an exporter at svc.url
+            runs = svc.wait_for_runs(3)
+
+    ``api_key`` and ``workspace_id`` turn on auth (401 for a missing or wrong
+    ``x-api-key``, 403 for a missing or wrong ``x-tenant-id``). ``lenient`` records
+    rule violations and stores the runs anyway instead of answering 422.
+    ``rate_limits`` is True for spec 8.1's table or a sequence of :class:`RateRule`
+    to use instead. ``multipart=False`` hides the multipart endpoint (404) so a client
+    must fall back to basic tracing. ``max_body_bytes`` answers larger bodies, raw or
+    decompressed, with 413.
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        api_key: str | None = None,
+        workspace_id: str | None = None,
+        db: str = ":memory:",
+        lenient: bool = False,
+        rate_limits: bool | Sequence[RateRule] = False,
+        multipart: bool = True,
+        max_body_bytes: int | None = None,
+        faults: FaultConfig | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self._api_key = api_key
+        self.workspace_id = workspace_id
+        self.db = str(db)
+        self.lenient = lenient
+        self.multipart = multipart
+        self.max_body_bytes = max_body_bytes
+        self.faults = faults if faults is not None else FaultConfig()
+        if rate_limits is True:
+            self.rate_limiter: RateLimiter | None = RateLimiter(SPEC_RULES, DEFAULT_RULES)
+        elif rate_limits:
+            self.rate_limiter = RateLimiter(rate_limits, ())
+        else:
+            self.rate_limiter = None
+        self._store: RunStore | None = None
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._log: deque[dict[str, Any]] = deque(maxlen=_REQUEST_LOG_MAX)
+        self._log_lock = threading.Lock()
+        self._inflight = 0
+        self._idle = threading.Condition()
+
+    def __repr__(self) -> str:
+        # The api key stays out: reprs end up in logs and test reports.
+        auth = "on" if self._api_key is not None else "off"
+        return f"LocalService(url={self.url if self._server else None!r}, db={self.db!r}, auth={auth})"
+
+    # --- lifecycle --------------------------------------------------------------
+
+    def start(self) -> LocalService:
+        """Open the store, bind, and serve on a daemon thread; returns self."""
+        if self._server is not None:
+            return self
+        self._stopping.clear()
+        self._store = RunStore(self.db)
+        try:
+            self._server = _Server((self.host, self.port), self)
+        except BaseException:
+            self._store.close()
+            self._store = None
+            raise
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="otel-runs-local-service", daemon=True
+        )
+        self._thread.start()
+        logger.info("local service listening on %s (db %s)", self.url, self.db)
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop accepting, let requests in flight finish (up to ``timeout``), close the store."""
+        server = self._server
+        if server is None:
+            return
+        self._stopping.set()  # also cuts short slow-answer faults
+        server.shutdown()
+        with self._idle:
+            self._idle.wait_for(lambda: self._inflight == 0, timeout)
+        server.close_connections()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self._server = None
+        self._thread = None
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+        logger.info("local service stopped")
+
+    def __enter__(self) -> LocalService:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        """Base address, e.g. ``http://127.0.0.1:1984``; append ``/runs/multipart`` and so on."""
+        host = self.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"
+
+    @property
+    def store(self) -> RunStore:
+        """The run store (only while started)."""
+        if self._store is None:
+            raise RuntimeError("the local service is not running; call start() first")
+        return self._store
+
+    # --- what tests look at -----------------------------------------------------
+
+    def info(self) -> dict[str, Any]:
+        """The ``GET /info`` body: tells the service's own client to use multipart (and zstd when available)."""
+        return {
+            "version": _VERSION,
+            "license_expiration_time": None,
+            "batch_ingest_config": {
+                "use_multipart_endpoint": self.multipart,
+                "scale_up_qsize_trigger": 1000,
+                "scale_up_nthreads_limit": 16,
+                "scale_down_nempty_trigger": 4,
+                "size_limit": 100,
+                "size_limit_bytes": self.max_body_bytes or _DEFAULT_SIZE_LIMIT,
+            },
+            "instance_flags": {"zstd_compression_enabled": self.multipart and _zstd_available()},
+            "local": True,
+        }
+
+    def runs(self) -> list[dict[str, Any]]:
+        """Posted runs merged with their patches, in order of arrival."""
+        return self.store.runs()
+
+    def get_run(self, run_id: str) -> dict[str, Any] | None:
+        """One run by id (32-hex or hyphenated), or None."""
+        canon = canonical_id(run_id)
+        return self.store.get_run(canon) if canon else None
+
+    def trace(self, trace_id: str) -> list[dict[str, Any]]:
+        """The runs of one trace in dotted_order (tree) order."""
+        canon = canonical_id(trace_id)
+        return self.store.runs(trace_id=canon) if canon else []
+
+    def wait_for_runs(self, n: int, timeout: float = 10.0, completed: bool = True) -> list[dict[str, Any]]:
+        """Block until at least ``n`` runs are stored (with an end_time when ``completed``).
+
+        Returns the runs counted (posted, and completed when asked). Raises
+        TimeoutError saying what did arrive, to tell a slow exporter from a broken one.
+        """
+        store = self.store
+
+        def current() -> list[dict[str, Any]]:
+            return store.completed_runs() if completed else store.runs()
+
+        if store.wait(lambda: len(current()) >= n, timeout):
+            return current()
+        runs = store.runs()
+        done = [r for r in runs if r.get("end_time") is not None]
+        check = store.check()
+        statuses: dict[int, int] = {}
+        for entry in self.requests():
+            statuses[entry["status"]] = statuses.get(entry["status"], 0) + 1
+        raise TimeoutError(
+            f"waited {timeout:g}s for {n} {'completed ' if completed else ''}runs; "
+            f"stored {len(runs)} posted runs ({len(done)} completed), "
+            f"{len(check['patched_not_posted'])} patched but never posted; "
+            f"requests by status {statuses or '{} (no requests reached the service)'}; "
+            f"{len(self.violations())} violations"
+            + (f", first: {self.violations()[0]['msg']}" if self.violations() else "")
+        )
+
+    def violations(self) -> list[dict[str, Any]]:
+        """Recorded violations (run_id, rule, msg, loc, path, accepted, at), oldest first."""
+        return self.store.violations()
+
+    def requests(self) -> list[dict[str, Any]]:
+        """The request log: method, path, status (0 = dropped), content_encoding, body_bytes, part_names, ..."""
+        with self._log_lock:
+            return [dict(e) for e in self._log]
+
+    def duplicate_posts(self) -> dict[str, int]:
+        """run id -> number of extra posts of an already-posted run."""
+        return self.store.duplicate_posts()
+
+    def feedback(self) -> list[dict[str, Any]]:
+        """Feedback parts received in multipart requests."""
+        return self.store.feedback()
+
+    def check(self) -> dict[str, list[Any]]:
+        """The ``otel-runs runs check`` report: patched_not_posted, never_completed, missing_parents, ..."""
+        return self.store.check()
+
+    def reset(self) -> None:
+        """Forget runs, violations, feedback, the request log and rate-limit windows."""
+        self.store.reset()
+        with self._log_lock:
+            self._log.clear()
+        if self.rate_limiter is not None:
+            self.rate_limiter.reset()
+
+    # --- called by the handler ---------------------------------------------------
+
+    def _enter(self) -> None:
+        with self._idle:
+            self._inflight += 1
+
+    def _exit(self) -> None:
+        with self._idle:
+            self._inflight -= 1
+            self._idle.notify_all()
+
+    def _log_request(self, entry: dict[str, Any]) -> None:
+        with self._log_lock:
+            self._log.append(entry)
+
+    def _ingest(self, result: ReadResult, path: str, entry: dict[str, Any]) -> tuple[int, Any]:
+        entry["run_ids"] = sorted(result.run_ids)
+        rejected = self.faults.rejected(result.run_ids)
+        if rejected:
+            detail = [
+                {
+                    "loc": ["body", run_id],
+                    "msg": f"run {run_id} rejected (fault injection: reject_run_ids); nothing in this request was stored",
+                    "type": "runs.rejected",
+                }
+                for run_id in rejected
+            ]
+            entry["fault"] = "reject_run_ids"
+            return 422, {"detail": detail}
+        store = self.store
+        if result.violations:
+            store.record_violations(result.violations, path=path, accepted=self.lenient)
+            for violation in result.violations[:5]:
+                logger.info("rule violation on %s: %s", path, violation.as_error()["msg"])
+            if not self.lenient:
+                return 422, {"detail": [v.as_error() for v in result.violations]}
+        applied = store.apply(result.ops, result.feedback)
+        return 202, {"post": applied.posted, "patch": applied.patched, "duplicates": applied.duplicates}

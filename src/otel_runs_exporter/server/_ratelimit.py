@@ -1,0 +1,184 @@
+"""Rate limits of spec 8.1, keyed the way its table says, so clients can be tested against them.
+
+The spec leaves precedence open. The choice here: the rules whose *match* fits
+the request are tried in table order, and among them every rule whose identity
+is present in the request applies (an API-key rule needs ``x-api-key``, a
+user rule needs ``x-user-id``, an IP rule always applies). Only when no specific
+rule applies do the default rules (any request with an API key / a user id) and
+then the IP catch-all apply. That keeps multipart at its own 6000/10 instead of
+also counting it against the 1000/10 default, which would contradict the spec's
+"POST /runs/multipart has higher limits".
+
+Windows are fixed: a key's window starts at its first request and the count
+resets ``interval`` seconds later; a refused request gets ``Retry-After`` with the
+seconds left in the window.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["RateRule", "RateLimiter", "SPEC_RULES", "DEFAULT_RULES", "Refusal"]
+
+Identity = Literal["ip", "api_key", "user_ip"]
+_UUID = r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}"
+
+
+@dataclass(frozen=True)
+class RateRule:
+    """One row of the 8.1 table: which requests, keyed by what, how many per how long."""
+
+    category: str
+    identity: Identity
+    count: int
+    interval: float
+    method: str | None = None
+    """Upper-case method, or None for all methods."""
+    pattern: str = ""
+    """Regular expression searched in the path (after any ``/api/v1`` prefix is removed)."""
+
+    def matches(self, method: str, path: str) -> bool:
+        """Whether this rule's method and path match the request."""
+        if self.method is not None and method != self.method:
+            return False
+        return re.search(self.pattern, path) is not None
+
+
+def _rule(category: str, identity: Identity, count: int, interval: float, pattern: str, method: str | None = None) -> RateRule:
+    return RateRule(category, identity, count, interval, method, pattern)
+
+
+# US values where the table gives two.
+SPEC_RULES: tuple[RateRule, ...] = (
+    _rule("High throughput", "ip", 2000, 10, r"", "OPTIONS"),
+    _rule("High throughput", "ip", 2000, 10, r"^/info/?$"),
+    _rule("High throughput", "ip", 2000, 10, r"/v1/metadata/submit$"),
+    _rule("High throughput", "api_key", 2000, 10, r"^/auth(/|$)"),
+    _rule("High throughput", "user_ip", 2000, 10, r"^/auth(/|$)"),
+    _rule("High throughput", "ip", 2000, 10, r"^/v1/beacon(/|$)"),
+    _rule("Repository", "api_key", 100, 60, r"^/repos(/|$)"),
+    _rule("Repository", "user_ip", 100, 60, r"^/repos(/|$)"),
+    _rule("High throughput", "api_key", 2000, 10, r"^/runs/batch/?$", "POST"),
+    _rule("Run ingest", "api_key", 2000, 10, r"^/otel/v1/traces/?$", "POST"),
+    _rule("Charts", "api_key", 750, 600, r"/charts", "POST"),
+    _rule("Charts", "user_ip", 750, 600, r"/charts", "POST"),
+    _rule("Multipart ingest", "api_key", 6000, 10, r"^/runs/multipart/?$", "POST"),
+    _rule("Run query (API)", "api_key", 15, 10, r"^/runs/query/?$", "POST"),
+    _rule("Run query (User)", "user_ip", 300, 10, r"^/runs/query/?$", "POST"),
+    _rule("Generation", "api_key", 30, 3600, r"^/generate(/|$)"),
+    _rule("Generation", "user_ip", 30, 3600, r"^/generate(/|$)"),
+    _rule("Commits", "api_key", 10000, 60, r"^/commits(/|$)"),
+    _rule("Commits", "user_ip", 10000, 60, r"^/commits(/|$)"),
+    _rule("Deletion", "api_key", 10, 60, r"^/sessions(/|$)", "DELETE"),
+    _rule("Deletion", "api_key", 10, 60, r"/trigger/?$"),
+    _rule("Deletion", "user_ip", 30, 60, r"^/sessions(/|$)", "DELETE"),
+    _rule("Deletion", "user_ip", 30, 60, r"/trigger/?$"),
+    _rule("Run ingest", "api_key", 2000, 10, r"^/runs/?$", "POST"),
+    _rule("Run ingest", "api_key", 2000, 10, r"/runs", "PATCH"),
+    _rule("High throughput", "api_key", 2000, 10, r"^/feedback/?$", "POST"),
+    _rule("Run lookup", "api_key", 30, 60, rf"^/runs/{_UUID}/?$", "GET"),
+    _rule("Examples", "api_key", 5000, 60, r"/examples", "GET"),
+    _rule("Public download", "ip", 5000, 60, r"^/public/download(/|$)"),
+    _rule("Stats", "api_key", 1, 10, r"^/runs/stats(/|$)"),
+)
+"""The specific rows of 8.1, in table order."""
+
+DEFAULT_RULES: tuple[RateRule, ...] = (
+    _rule("Default (API key)", "api_key", 1000, 10, r""),
+    _rule("Default (User)", "user_ip", 1000, 10, r""),
+    _rule("Public (catch-all)", "ip", 100, 60, r""),
+)
+"""Rows that apply only when no specific row does, in that order."""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A request over its limit: the rule it hit and when to come back."""
+
+    rule: RateRule
+    retry_after: int
+
+    @property
+    def message(self) -> str:
+        """The 429 body's detail."""
+        return (
+            f"Rate limit exceeded ({self.rule.category}: {self.rule.count} requests per "
+            f"{self.rule.interval:g}s keyed by {self.rule.identity}); retry after {self.retry_after}s"
+        )
+
+
+def _identity_key(identity: Identity, headers: Mapping[str, str], ip: str) -> str | None:
+    if identity == "ip":
+        return ip
+    if identity == "api_key":
+        return headers.get("x-api-key") or None
+    user = headers.get("x-user-id")
+    return f"{user}@{ip}" if user else None
+
+
+class RateLimiter:
+    """Counts requests per (rule, identity) in fixed windows; thread-safe.
+
+    ``clock`` is injectable so tests can move time instead of sleeping.
+    """
+
+    def __init__(
+        self,
+        rules: Sequence[RateRule] = SPEC_RULES,
+        defaults: Sequence[RateRule] = DEFAULT_RULES,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.rules = tuple(rules)
+        self.defaults = tuple(defaults)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._windows: dict[tuple[int, str], tuple[float, int]] = {}
+
+    def applicable(self, method: str, path: str, headers: Mapping[str, str], ip: str) -> list[tuple[RateRule, str]]:
+        """The rules (with identity keys) that count this request, per the precedence above."""
+        for group in (self.rules, self.defaults):
+            chosen = []
+            for rule in group:
+                if not rule.matches(method, path):
+                    continue
+                key = _identity_key(rule.identity, headers, ip)
+                if key is not None:
+                    chosen.append((rule, key))
+                    if group is self.defaults:
+                        return chosen  # defaults are alternatives, not cumulative
+            if chosen:
+                return chosen
+        return []
+
+    def hit(self, method: str, path: str, headers: Mapping[str, str], ip: str) -> Refusal | None:
+        """Count one request; return a Refusal if any applicable rule is over its limit.
+
+        ``headers`` must have lower-case names.
+        """
+        rules = self.applicable(method, path, headers, ip)
+        now = self._clock()
+        with self._lock:
+            refusal: Refusal | None = None
+            for rule, key in rules:
+                slot = (id(rule), key)
+                start, used = self._windows.get(slot, (now, 0))
+                if now - start >= rule.interval:
+                    start, used = now, 0
+                if used >= rule.count:
+                    wait = max(1, math.ceil(rule.interval - (now - start)))
+                    if refusal is None or wait > refusal.retry_after:
+                        refusal = Refusal(rule, wait)
+                    continue
+                self._windows[slot] = (start, used + 1)
+            return refusal
+
+    def reset(self) -> None:
+        """Forget every window."""
+        with self._lock:
+            self._windows.clear()
