@@ -1,1 +1,51 @@
-"""Send OpenTelemetry traces to an LLM-observability service as runs."""
+"""Send OpenTelemetry traces to an LLM-observability service as runs.
+
+::
+
+    from opentelemetry import trace
+    from otel_runs_exporter import configure
+
+    configure(project="my-app")   # API key and endpoint from the environment
+    tracer = trace.get_tracer(__name__)
+    with tracer.start_as_current_span("answer"):
+        ...
+
+Data flow, one module per step: settings -> ids -> convert/semconv -> encode ->
+transport -> batcher -> processor/exporter.
+"""
+
+from ._configure import configure
+from ._errors import (
+    ConfigError,
+    NotFoundError,
+    RateLimitedError,
+    RunsExporterError,
+    ServerError,
+    ServiceError,
+    UnauthorizedError,
+    ValidationError,
+)
+from ._exporter import RunsSpanExporter
+from ._processor import RunsSpanProcessor
+from ._settings import Settings, resolve as resolve_settings
+from ._stats import ExporterStats
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "configure",
+    "RunsSpanProcessor",
+    "RunsSpanExporter",
+    "ExporterStats",
+    "Settings",
+    "resolve_settings",
+    "RunsExporterError",
+    "ConfigError",
+    "ServiceError",
+    "UnauthorizedError",
+    "NotFoundError",
+    "RateLimitedError",
+    "ValidationError",
+    "ServerError",
+    "__version__",
+]

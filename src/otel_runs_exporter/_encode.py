@@ -1,0 +1,243 @@
+"""Runs to bytes: JSON with coercion, multipart bodies, basic-tracing bodies.
+
+Pure functions. A run dict becomes an :class:`EncodedRun` once, on the worker
+thread; requests are then built by joining already-encoded parts, so splitting
+a batch (413) or bisecting it (422) never serializes anything twice.
+
+Multipart layout (spec 4.4)::
+
+    --BOUNDARY\\r\\n
+    Content-Disposition: form-data; name="post.<id>"\\r\\n
+    Content-Type: application/json\\r\\n
+    Content-Length: N\\r\\n
+    \\r\\n
+    {...}\\r\\n
+    --BOUNDARY\\r\\n
+    ... post.<id>.inputs, .outputs, .events when present ...
+    --BOUNDARY--\\r\\n
+
+    >>> enc = encode_run("post", {"id": "r1", "inputs": {"q": 1}})
+    >>> [name for name, _ in enc.parts]
+    ['post.r1', 'post.r1.inputs']
+    >>> ctype, body = multipart_body([enc], "b")
+    >>> ctype
+    'multipart/form-data; boundary=b'
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import orjson
+
+__all__ = [
+    "EncodedRun",
+    "dumps",
+    "encode_run",
+    "multipart_body",
+    "basic_body",
+    "new_boundary",
+    "TRUNCATION_MARKER",
+]
+
+TRUNCATION_MARKER = "...[truncated {n} chars]"
+_MAX_DEPTH = 100  # orjson refuses past 255; keep well under and say where we cut
+_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+_SEPARATE = ("inputs", "outputs", "events")
+
+
+def _default(value: Any) -> Any:
+    """orjson's fallback for types it does not know: coerce, never raise."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return "base64:" + base64.b64encode(raw).decode("ascii")
+    if isinstance(value, (set, frozenset)):
+        return list(value)
+    for attr in ("model_dump", "dict", "_asdict"):  # pydantic v2, v1, namedtuple
+        method = getattr(value, attr, None)
+        if callable(method):
+            try:
+                result = method()
+                if isinstance(result, dict):
+                    return result
+            except Exception:  # noqa: BLE001 - a user's object; fall through to repr
+                pass
+    try:
+        return repr(value)
+    except Exception:  # noqa: BLE001
+        return f"<{type(value).__name__} object>"
+
+
+def _sanitize(value: Any, limit: int, depth: int, seen: set[int]) -> Any:
+    """Slow path: a copy orjson always accepts, with long strings truncated.
+
+    Used only when the fast path fails or the output is large enough that a
+    string may exceed ``limit``; handles cycles, excessive depth, lone
+    surrogates and non-finite floats.
+    """
+    if isinstance(value, str):
+        if limit and len(value) > limit:
+            value = value[:limit] + TRUNCATION_MARKER.format(n=len(value) - limit)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            value = value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+        return value
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if depth >= _MAX_DEPTH:
+        return "[too deep]"
+    if isinstance(value, (dict, list, tuple, set, frozenset)):
+        marker = id(value)
+        if marker in seen:
+            return "[cycle]"
+        seen.add(marker)
+        try:
+            if isinstance(value, dict):
+                return {
+                    _sanitize(str(k) if not isinstance(k, str) else k, limit, depth + 1, seen): _sanitize(v, limit, depth + 1, seen)
+                    for k, v in value.items()
+                }
+            return [_sanitize(v, limit, depth + 1, seen) for v in value]
+        finally:
+            seen.discard(marker)
+    return _sanitize(_default(value), limit, depth + 1, seen)
+
+
+def dumps(value: Any, max_value_chars: int = 0) -> bytes:
+    """Serialize with orjson; never raises.
+
+    Strings longer than ``max_value_chars`` (0: no limit) are cut with a marker
+    that says how much was cut. NaN and Infinity become strings, bytes become
+    UTF-8 text (or ``base64:...``), unknown objects their ``repr``.
+
+    >>> dumps({"x": float("nan"), "b": b"hi", "s": {1}})
+    b'{"x":"nan","b":"hi","s":[1]}'
+    """
+    try:
+        out = orjson.dumps(value, default=_default, option=_OPTIONS)
+    except (orjson.JSONEncodeError, TypeError, ValueError, RecursionError):
+        return orjson.dumps(_sanitize(value, max_value_chars, 0, set()), option=_OPTIONS)
+    # orjson writes NaN/Infinity as null; only rebuild when a float could be one of them.
+    needs_fix = b"null" in out and _has_nonfinite(value, 0)
+    if needs_fix or (max_value_chars and len(out) > max_value_chars):
+        return orjson.dumps(_sanitize(value, max_value_chars, 0, set()), option=_OPTIONS)
+    return out
+
+
+def _has_nonfinite(value: Any, depth: int) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if depth > _MAX_DEPTH:
+        return False
+    if isinstance(value, dict):
+        return any(_has_nonfinite(v, depth + 1) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_has_nonfinite(v, depth + 1) for v in value)
+    return False
+
+
+@dataclass(slots=True)
+class EncodedRun:
+    """One run operation, serialized: what a request is built from.
+
+    ``parts`` are ``(part name, JSON bytes)``; the first is the main part.
+    ``completes`` is true when this operation carries the run's end (a patch,
+    or a post merged with its patch), which is what delivery counts.
+    """
+
+    op: str
+    run_id: str
+    parts: list[tuple[str, bytes]]
+    dotted_order: str = ""
+    completes: bool = False
+    size: int = field(default=0)
+
+
+def encode_run(op: str, run: dict[str, Any], max_value_chars: int = 0, completes: bool = False) -> EncodedRun:
+    """Serialize a run dict into multipart parts.
+
+    ``inputs``, ``outputs`` and ``events`` go to their own parts, sent only when
+    present; everything else forms the main part. The dict is not modified.
+    """
+    run_id = str(run["id"])
+    main = {k: v for k, v in run.items() if k not in _SEPARATE}
+    prefix = f"{op}.{run_id}"
+    parts = [(prefix, dumps(main, max_value_chars))]
+    for key in _SEPARATE:
+        value = run.get(key)
+        if value is not None:
+            parts.append((f"{prefix}.{key}", dumps(value, max_value_chars)))
+    size = sum(len(p) for _, p in parts) + 160 * len(parts)  # headers per part, roughly
+    return EncodedRun(op, run_id, parts, str(run.get("dotted_order") or ""), completes, size)
+
+
+def new_boundary() -> str:
+    """A random boundary; 32 hex digits make a collision with content negligible."""
+    return os.urandom(16).hex()
+
+
+def _pieces(runs: Iterable[EncodedRun], delimiter: bytes) -> list[bytes]:
+    pieces: list[bytes] = []
+    append = pieces.append
+    for run in runs:
+        for name, payload in run.parts:
+            append(delimiter)
+            append(
+                b'Content-Disposition: form-data; name="%s"\r\n'
+                b"Content-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n" % (name.encode("utf-8"), len(payload))
+            )
+            append(payload)
+            append(b"\r\n")
+    return pieces
+
+
+def multipart_body(runs: Sequence[EncodedRun], boundary: str) -> tuple[str, bytes]:
+    """``(content type, body)`` of a multipart request carrying ``runs``.
+
+    If the boundary happens to occur inside a payload, a new one is drawn, so
+    the result always parses back to the same parts.
+    """
+    while True:
+        delimiter = b"--" + boundary.encode("ascii") + b"\r\n"
+        pieces = _pieces(runs, delimiter)
+        pieces.append(b"--" + boundary.encode("ascii") + b"--\r\n")
+        body = b"".join(pieces)
+        expected = sum(len(r.parts) for r in runs) + 1
+        if body.count(b"--" + boundary.encode("ascii")) == expected:
+            return f"multipart/form-data; boundary={boundary}", body
+        boundary = new_boundary()
+
+
+def _splice(main: bytes, extra: list[tuple[str, bytes]]) -> bytes:
+    """Insert already-serialized fields into a serialized JSON object."""
+    if not extra:
+        return main
+    inner = b",".join(b'"%s":%s' % (key.encode(), value) for key, value in extra)
+    if main == b"{}":
+        return b"{" + inner + b"}"
+    return main[:-1] + b"," + inner + b"}"
+
+
+def _separate_fields(run: EncodedRun) -> list[tuple[str, bytes]]:
+    return [(name.rsplit(".", 1)[1], payload) for name, payload in run.parts[1:]]
+
+
+def basic_body(run: EncodedRun) -> bytes:
+    """JSON body of ``POST /runs`` or ``PATCH /runs/{id}``: the main part with its
+    separate fields (inputs, outputs, events) spliced back in, without re-serializing.
+
+    >>> basic_body(encode_run("post", {"id": "r1", "inputs": {"q": 1}}))
+    b'{"id":"r1","inputs":{"q":1}}'
+    """
+    return _splice(run.parts[0][1], _separate_fields(run))

@@ -1,0 +1,101 @@
+"""The package's one exception hierarchy.
+
+::
+
+    RunsExporterError
+    ├── ConfigError            a setting has a bad value (names the variable and what it expects)
+    └── ServiceError           the service answered with an error (status, method, path, detail)
+        ├── UnauthorizedError  401 / 403
+        ├── NotFoundError      404
+        ├── RateLimitedError   429 (retry_after seconds when the service gave one)
+        ├── ValidationError    422 (the parsed ``detail`` list: loc, msg, type)
+        └── ServerError        5xx
+
+Inside the exporter none of these reaches application code: the exporter logs,
+counts and returns. They are raised by the API clients and by configuration,
+where the caller asked for the result. Messages never contain the API key or a
+token.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "RunsExporterError",
+    "ConfigError",
+    "ServiceError",
+    "UnauthorizedError",
+    "NotFoundError",
+    "RateLimitedError",
+    "ValidationError",
+    "ServerError",
+]
+
+
+class RunsExporterError(Exception):
+    """Base of every error this package raises."""
+
+
+class ConfigError(RunsExporterError, ValueError):
+    """A setting has a value that cannot be used."""
+
+
+class ServiceError(RunsExporterError):
+    """The service answered a request with an error status."""
+
+    def __init__(self, status: int, method: str, path: str, detail: Any = None) -> None:
+        self.status = status
+        self.method = method
+        self.path = path
+        self.detail = detail
+        text = f"{method} {path} answered {status}"
+        if detail:
+            text += f": {str(detail)[:500]}"
+        super().__init__(text)
+
+
+class UnauthorizedError(ServiceError):
+    """401 or 403: the API key (or workspace) was not accepted."""
+
+
+class NotFoundError(ServiceError):
+    """404: the resource does not exist."""
+
+
+class RateLimitedError(ServiceError):
+    """429: too many requests; ``retry_after`` is in seconds when the service said."""
+
+    def __init__(self, status: int, method: str, path: str, detail: Any = None, retry_after: float | None = None) -> None:
+        super().__init__(status, method, path, detail)
+        self.retry_after = retry_after
+
+
+class ValidationError(ServiceError):
+    """422: ``errors`` is the HTTPValidationError ``detail`` list (loc, msg, type)."""
+
+    @property
+    def errors(self) -> list[dict[str, Any]]:
+        detail = self.detail
+        if isinstance(detail, dict):
+            detail = detail.get("detail")
+        return list(detail) if isinstance(detail, list) else []
+
+
+class ServerError(ServiceError):
+    """5xx: the service failed."""
+
+
+def error_for_status(status: int, method: str, path: str, detail: Any = None, retry_after: float | None = None) -> ServiceError:
+    """The right :class:`ServiceError` subclass for an HTTP status."""
+    if status in (401, 403):
+        return UnauthorizedError(status, method, path, detail)
+    if status == 404:
+        return NotFoundError(status, method, path, detail)
+    if status == 429:
+        return RateLimitedError(status, method, path, detail, retry_after)
+    if status == 422:
+        return ValidationError(status, method, path, detail)
+    if status >= 500:
+        return ServerError(status, method, path, detail)
+    return ServiceError(status, method, path, detail)

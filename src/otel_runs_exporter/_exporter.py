@@ -1,0 +1,252 @@
+"""``RunsSpanExporter``: for ``OTEL_TRACES_EXPORTER=runs`` and a ``BatchSpanProcessor``.
+
+An exporter sees ended spans, children before their parents, and a span knows
+only its parent's OTel ids. A run's dotted_order needs every ancestor's start
+time, so spans wait in a holding area until their parent's run ids are known.
+The holding area is bounded in spans and in time; past the bound a span is
+sent as the root of its own tree with its OTel parent ids in metadata and
+counted as ``orphaned``. ``shutdown`` delivers whatever is held.
+
+Sending happens inside ``export()``: there is no second queue or thread on top
+of the BatchSpanProcessor's. A batch that could not be delivered within the
+export timeout is kept (bounded in bytes) and retried on the next export.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict, deque
+from typing import Any, Iterable, Sequence
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from ._convert import ConvertOptions, span_ids, span_to_run
+from ._encode import EncodedRun, encode_run
+from ._ids import RunIds
+from ._logging import RateLimitedLog
+from ._settings import Settings, resolve, warn_if_unusable
+from ._stats import Counters, ExporterStats
+from ._transport import Transport
+
+__all__ = ["RunsSpanExporter"]
+
+logger = logging.getLogger(__name__)
+_rl = RateLimitedLog(logger)
+
+_RESOLVED_MAX = 100_000
+_Key = tuple[int, int]  # (otel trace id, otel span id)
+
+
+class RunsSpanExporter(SpanExporter):
+    """A ``SpanExporter`` that sends spans as runs; reads its settings from the environment.
+
+    ::
+
+        provider.add_span_processor(BatchSpanProcessor(RunsSpanExporter()))
+
+    Prefer :class:`~otel_runs_exporter.RunsSpanProcessor` for long-lived roots
+    (server request spans): here a child waits for its root to end.
+    """
+
+    def __init__(self, settings: Settings | None = None, **overrides: Any) -> None:
+        self._settings = settings if settings is not None else resolve(overrides)
+        warn_if_unusable(self._settings)
+        self._opts = ConvertOptions(session=self._settings.session, id_scheme=self._settings.id_scheme)
+        self._wake = threading.Event()
+        self._transport = Transport(self._settings, wake=self._wake)
+        self._counters = Counters()
+        self._lock = threading.Lock()
+        self._resolved: OrderedDict[_Key, RunIds] = OrderedDict()
+        # parent key -> {child span id: child}; the deque keeps arrival order for the time bound
+        self._held: dict[_Key, dict[int, ReadableSpan]] = {}
+        self._held_order: deque[tuple[_Key, int, float]] = deque()
+        self._held_count = 0
+        self._pending: deque[EncodedRun] = deque()
+        self._pending_bytes = 0
+        self._shut = False
+
+    def __repr__(self) -> str:
+        return f"RunsSpanExporter(endpoint={self._settings.endpoint!r}, project={self._settings.project!r})"
+
+    # --- SpanExporter ------------------------------------------------------------
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self._shut or self._settings.disabled:
+            return SpanExportResult.FAILURE if self._shut else SpanExportResult.SUCCESS
+        try:
+            with self._lock:
+                ready = self._place(spans)
+                ready.extend(self._release(time.monotonic(), everything=False))
+                self._enqueue(ready)
+            ok = self._deliver(time.monotonic() + self._settings.export_timeout_s)
+            return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
+        except Exception:  # noqa: BLE001 - an exporter logs and reports failure, it never raises
+            logger.exception("could not export %d spans", len(spans))
+            return SpanExportResult.FAILURE
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Retry what earlier exports could not deliver; held spans keep waiting for their parents."""
+        if self._settings.disabled:
+            return True
+        try:
+            return self._deliver(time.monotonic() + timeout_millis / 1000.0)
+        except Exception:  # noqa: BLE001
+            logger.exception("force_flush failed")
+            return False
+
+    def shutdown(self, timeout_millis: int | None = None) -> None:
+        """Send everything held and pending, bounded by ``OTEL_BSP_EXPORT_TIMEOUT``."""
+        if self._shut:
+            return
+        self._shut = True
+        if self._settings.disabled:
+            return
+        timeout_s = self._settings.export_timeout_s if timeout_millis is None else timeout_millis / 1000.0
+        try:
+            with self._lock:
+                self._enqueue(self._release(time.monotonic(), everything=True))
+            self._deliver(time.monotonic() + timeout_s)
+        except Exception:  # noqa: BLE001
+            logger.exception("shutdown could not deliver the remaining runs")
+        left = len(self._pending)
+        if left:
+            self._counters.drop("shutdown", left)
+            logger.warning(
+                "shutdown: gave up %d runs that could not be delivered within %.1f s", left, timeout_s
+            )
+            self._pending.clear()
+        self._transport.close()
+
+    def stats(self) -> ExporterStats:
+        c = self._counters
+        t = self._transport
+        return ExporterStats(
+            queued=len(self._pending),
+            sent=c.sent,
+            completed=c.completed,
+            retried=t.retried,
+            failed=t.failed,
+            requests=t.requests,
+            dropped=c.dropped(),
+            held=self._held_count,
+            orphaned=c.orphaned,
+        )
+
+    # --- the holding area ----------------------------------------------------------
+
+    def _place(self, spans: Iterable[ReadableSpan]) -> list[tuple[ReadableSpan, RunIds]]:
+        """Resolve what can be resolved now (parents first); hold the rest."""
+        ready: list[tuple[ReadableSpan, RunIds]] = []
+        now = time.monotonic()
+        for span in spans:
+            ctx = span.context
+            if ctx is None or not ctx.trace_flags.sampled:
+                continue
+            parent = span.parent
+            if parent is None or not parent.is_valid or parent.is_remote:
+                self._resolve(span, None, ready)
+                continue
+            parent_ids = self._resolved.get((ctx.trace_id, parent.span_id))
+            if parent_ids is not None:
+                self._resolve(span, parent_ids, ready)
+            else:
+                key = (ctx.trace_id, parent.span_id)
+                self._held.setdefault(key, {})[ctx.span_id] = span
+                self._held_order.append((key, ctx.span_id, now))
+                self._held_count += 1
+        return ready
+
+    def _resolve(self, span: ReadableSpan, parent_ids: RunIds | None, ready: list[tuple[ReadableSpan, RunIds]]) -> None:
+        # Iterative, parents before children, so deep trees cannot hit the recursion limit.
+        stack = [(span, parent_ids)]
+        while stack:
+            current, pids = stack.pop()
+            ids = span_ids(current, pids, self._settings.id_scheme)
+            ctx = current.context
+            key = (ctx.trace_id, ctx.span_id)
+            self._resolved[key] = ids
+            if len(self._resolved) > _RESOLVED_MAX:
+                self._resolved.popitem(last=False)
+            ready.append((current, ids))
+            children = self._held.pop(key, None)
+            if children:
+                self._held_count -= len(children)
+                stack.extend((child, ids) for child in children.values())
+
+    def _release(self, now: float, everything: bool) -> list[tuple[ReadableSpan, RunIds]]:
+        """Send as roots the spans held too long, or too many, or all at shutdown."""
+        ready: list[tuple[ReadableSpan, RunIds]] = []
+        limit_s = self._settings.hold_max_s
+        max_spans = self._settings.hold_max_spans
+        order = self._held_order
+        while order:
+            key, span_id, since = order[0]
+            waiting = self._held.get(key)
+            if waiting is None or span_id not in waiting:
+                order.popleft()  # already resolved through its parent
+                continue
+            if not (everything or now - since >= limit_s or self._held_count > max_spans):
+                break
+            order.popleft()
+            span = waiting.pop(span_id)
+            if not waiting:
+                del self._held[key]
+            self._held_count -= 1
+            self._counters.orphaned += 1
+            self._resolve(span, None, ready)
+        return ready
+
+    # --- delivery ------------------------------------------------------------------
+
+    def _enqueue(self, ready: list[tuple[ReadableSpan, RunIds]]) -> None:
+        limit = self._settings.max_value_chars
+        cap = self._settings.max_queue_bytes
+        for span, ids in ready:
+            try:
+                encoded = encode_run("post", span_to_run(span, ids, self._opts), limit, completes=True)
+            except Exception:  # noqa: BLE001 - one bad span must not stop the others
+                logger.exception("could not convert span %r; dropped", span.name)
+                self._counters.drop("convert_error")
+                continue
+            if self._pending_bytes + encoded.size > cap:
+                self._counters.drop("queue_bytes_full")
+                _rl.warning("queue_bytes_full", "undelivered runs exceed OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES; dropping")
+                continue
+            self._pending.append(encoded)
+            self._pending_bytes += encoded.size
+
+    def _deliver(self, deadline: float) -> bool:
+        """Send pending runs in batches until done or the deadline; True when nothing is left."""
+        with self._lock:
+            pending = list(self._pending)
+            self._pending.clear()
+            self._pending_bytes = 0
+        max_items = self._settings.max_export_batch_size
+        max_bytes = self._settings.max_batch_bytes
+        index = 0
+        keep: list[EncodedRun] = []
+        while index < len(pending):
+            batch, size = [], 0
+            while index < len(pending) and len(batch) < max_items:
+                run = pending[index]
+                if batch and size + run.size > max_bytes:
+                    break
+                batch.append(run)
+                size += run.size
+                index += 1
+            result = self._transport.send(batch, deadline)
+            if result.delivered:
+                self._counters.delivered(len(result.delivered), len(result.delivered))
+            for reason, runs in result.dropped.items():
+                self._counters.drop(reason, len(runs))
+            if result.retry:
+                keep = result.retry + pending[index:]
+                break
+        if keep:
+            with self._lock:
+                self._pending.extendleft(reversed(keep))
+                self._pending_bytes += sum(r.size for r in keep)
+        return not keep

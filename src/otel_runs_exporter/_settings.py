@@ -1,0 +1,373 @@
+"""Settings: the one place environment variables are read.
+
+Each setting is declared once, with its environment variables, default, parser
+and meaning. :func:`resolve` applies the precedence: constructor argument, then
+``OTEL_EXPORTER_RUNS_*`` (or the OTel SDK's own variable where one exists), then
+the service's ``LANGSMITH_*`` fallback, then the default::
+
+    >>> s = resolve({"project": "demo"}, env={"OTEL_BSP_SCHEDULE_DELAY": "100"})
+    >>> (s.project, s.schedule_delay_s)
+    ('demo', 0.1)
+
+A bad value raises :class:`~otel_runs_exporter.ConfigError` naming the variable
+and what it expects. Settings never hold secrets in their repr.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Mapping
+from urllib.parse import unquote, urlsplit
+
+from ._errors import ConfigError
+
+__all__ = ["Settings", "resolve", "SETTINGS_DOC", "US_ENDPOINT", "EU_ENDPOINT"]
+
+logger = logging.getLogger(__name__)
+
+US_ENDPOINT = "https://api.smith.langchain.com"
+EU_ENDPOINT = "https://eu.api.smith.langchain.com"
+MiB = 1024 * 1024
+
+
+# --- parsers: each returns the value or raises ValueError with what it expects ---
+
+
+def _str(raw: str) -> str:
+    return raw.strip()
+
+
+def _positive_int(raw: str) -> int:
+    value = int(str(raw).strip())
+    if value <= 0:
+        raise ValueError("a whole number greater than 0")
+    return value
+
+
+def _non_negative_int(raw: str) -> int:
+    value = int(str(raw).strip())
+    if value < 0:
+        raise ValueError("a whole number of 0 or more")
+    return value
+
+
+def _millis_to_seconds(raw: str) -> float:
+    value = float(str(raw).strip())
+    if value < 0:
+        raise ValueError("milliseconds, 0 or more")
+    return value / 1000.0
+
+
+def _seconds(raw: str) -> float:
+    value = float(str(raw).strip())
+    if value <= 0:
+        raise ValueError("seconds, greater than 0")
+    return value
+
+
+def _bool(raw: str) -> bool:
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("true or false")
+
+
+def _choice(*choices: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        text = str(raw).strip().lower()
+        if text not in choices:
+            raise ValueError("one of " + ", ".join(choices))
+        return text
+
+    return parse
+
+
+def parse_headers(raw: str) -> dict[str, str]:
+    """Parse ``k=v,k2=v2`` the way OTel parses ``OTEL_EXPORTER_OTLP_HEADERS``.
+
+    Keys and values are URL-decoded; a pair without ``=`` is an error.
+
+    >>> parse_headers("a=1, b=x%20y")
+    {'a': '1', 'b': 'x y'}
+    """
+    headers: dict[str, str] = {}
+    for pair in str(raw).split(","):
+        if not pair.strip():
+            continue
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError("comma-separated key=value pairs")
+        headers[unquote(key.strip()).lower()] = unquote(value.strip())
+    return headers
+
+
+def _endpoint(raw: str) -> str:
+    text = str(raw).strip().rstrip("/")
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError("an http:// or https:// base address")
+    return text
+
+
+@dataclass(frozen=True)
+class _Decl:
+    env: tuple[str, ...]
+    default: Any
+    parse: Callable[[str], Any]
+    doc: str
+
+
+# The declarations. The order of ``env`` is the order of precedence.
+_DECLS: dict[str, _Decl] = {
+    "endpoint": _Decl(
+        ("OTEL_EXPORTER_RUNS_ENDPOINT", "LANGSMITH_ENDPOINT"),
+        None,
+        _endpoint,
+        "Base address of the service; paths such as /runs/multipart are appended. "
+        "Default: the US address, or the EU one with OTEL_EXPORTER_RUNS_REGION=eu.",
+    ),
+    "region": _Decl(
+        ("OTEL_EXPORTER_RUNS_REGION",),
+        "us",
+        _choice("us", "eu"),
+        "us or eu; picks the default endpoint when none is given.",
+    ),
+    "api_key": _Decl(
+        ("OTEL_EXPORTER_RUNS_API_KEY", "LANGSMITH_API_KEY"),
+        None,
+        _str,
+        "API key, sent as x-api-key. Never logged.",
+    ),
+    "workspace_id": _Decl(
+        ("OTEL_EXPORTER_RUNS_WORKSPACE_ID", "LANGSMITH_WORKSPACE_ID"),
+        None,
+        _str,
+        "Workspace, sent as x-tenant-id (needed when the key spans several workspaces).",
+    ),
+    "project": _Decl(
+        ("OTEL_EXPORTER_RUNS_PROJECT", "LANGSMITH_PROJECT"),
+        "default",
+        _str,
+        "Project name, sent as session_name.",
+    ),
+    "project_id": _Decl(
+        ("OTEL_EXPORTER_RUNS_PROJECT_ID",),
+        None,
+        _str,
+        "Project id, sent as session_id instead of session_name when set.",
+    ),
+    "headers": _Decl(
+        ("OTEL_EXPORTER_RUNS_HEADERS",),
+        None,
+        parse_headers,
+        "Extra request headers, k=v,k2=v2 as OTel parses them.",
+    ),
+    "timeout_s": _Decl(
+        ("OTEL_EXPORTER_RUNS_TIMEOUT",),
+        10.0,
+        _seconds,
+        "Seconds allowed for one HTTP request.",
+    ),
+    "mode": _Decl(
+        ("OTEL_EXPORTER_RUNS_MODE",),
+        "auto",
+        _choice("auto", "multipart", "basic"),
+        "auto: multipart, falling back to POST/PATCH /runs on 404/405; "
+        "multipart: never fall back; basic: POST/PATCH /runs only.",
+    ),
+    "compression": _Decl(
+        ("OTEL_EXPORTER_RUNS_COMPRESSION",),
+        "none",
+        _choice("none", "gzip", "zstd"),
+        "Request body compression; zstd needs the [zstd] extra.",
+    ),
+    "id_scheme": _Decl(
+        ("OTEL_EXPORTER_RUNS_ID_SCHEME",),
+        "v7",
+        _choice("v7", "otlp"),
+        "v7: deterministic UUID v7 from the span; otlp: the service's OTLP rule "
+        "(span id right-aligned in a zero UUID), for users who mix both paths.",
+    ),
+    "schedule_delay_s": _Decl(
+        ("OTEL_BSP_SCHEDULE_DELAY",),
+        0.2,
+        _millis_to_seconds,
+        "Milliseconds between flushes (OTel's variable; our default is 200 ms so runs show quickly).",
+    ),
+    "max_queue_size": _Decl(
+        ("OTEL_BSP_MAX_QUEUE_SIZE",),
+        10_000,
+        _positive_int,
+        "Most span operations waiting for the worker; past it the newest are dropped and counted.",
+    ),
+    "max_export_batch_size": _Decl(
+        ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE",),
+        512,
+        _positive_int,
+        "Most runs in one request.",
+    ),
+    "export_timeout_s": _Decl(
+        ("OTEL_BSP_EXPORT_TIMEOUT",),
+        30.0,
+        _millis_to_seconds,
+        "Milliseconds allowed for one send with its retries; also bounds shutdown.",
+    ),
+    "max_batch_bytes": _Decl(
+        ("OTEL_EXPORTER_RUNS_MAX_BATCH_BYTES",),
+        20 * MiB,
+        _positive_int,
+        "Most bytes in one request body before compression.",
+    ),
+    "max_queue_bytes": _Decl(
+        ("OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES",),
+        256 * MiB,
+        _positive_int,
+        "Most encoded bytes held for delivery (including during an outage); past it the newest are dropped.",
+    ),
+    "max_value_chars": _Decl(
+        ("OTEL_EXPORTER_RUNS_MAX_VALUE_CHARS",),
+        1_000_000,
+        _non_negative_int,
+        "Strings longer than this are truncated with a marker (0: no limit).",
+    ),
+    "hold_max_spans": _Decl(
+        ("OTEL_EXPORTER_RUNS_HOLD_MAX_SPANS",),
+        10_000,
+        _positive_int,
+        "Exporter path: most spans held waiting for their ancestors.",
+    ),
+    "hold_max_s": _Decl(
+        ("OTEL_EXPORTER_RUNS_HOLD_MAX_SECONDS",),
+        30.0,
+        _seconds,
+        "Exporter path: longest a span is held waiting for its ancestors.",
+    ),
+    "disabled": _Decl(
+        ("OTEL_SDK_DISABLED",),
+        False,
+        _bool,
+        "OTel's switch: when true, nothing is recorded or sent.",
+    ),
+}
+
+SETTINGS_DOC = _DECLS  # read by the README generator and tests
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved settings; build with :func:`resolve`."""
+
+    endpoint: str
+    region: str
+    api_key: str | None = field(repr=False)
+    workspace_id: str | None
+    project: str
+    project_id: str | None
+    headers: Mapping[str, str] | None = field(repr=False)
+    timeout_s: float
+    mode: str
+    compression: str
+    id_scheme: str
+    schedule_delay_s: float
+    max_queue_size: int
+    max_export_batch_size: int
+    export_timeout_s: float
+    max_batch_bytes: int
+    max_queue_bytes: int
+    max_value_chars: int
+    hold_max_spans: int
+    hold_max_s: float
+    disabled: bool
+
+    def __repr__(self) -> str:
+        shown = ", ".join(
+            f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr
+        )
+        key = "set" if self.api_key else "unset"
+        return f"Settings({shown}, api_key=<{key}>)"
+
+    @property
+    def session(self) -> dict[str, str]:
+        """The run field that names the project: exactly one of session_id / session_name."""
+        if self.project_id:
+            return {"session_id": self.project_id}
+        return {"session_name": self.project}
+
+    def is_loopback(self) -> bool:
+        host = (urlsplit(self.endpoint).hostname or "").lower()
+        return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def resolve(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """Resolve every setting: argument, then environment, then default.
+
+    ``overrides`` are constructor keyword arguments (already typed, or strings
+    that are parsed like the environment). Unknown names are an error, so a typo
+    in a keyword argument is not silently ignored.
+    """
+    overrides = dict(overrides or {})
+    env = os.environ if env is None else env
+    unknown = set(overrides) - set(_DECLS)
+    if unknown:
+        raise ConfigError(
+            f"unknown setting(s) {sorted(unknown)}; expected some of {sorted(_DECLS)}"
+        )
+    values: dict[str, Any] = {}
+    for name, decl in _DECLS.items():
+        if overrides.get(name) is not None:
+            raw = overrides[name]
+            if isinstance(raw, str) and decl.parse is not _str:
+                values[name] = _parse(decl, raw, f"argument {name}")
+            else:
+                values[name] = raw
+            continue
+        for var in decl.env:
+            raw = env.get(var)
+            if raw is not None and raw.strip() != "":
+                values[name] = _parse(decl, raw, var)
+                break
+        else:
+            values[name] = decl.default
+    if values["endpoint"] is None:
+        values["endpoint"] = EU_ENDPOINT if values["region"] == "eu" else US_ENDPOINT
+    else:
+        values["endpoint"] = _parse(_DECLS["endpoint"], str(values["endpoint"]), "endpoint")
+    settings = Settings(**values)
+    return settings
+
+
+def _parse(decl: _Decl, raw: str, source: str) -> Any:
+    try:
+        return decl.parse(raw)
+    except ValueError as exc:
+        expected = str(exc) if str(exc) and not str(exc).startswith(("invalid literal", "could not")) else _expected(decl)
+        raise ConfigError(f"{source}={raw!r} is not valid: expected {expected}") from None
+
+
+def _expected(decl: _Decl) -> str:
+    return {
+        _positive_int: "a whole number greater than 0",
+        _non_negative_int: "a whole number of 0 or more",
+        _millis_to_seconds: "milliseconds, 0 or more",
+        _seconds: "seconds, greater than 0",
+    }.get(decl.parse, "a valid value")
+
+
+def warn_if_unusable(settings: Settings) -> None:
+    """One clear warning for setups that will not deliver, instead of failing later."""
+    if settings.disabled:
+        return
+    if not settings.api_key and not settings.is_loopback():
+        logger.warning(
+            "No API key: set OTEL_EXPORTER_RUNS_API_KEY (or LANGSMITH_API_KEY); "
+            "the service at %s will refuse the runs",
+            settings.endpoint,
+        )
+    if settings.api_key and settings.endpoint.startswith("http://") and not settings.is_loopback():
+        logger.warning(
+            "The API key would be sent over plain HTTP to %s; use https://", settings.endpoint
+        )

@@ -1,0 +1,389 @@
+"""Encoded runs to the service: HTTP, the one retry loop, splitting, fallback.
+
+What each answer does (the retry matrix, pinned by ``tests/test_transport.py``):
+
+======================  ==========================================================
+2xx                     delivered
+408, 429, 5xx,          retried with exponential backoff and jitter until the
+connection error,       deadline; 429's Retry-After is honoured (and 429 backs off
+timeout                 even without it). At the deadline the runs are handed
+                        back to be kept and retried on a later flush.
+413                     the batch is split in halves, each sent on its own; a
+                        single run that is still too large is dropped (too_large)
+400, 422                the batch is bisected to find the runs the service
+                        rejects; only those are dropped (rejected)
+401, 403                sending stops for good; one log line; runs dropped
+                        (unauthorized)
+404, 405 on multipart   (mode auto) switch once to POST /runs + PATCH /runs/{id}
+redirect                followed only to the same scheme and host; never carries
+                        the key elsewhere (dropped: redirect_refused)
+other 4xx               dropped (http_<status>)
+======================  ==========================================================
+
+Our own requests are never traced: instrumentation is suppressed while we send.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+from urllib.parse import urljoin, urlsplit
+
+import requests
+from opentelemetry import context as otel_context
+
+from ._encode import EncodedRun, basic_body, multipart_body, new_boundary
+from ._logging import RateLimitedLog
+from ._settings import Settings
+
+__all__ = ["Transport", "SendResult", "USER_AGENT"]
+
+logger = logging.getLogger(__name__)
+_rl = RateLimitedLog(logger)
+
+USER_AGENT = "otel-runs-exporter/0.1.0"
+_RETRYABLE = frozenset({408, 429, 500, 502, 503, 504}) | frozenset(range(505, 600))
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_BACKOFF_BASE_S = 0.5
+_BACKOFF_MAX_S = 30.0
+_MAX_REDIRECTS = 5
+
+try:  # the SDK exports these keys; older versions spell them as plain strings
+    from opentelemetry.context import _SUPPRESS_HTTP_INSTRUMENTATION_KEY, _SUPPRESS_INSTRUMENTATION_KEY
+except ImportError:  # pragma: no cover
+    _SUPPRESS_INSTRUMENTATION_KEY = otel_context.create_key("suppress_instrumentation")
+    _SUPPRESS_HTTP_INSTRUMENTATION_KEY = otel_context.create_key("suppress_http_instrumentation")
+
+
+def suppressed_context() -> otel_context.Context:
+    """A context in which instrumented HTTP clients do not trace our exports."""
+    ctx = otel_context.set_value(_SUPPRESS_INSTRUMENTATION_KEY, True)
+    return otel_context.set_value(_SUPPRESS_HTTP_INSTRUMENTATION_KEY, True, ctx)
+
+
+@dataclass
+class SendResult:
+    """What became of the runs handed to :meth:`Transport.send`."""
+
+    delivered: list[EncodedRun] = field(default_factory=list)
+    dropped: dict[str, list[EncodedRun]] = field(default_factory=dict)
+    retry: list[EncodedRun] = field(default_factory=list)
+
+    def drop(self, reason: str, runs: Sequence[EncodedRun]) -> None:
+        self.dropped.setdefault(reason, []).extend(runs)
+
+
+class _RetryLater(Exception):
+    """The deadline (or an interruption) came before the request could succeed."""
+
+
+class Transport:
+    """Sends encoded runs; owns the HTTP session, the retry loop and the mode.
+
+    ``wake`` is an Event the caller may set to cut a backoff wait short (new work
+    arrived, or shutdown); the interrupted send hands its runs back to retry.
+    ``clock`` and ``wait`` are seams for tests.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        wake: threading.Event | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        session: requests.Session | None = None,
+    ) -> None:
+        self._settings = settings
+        self._base = settings.endpoint.rstrip("/")
+        self._origin = _origin(self._base)
+        self._wake = wake or threading.Event()
+        self._clock = clock
+        self._session = session or _new_session(settings)
+        self._boundary = new_boundary()
+        self._basic = settings.mode == "basic"
+        self._auth_failed = False
+        self._attempt = 0
+        self._not_before = 0.0
+        self._lock = threading.Lock()  # one send at a time: the backoff state is shared
+        self.requests = 0
+        self.retried = 0
+        self.failed = 0
+        self._compress = _compressor(settings.compression)
+
+    def __repr__(self) -> str:
+        return f"Transport(endpoint={self._base!r}, mode={'basic' if self._basic else 'multipart'})"
+
+    @property
+    def mode(self) -> str:
+        return "basic" if self._basic else "multipart"
+
+    def close(self) -> None:
+        self._session.close()
+
+    def reset_after_fork(self) -> None:
+        """A forked child must not share the parent's sockets."""
+        self._session = _new_session(self._settings)
+        self._lock = threading.Lock()
+        self._attempt = 0
+        self._not_before = 0.0
+
+    # --- the public entry point ------------------------------------------------
+
+    def send(self, runs: Sequence[EncodedRun], deadline: float) -> SendResult:
+        """Deliver ``runs`` before ``deadline`` (a ``clock()`` value); never raises."""
+        result = SendResult()
+        if not runs:
+            return result
+        token = otel_context.attach(suppressed_context())
+        try:
+            with self._lock:
+                if self._auth_failed:
+                    result.drop("unauthorized", runs)
+                elif self._basic:
+                    self._send_basic(list(runs), deadline, result)
+                else:
+                    self._send_multipart(list(runs), deadline, result)
+        except Exception:  # noqa: BLE001 - a bug of ours must not lose the batch or reach the app
+            logger.exception("unexpected error while sending %d runs; they will be retried", len(runs))
+            done = {id(r) for r in result.delivered} | {id(r) for rs in result.dropped.values() for r in rs}
+            result.retry = [r for r in runs if id(r) not in done]
+        finally:
+            otel_context.detach(token)
+        return result
+
+    # --- multipart -------------------------------------------------------------
+
+    def _send_multipart(self, runs: list[EncodedRun], deadline: float, result: SendResult) -> None:
+        content_type, body = multipart_body(runs, self._boundary)
+        try:
+            resp = self._request("POST", "/runs/multipart", body, content_type, deadline)
+        except _RetryLater:
+            result.retry.extend(runs)
+            return
+        status = resp.status_code
+        if 200 <= status < 300:
+            result.delivered.extend(runs)
+        elif status == 413:
+            if len(runs) == 1:
+                _rl.warning("too_large", "run %s is too large for the service (413); dropped", runs[0].run_id)
+                result.drop("too_large", runs)
+            else:
+                self._send_halves(runs, deadline, result)
+        elif status in (400, 422):
+            if len(runs) == 1:
+                _rl.warning(
+                    "rejected",
+                    "the service rejected run %s (%d): %s",
+                    runs[0].run_id,
+                    status,
+                    _detail(resp),
+                )
+                result.drop("rejected", runs)
+            else:
+                self._send_halves(runs, deadline, result)
+        elif status in (404, 405) and self._settings.mode == "auto":
+            logger.warning(
+                "%s has no multipart endpoint (%d); switching to POST /runs and PATCH /runs/{id}",
+                self._base,
+                status,
+            )
+            self._basic = True
+            self._send_basic(runs, deadline, result)
+        else:
+            self._non_retryable(status, resp, runs, result)
+
+    def _send_halves(self, runs: list[EncodedRun], deadline: float, result: SendResult) -> None:
+        mid = len(runs) // 2
+        for half in (runs[:mid], runs[mid:]):
+            if self._clock() >= deadline:
+                result.retry.extend(half)
+            else:
+                self._send_multipart(half, deadline, result)
+
+    # --- basic tracing -----------------------------------------------------------
+
+    def _send_basic(self, runs: list[EncodedRun], deadline: float, result: SendResult) -> None:
+        # Parents before children: a parent's dotted_order is a prefix of its children's.
+        ordered = sorted(runs, key=lambda r: (r.op != "post", r.dotted_order))
+        for index, run in enumerate(ordered):
+            if run.op == "post":
+                method, path = "POST", "/runs"
+            else:
+                method, path = "PATCH", f"/runs/{run.run_id}"
+            try:
+                resp = self._request(method, path, basic_body(run), "application/json", deadline)
+            except _RetryLater:
+                result.retry.extend(ordered[index:])
+                return
+            status = resp.status_code
+            if 200 <= status < 300 or (status == 409 and run.op == "post"):
+                result.delivered.append(run)  # 409: created by an earlier attempt
+            elif status in (400, 404, 413, 422):
+                reason = "too_large" if status == 413 else "rejected"
+                _rl.warning("basic_" + reason, "the service refused %s %s (%d): %s", method, path, status, _detail(resp))
+                result.drop(reason, [run])
+            else:
+                self._non_retryable(status, resp, [run], result)
+                if self._auth_failed:
+                    result.drop("unauthorized", ordered[index + 1 :])
+                    return
+
+    def _non_retryable(self, status: int, resp: requests.Response, runs: list[EncodedRun], result: SendResult) -> None:
+        if status in (401, 403):
+            self._auth_failed = True
+            logger.error(
+                "the service refused the API key (%d); no more runs will be sent by this exporter. "
+                "Check OTEL_EXPORTER_RUNS_API_KEY / OTEL_EXPORTER_RUNS_WORKSPACE_ID",
+                status,
+            )
+            result.drop("unauthorized", runs)
+        elif status in _REDIRECTS:
+            result.drop("redirect_refused", runs)
+        else:
+            _rl.warning("http_%d" % status, "the service answered %d: %s; %d runs dropped", status, _detail(resp), len(runs))
+            result.drop(f"http_{status}", runs)
+
+    # --- the one retry loop ------------------------------------------------------
+
+    def _request(self, method: str, path: str, body: bytes, content_type: str, deadline: float) -> requests.Response:
+        """Send one request, retrying what is worth retrying until ``deadline``.
+
+        Returns the final response (2xx or a status the caller handles) or
+        raises :class:`_RetryLater`.
+        """
+        headers = {"Content-Type": content_type}
+        if self._compress is not None:
+            encoding, compress = self._compress
+            body = compress(body)
+            headers["Content-Encoding"] = encoding
+        url = self._base + path
+        while True:
+            self._wait_until(self._not_before, deadline)
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                raise _RetryLater
+            retry_after: float | None = None
+            try:
+                resp = self._follow(method, url, body, headers, min(self._settings.timeout_s, remaining))
+                self.requests += 1
+            except requests.RequestException as exc:
+                self.requests += 1
+                _rl.warning("conn", "could not reach %s: %s", self._origin, type(exc).__name__)
+            else:
+                if resp.status_code not in _RETRYABLE:
+                    if resp.status_code < 400:
+                        self._attempt = 0
+                        self._not_before = 0.0
+                    else:
+                        self.failed += 1
+                    return resp
+                retry_after = _retry_after(resp)
+                _rl.warning("status_%d" % resp.status_code, "the service answered %d; retrying", resp.status_code)
+                resp.close()
+            self.failed += 1
+            delay = self._backoff(retry_after)
+            self._not_before = self._clock() + delay
+            if self._not_before >= deadline:
+                raise _RetryLater
+            self.retried += 1
+
+    def _backoff(self, retry_after: float | None) -> float:
+        # Exponential with "equal jitter": never less than half the step, so a
+        # crowd of clients spreads out without any of them hammering.
+        step = min(_BACKOFF_MAX_S, _BACKOFF_BASE_S * (2 ** min(self._attempt, 16)))
+        self._attempt += 1
+        delay = step / 2 + random.uniform(0, step / 2)
+        if retry_after is not None:
+            delay = max(delay, retry_after)
+        return delay
+
+    def _wait_until(self, when: float, deadline: float) -> None:
+        while True:
+            now = self._clock()
+            if now >= when:
+                return
+            if when >= deadline:
+                raise _RetryLater
+            if self._wake.wait(when - now):
+                raise _RetryLater  # new work or shutdown: let the caller decide
+
+    def _follow(self, method: str, url: str, body: bytes, headers: dict[str, str], timeout: float) -> requests.Response:
+        """One request; redirects followed only within our own origin."""
+        for _ in range(_MAX_REDIRECTS + 1):
+            resp = self._session.request(method, url, data=body, headers=headers, timeout=timeout, allow_redirects=False)
+            if resp.status_code not in _REDIRECTS:
+                return resp
+            target = urljoin(url, resp.headers.get("Location", ""))
+            if _origin(target) != self._origin:
+                _rl.warning(
+                    "redirect",
+                    "refused to follow a redirect from %s to another host (%s); the API key stays here",
+                    self._origin,
+                    _origin(target),
+                )
+                return resp
+            resp.close()
+            url = target
+        return resp
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+def _retry_after(resp: requests.Response) -> float | None:
+    value = resp.headers.get("Retry-After")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        from email.utils import parsedate_to_datetime
+
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        return max(0.0, when.timestamp() - time.time())
+
+
+def _detail(resp: requests.Response) -> str:
+    try:
+        text = resp.text
+    except Exception:  # noqa: BLE001
+        return ""
+    return text[:300]
+
+
+def _new_session(settings: Settings) -> requests.Session:
+    session = requests.Session()
+    session.headers["User-Agent"] = USER_AGENT
+    if settings.headers:
+        session.headers.update(settings.headers)
+    if settings.api_key:
+        session.headers["x-api-key"] = settings.api_key
+    if settings.workspace_id:
+        session.headers["x-tenant-id"] = settings.workspace_id
+    return session
+
+
+def _compressor(kind: str) -> tuple[str, Callable[[bytes], bytes]] | None:
+    if kind == "gzip":
+        return "gzip", lambda body: gzip.compress(body, compresslevel=5)
+    if kind == "zstd":
+        try:
+            import zstandard
+        except ImportError:
+            logger.warning("zstd compression needs the zstandard package (pip install 'otel-runs-exporter[zstd]'); sending uncompressed")
+            return None
+        # Sends are serialized by the transport's lock, so one compressor is safe to share.
+        compressor = zstandard.ZstdCompressor(level=3)
+        return "zstd", compressor.compress
+    return None
+
