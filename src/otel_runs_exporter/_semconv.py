@@ -1,15 +1,35 @@
 """Attribute-mapping tables: how span attributes become run fields.
 
 This module owns every rule that reads a semantic convention (the service's own
-``langsmith.*`` attributes, OpenInference, OTel GenAI, traceloop). It is pure:
-``map_span`` takes a copy of a span's attributes and events and returns a
-:class:`Mapped` value that ``_convert`` places into the run.
+``langsmith.*`` attributes, OpenInference, OTel GenAI in its current and older
+shapes, traceloop/OpenLLMetry). It is pure: ``map_span`` takes a copy of a
+span's attributes and events and returns a :class:`Mapped` value that
+``_convert`` places into the run.
+
+The rules are data (the ``_RUN_TYPE_RULES``, ``_INPUT_SOURCES``,
+``_OUTPUT_SOURCES``, ``_USAGE_FIELDS`` ... tables below, each in precedence
+order, first match wins); the functions only apply them. ``map_span`` runs once
+per span on the exporter's worker thread, so it makes one pass over the
+attributes (prefix checks, no regexes) and decodes JSON only for the attributes
+a rule actually uses.
+
+Whatever convention a conversation arrives in, it leaves in one shape::
+
+    {"messages": [{"role": "user", "content": "hi"},
+                  {"role": "assistant", "content": None,
+                   "tool_calls": [{"id": "c1", "type": "function",
+                                   "function": {"name": "f", "arguments": "{}"}}]},
+                  {"role": "tool", "content": "42", "tool_call_id": "c1"}]}
+
+``content`` is a string when the message is plain text (a single text part),
+otherwise a list of content blocks (``{"type": "text", "text": ...}`` and the
+non-text parts as they came).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import orjson
 
@@ -31,8 +51,11 @@ class Mapped:
 
     ``consumed`` names the attributes the mapping used, so ``_convert`` does not
     repeat them in metadata; ``consumed_events`` holds the indexes of span events
-    whose content went into inputs or outputs, so they are not repeated in the
-    run's events either.
+    whose content went into inputs or outputs (or into ``first_token_time_ns``),
+    so they are not repeated in the run's events either.
+
+    ``first_token_time_ns`` is the earliest streaming "first token" event of the
+    span (epoch nanoseconds), for the converter to place as a ``new_token`` event.
     """
 
     run_type: str = "chain"
@@ -45,9 +68,137 @@ class Mapped:
     session_name: str | None = None
     consumed: set[str] = field(default_factory=set)
     consumed_events: set[int] = field(default_factory=set)
+    first_token_time_ns: int | None = None
 
 
+# ---------------------------------------------------------------------------
+# Tables
+# ---------------------------------------------------------------------------
+
+#: Run types the service knows; a ``langsmith.span.kind`` outside this set is
+#: ignored (the next rule decides) rather than sent and rejected.
+_RUN_TYPES = frozenset({"llm", "chain", "tool", "retriever", "embedding", "prompt", "parser"})
+
+#: ``(attribute, value map, default)`` in precedence order. The value is looked
+#: up lower-cased; ``default`` (when not None) answers any other value, and when
+#: it is None an unknown value falls through to the next rule.
+_RUN_TYPE_RULES: tuple[tuple[str, Mapping[str, str], str | None], ...] = (
+    ("langsmith.span.kind", {k: k for k in _RUN_TYPES}, None),
+    (
+        "openinference.span.kind",
+        {"llm": "llm", "embedding": "embedding", "retriever": "retriever", "reranker": "retriever",
+         "tool": "tool", "prompt": "prompt"},
+        "chain",
+    ),
+    (
+        "gen_ai.operation.name",
+        {"chat": "llm", "text_completion": "llm", "generate_content": "llm", "embeddings": "embedding",
+         "retrieval": "retriever", "execute_tool": "tool", "create_agent": "chain", "invoke_agent": "chain",
+         "invoke_workflow": "chain", "workflow": "chain", "agent": "chain"},
+        None,
+    ),
+    ("llm.request.type", {"chat": "llm", "completion": "llm", "embedding": "embedding", "rerank": "retriever"}, None),
+    ("traceloop.span.kind", {"tool": "tool", "workflow": "chain", "task": "chain", "agent": "chain"}, "chain"),
+)
+
+#: Any of these makes an otherwise unclassified span an ``llm`` run.
 _MODEL_KEYS = ("gen_ai.request.model", "gen_ai.provider.name", "gen_ai.system", "llm.model_name")
+
+#: ``metadata["ls_model_name"]``: the requested model first (what the user
+#: chose), then what the response or the OpenInference span reports.
+_MODEL_NAME_KEYS = (
+    "gen_ai.request.model",
+    "llm.request.model_name",
+    "llm.model_name",
+    "embedding.model_name",
+    "reranker.model_name",
+    "gen_ai.response.model",
+    "llm.response.model_name",
+)
+#: ``metadata["ls_provider"]``.
+_PROVIDER_KEYS = ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system")
+
+#: Attributes copied to metadata under the key the service groups threads by
+#: (its thread keys are ``session_id``, ``thread_id`` and ``conversation_id``).
+_METADATA_KEYS: tuple[tuple[str, str], ...] = (
+    ("gen_ai.conversation.id", "thread_id"),
+    ("session.id", "session_id"),
+    ("user.id", "user_id"),
+)
+#: Prefixes whose remainder is a metadata key. ``langsmith.metadata.`` comes
+#: last so explicit metadata wins over everything derived.
+_METADATA_PREFIXES = ("traceloop.association.properties.", "langsmith.metadata.")
+
+#: ``gen_ai.request.*`` becomes invocation params under its remainder, renamed
+#: where the OpenAI-style parameter name differs.
+_PARAM_PREFIX = "gen_ai.request."
+_PARAM_RENAMES = {"stop_sequences": "stop", "choice.count": "n"}
+#: Whole-object invocation params (OpenInference), merged under the above.
+_PARAM_OBJECT_KEYS = ("llm.invocation_parameters", "embedding.invocation_parameters")
+
+#: ``(path in usage_metadata, attributes in precedence order)``: the GenAI
+#: names first, then traceloop's and OpenInference's.
+_USAGE_FIELDS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (("input_tokens",), ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")),
+    (("output_tokens",), ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion")),
+    (("total_tokens",), ("gen_ai.usage.total_tokens", "llm.usage.total_tokens", "llm.token_count.total")),
+    (
+        ("input_token_details", "cache_read"),
+        ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens",
+         "llm.token_count.prompt_details.cache_read"),
+    ),
+    (
+        ("input_token_details", "cache_creation"),
+        ("gen_ai.usage.cache_creation.input_tokens", "gen_ai.usage.cache_creation_input_tokens",
+         "llm.token_count.prompt_details.cache_write"),
+    ),
+    (("input_token_details", "audio"), ("llm.token_count.prompt_details.audio",)),
+    (
+        ("output_token_details", "reasoning"),
+        ("gen_ai.usage.reasoning.output_tokens", "gen_ai.usage.reasoning_tokens",
+         "llm.token_count.completion_details.reasoning"),
+    ),
+    (("output_token_details", "audio"), ("llm.token_count.completion_details.audio",)),
+)
+
+#: Span events that mark the first streamed token (ours emit ``new_token``;
+#: OpenInference emits "First Token Stream Event"). The earliest one wins.
+_FIRST_TOKEN_EVENTS = frozenset({"new_token", "gen_ai.first_token", "first_token", "First Token Stream Event"})
+
+#: Older GenAI per-message events and the role each one carries.
+_MESSAGE_EVENT_ROLES = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+#: Older GenAI whole-content events: event name -> (attribute, side).
+_CONTENT_EVENTS = {"gen_ai.content.prompt": ("gen_ai.prompt", "in"), "gen_ai.content.completion": ("gen_ai.completion", "out")}
+_CHOICE_EVENT = "gen_ai.choice"
+
+#: Flattened conventions, gathered in the single pass over the attributes.
+_FLAT_PREFIXES = (
+    "llm.input_messages.",
+    "llm.output_messages.",
+    "gen_ai.prompt.",
+    "gen_ai.completion.",
+    "retrieval.documents.",
+    "reranker.output_documents.",
+    "tool.parameters.",
+    "embedding.embeddings.",
+) + _METADATA_PREFIXES
+_DOCUMENT_PREFIXES = ("retrieval.documents.", "reranker.output_documents.")
+#: Of those, the ones whose next segment must be an index (``gen_ai.prompt.name``
+#: is not a prompt message).
+_INDEXED_PREFIXES = frozenset(
+    ("llm.input_messages.", "llm.output_messages.", "gen_ai.prompt.", "gen_ai.completion.", "embedding.embeddings.")
+    + _DOCUMENT_PREFIXES
+)
+
+
+# ---------------------------------------------------------------------------
+# Value helpers
+# ---------------------------------------------------------------------------
 
 
 def _json_value(value: Any) -> Any:
@@ -64,50 +215,619 @@ def _as_object(value: Any, key: str) -> dict[str, Any]:
     decoded = _json_value(value)
     if isinstance(decoded, dict):
         return decoded
+    if isinstance(decoded, tuple):
+        decoded = list(decoded)
     return {key: decoded}
+
+
+def _as_list(value: Any) -> list[Any] | None:
+    """A list of items from a JSON string, a list/tuple (of JSON strings) or one object."""
+    decoded = _json_value(value)
+    if isinstance(decoded, dict):
+        return [decoded]
+    if isinstance(decoded, (list, tuple)):
+        return [_json_value(v) for v in decoded]
+    return None
+
+
+def _as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(float(value))
+        except ValueError:
+            return None
+    return None
+
+
+def _plain(value: Any) -> Any:
+    """Attribute sequences arrive as tuples; runs are JSON, so make them lists."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _unflatten(flat: Mapping[str, Any]) -> Any:
+    """``{"0.message.role": "user"}`` -> ``[{"message": {"role": "user"}}]``.
+
+    Numeric segments become list positions (sorted, gaps dropped), so the same
+    helper reads OpenInference, traceloop and document attributes.
+    """
+    root: dict[Any, Any] = {}
+    for path, value in flat.items():
+        node = root
+        parts = path.split(".")
+        for part in parts[:-1]:
+            key: Any = int(part) if part.isdigit() else part
+            child = node.get(key)
+            if not isinstance(child, dict):
+                if child is not None:
+                    break  # a value and a sub-tree under one name: keep the value
+                child = node[key] = {}
+            node = child
+        else:
+            last = parts[-1]
+            node.setdefault(int(last) if last.isdigit() else last, value)
+    return _listify(root)
+
+
+def _listify(node: Any) -> Any:
+    if not isinstance(node, dict):
+        return _plain(node)
+    if node and all(isinstance(k, int) for k in node):
+        return [_listify(node[k]) for k in sorted(node)]
+    return {str(k): _listify(v) for k, v in node.items()}
+
+
+# ---------------------------------------------------------------------------
+# Message normalization
+# ---------------------------------------------------------------------------
+
+
+def _tool_call(call: Any) -> dict[str, Any] | None:
+    """One tool call in the OpenAI shape, from any of the conventions' shapes."""
+    call = _json_value(call)
+    if not isinstance(call, dict):
+        return None
+    call = call.get("tool_call", call)  # OpenInference nests it one level down
+    function = call.get("function")
+    if isinstance(function, dict):
+        name, arguments = function.get("name"), function.get("arguments")
+    else:
+        name, arguments = call.get("name"), call.get("arguments")
+    if arguments is not None and not isinstance(arguments, str):
+        arguments = orjson.dumps(arguments, default=str).decode()
+    out: dict[str, Any] = {"type": "function", "function": {"name": name, "arguments": arguments or ""}}
+    if call.get("id") is not None:
+        out = {"id": call["id"], **out}
+    return out
+
+
+def _content_block(part: Any) -> Any:
+    """A content part as an OpenAI-style block (text), or as it came."""
+    if isinstance(part, str):
+        return {"type": "text", "text": part}
+    if not isinstance(part, dict):
+        return part
+    part = part.get("message_content", part)  # OpenInference nesting
+    if part.get("type") == "text":
+        text = part.get("text", part.get("content"))
+        return {"type": "text", "text": text if isinstance(text, str) else "" if text is None else str(text)}
+    return part
+
+
+def _content(value: Any) -> Any:
+    """Message content: a string when it is plain text, else a list of blocks."""
+    if isinstance(value, str) and value[:1] == "[":
+        # traceloop stores multi-part content as a JSON list of blocks; text that
+        # merely starts with "[" stays text.
+        decoded = _json_value(value)
+        if isinstance(decoded, list) and decoded and all(isinstance(p, dict) and "type" in p for p in decoded):
+            value = decoded
+    if isinstance(value, (list, tuple)):
+        blocks = [_content_block(p) for p in value]
+        if len(blocks) == 1 and isinstance(blocks[0], dict) and blocks[0].get("type") == "text":
+            return blocks[0]["text"]
+        return blocks
+    return value
+
+
+def _message(raw: Any, role: str | None = None) -> list[dict[str, Any]]:
+    """Normalize one message of any convention; may yield several (tool results).
+
+    Accepts OpenAI-style (``role``/``content``/``tool_calls``), GenAI
+    (``role``/``parts``), OpenInference unflattened (``{"message": {...}}``),
+    traceloop unflattened, and the bodies of the older message/choice events.
+    """
+    raw = _json_value(raw)
+    if isinstance(raw, str):
+        return [{"role": role or "user", "content": raw}]
+    if not isinstance(raw, dict):
+        return []
+    if isinstance(raw.get("message"), (dict, str)) and "role" not in raw and "content" not in raw:
+        inner = _json_value(raw["message"])  # OpenInference, or a gen_ai.choice body
+        raw = inner if isinstance(inner, dict) else {"content": inner}
+    role = raw.get("role") or role or "user"
+    msg: dict[str, Any] = {"role": role, "content": None}
+    tool_calls = [c for c in map(_tool_call, _as_list(raw.get("tool_calls")) or ()) if c]
+    extra: list[dict[str, Any]] = []
+
+    parts = _as_list(raw.get("parts"))
+    if parts is not None:  # GenAI: split tool calls and tool results out of the parts
+        content_parts = []
+        for part in parts:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "tool_call":
+                tc = _tool_call(part)
+                if tc:
+                    tool_calls.append(tc)
+            elif kind == "tool_call_response":
+                response = part.get("response")
+                extra.append({"role": "tool", "content": _plain(response), "tool_call_id": part.get("id")})
+            else:
+                content_parts.append(part)
+        if content_parts:
+            msg["content"] = _content(content_parts)
+    elif "contents" in raw:  # OpenInference multi-part content
+        msg["content"] = _content(raw["contents"])
+    else:
+        msg["content"] = _content(raw.get("content"))
+
+    if raw.get("function_call_name"):  # OpenInference legacy function call
+        tool_calls.append(
+            {"type": "function", "function": {"name": raw["function_call_name"],
+                                              "arguments": raw.get("function_call_arguments_json") or ""}}
+        )
+    if tool_calls:
+        msg["tool_calls"] = tool_calls
+    tool_call_id = raw.get("tool_call_id", raw.get("id") if role == "tool" else None)
+    if tool_call_id is not None:
+        msg["tool_call_id"] = tool_call_id
+    if raw.get("name"):
+        msg["name"] = raw["name"]
+    if msg["content"] is None and not tool_calls and extra:
+        return extra  # a GenAI tool message is only its results
+    return [msg, *extra]
+
+
+def _messages(items: Iterable[Any], role: str | None = None) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for item in items:
+        out.extend(_message(item, role))
+    return out
+
+
+def _system_message(value: Any) -> dict[str, Any] | None:
+    """``gen_ai.system_instructions``: a list of parts, or a plain string."""
+    decoded = _json_value(value)
+    if isinstance(decoded, str):
+        return {"role": "system", "content": decoded} if decoded else None
+    parts = _as_list(decoded)
+    if not parts:
+        return None
+    return {"role": "system", "content": _content(parts)}
+
+
+def _looks_like_message(item: Any) -> bool:
+    item = _json_value(item)
+    return isinstance(item, dict) and "role" in item and ("content" in item or "parts" in item or "tool_calls" in item)
+
+
+def _payload(value: Any, key: str) -> dict[str, Any]:
+    """A whole inputs/outputs value: messages are normalized, objects kept."""
+    decoded = _json_value(value)
+    if isinstance(decoded, (list, tuple)) and decoded and all(_looks_like_message(m) for m in decoded):
+        return {"messages": _messages(decoded)}
+    obj = _as_object(decoded, key)
+    if isinstance(obj.get("messages"), list):
+        obj = {**obj, "messages": _messages(obj["messages"])}
+    return obj
+
+
+# ---------------------------------------------------------------------------
+# Input/output sources
+# ---------------------------------------------------------------------------
+
+
+class _Ctx:
+    """What the single passes over attributes and events collected."""
+
+    __slots__ = (
+        "attributes", "flat", "consumed", "claim_only", "event_in", "event_out", "event_prompt", "event_completion"
+    )
+
+    def __init__(self, attributes: Mapping[str, Any], consumed: set[str]) -> None:
+        self.attributes = attributes
+        self.consumed = consumed
+        #: Set once a source table has its winner: the remaining readers only
+        #: mark their attributes consumed and return without parsing.
+        self.claim_only = False
+        self.flat: dict[str, dict[str, Any]] = {}
+        self.event_in: list[dict[str, Any]] = []
+        self.event_out: list[tuple[int, list[dict[str, Any]]]] = []
+        self.event_prompt: Any = None
+        self.event_completion: Any = None
+
+    def take(self, key: str) -> Any:
+        """The attribute's value, marked consumed (None when absent)."""
+        value = self.attributes.get(key)
+        if value is not None:
+            self.consumed.add(key)
+        return value
+
+    def take_flat(self, prefix: str) -> dict[str, Any] | None:
+        group = self.flat.get(prefix)
+        if group:
+            self.consumed.update(prefix + k for k in group)
+        return group
+
+
+_Reader = Callable[[_Ctx, str], "dict[str, Any] | None"]
+
+
+def _read_genai_input(ctx: _Ctx, key: str) -> dict[str, Any] | None:
+    raw = ctx.take(key)
+    system = ctx.take("gen_ai.system_instructions")
+    if ctx.claim_only:
+        return None
+    messages = _messages(_as_list(raw) or ()) if raw is not None else []
+    sys_msg = _system_message(system) if system is not None else None
+    if sys_msg:
+        messages.insert(0, sys_msg)
+    return {"messages": messages} if messages else None
+
+
+def _read_genai_messages(ctx: _Ctx, key: str) -> dict[str, Any] | None:
+    raw = ctx.take(key)
+    if ctx.claim_only or raw is None:
+        return None
+    messages = _messages(_as_list(raw) or ())
+    return {"messages": messages} if messages else None
+
+
+def _read_flat_messages(ctx: _Ctx, prefix: str) -> dict[str, Any] | None:
+    group = ctx.take_flat(prefix)
+    if ctx.claim_only or not group:
+        return None
+    items = _unflatten(group)
+    messages = _messages(items if isinstance(items, list) else ())
+    return {"messages": messages} if messages else None
+
+
+def _read_events(ctx: _Ctx, side: str) -> dict[str, Any] | None:
+    if ctx.claim_only:
+        ctx.take("gen_ai.prompt" if side == "in" else "gen_ai.completion")
+        return None
+    if side == "in":
+        if ctx.event_in:
+            return {"messages": ctx.event_in}
+        whole, key = ctx.event_prompt, "gen_ai.prompt"
+    else:
+        if ctx.event_out:
+            return {"messages": [m for _, msgs in sorted(ctx.event_out, key=lambda e: e[0]) for m in msgs]}
+        whole, key = ctx.event_completion, "gen_ai.completion"
+    if whole is None:
+        # The same whole-content attribute set on the span itself (the langsmith
+        # SDK's own OTel exporter writes the run's inputs/outputs this way).
+        whole = ctx.take(key)
+    return _payload(whole, "input" if side == "in" else "output") if whole is not None else None
+
+
+def _read_value(ctx: _Ctx, key: str) -> dict[str, Any] | None:
+    value = ctx.take(key)
+    mime = ctx.take(key[: -len(".value")] + ".mime_type") if key.endswith(".value") else None
+    if ctx.claim_only or value is None:
+        return None
+    default = "output" if "output" in key or "result" in key else "input"
+    if mime == "text/plain":
+        return {default: value}
+    return _payload(value, default)
+
+
+def _read_query(ctx: _Ctx, key: str) -> dict[str, Any] | None:
+    value = ctx.take(key)
+    return {"query": value} if value is not None and not ctx.claim_only else None
+
+
+def _read_embedding_texts(ctx: _Ctx, prefix: str) -> dict[str, Any] | None:
+    # OpenInference embedding spans: the texts, and one vector per text. The
+    # vectors are consumed and dropped: output.value already carries the
+    # response, and thousands of floats per text do not belong in metadata.
+    group = ctx.take_flat(prefix)
+    if ctx.claim_only or not group:
+        return None
+    items = _unflatten(group)
+    texts = [i.get("embedding", {}).get("text") for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+    texts = [t for t in texts if t is not None]
+    return {"input": texts} if texts else None
+
+
+def _read_tool_parameters(ctx: _Ctx, key: str) -> dict[str, Any] | None:
+    # OpenInference documents tool.parameters as the tool's parameter schema,
+    # but its own GenAI conversion treats it as the call's arguments; it is a
+    # last resort after input.value, which carries the real arguments there.
+    value = ctx.take(key)
+    group = ctx.take_flat(key + ".")
+    if ctx.claim_only:
+        return None
+    if value is not None:
+        return _as_object(value, "input")
+    return _unflatten(group) if group else None
+
+
+#: Inputs, first present wins (the issue's order, then the retrieval query and
+#: the tool-call arguments for spans that carry nothing else).
+_INPUT_SOURCES: tuple[tuple[_Reader, str], ...] = (
+    (_read_genai_input, "gen_ai.input.messages"),
+    (_read_flat_messages, "llm.input_messages."),
+    (_read_flat_messages, "gen_ai.prompt."),
+    (_read_events, "in"),
+    (_read_value, "input.value"),
+    (_read_value, "traceloop.entity.input"),
+    (_read_embedding_texts, "embedding.embeddings."),
+    (_read_query, "gen_ai.retrieval.query.text"),
+    (_read_value, "gen_ai.tool.call.arguments"),
+    (_read_tool_parameters, "tool.parameters"),
+)
+#: Outputs, first present wins.
+_OUTPUT_SOURCES: tuple[tuple[_Reader, str], ...] = (
+    (_read_genai_messages, "gen_ai.output.messages"),
+    (_read_flat_messages, "llm.output_messages."),
+    (_read_flat_messages, "gen_ai.completion."),
+    (_read_events, "out"),
+    (_read_value, "output.value"),
+    (_read_value, "traceloop.entity.output"),
+    (_read_value, "gen_ai.tool.call.result"),
+)
+
+
+def _first_source(ctx: _Ctx, sources: tuple[tuple[_Reader, str], ...]) -> dict[str, Any] | None:
+    """Apply a source table. The sources a winner shadows are read too (and so
+    consumed): they are other encodings of the same content, and repeating them
+    in metadata would only double the run's size."""
+    found = None
+    ctx.claim_only = False
+    for reader, arg in sources:
+        value = reader(ctx, arg)
+        if found is None and value is not None:
+            found = value
+            ctx.claim_only = True
+    ctx.claim_only = False
+    return found
+
+
+# ---------------------------------------------------------------------------
+# The other tables' appliers
+# ---------------------------------------------------------------------------
+
+
+def _run_type(attributes: Mapping[str, Any], consumed: set[str]) -> str:
+    for key, values, default in _RUN_TYPE_RULES:
+        raw = attributes.get(key)
+        if not isinstance(raw, str) or not raw:
+            continue
+        run_type = values.get(raw.lower(), default)
+        if run_type is not None:
+            consumed.add(key)
+            return run_type
+    if any(k in attributes for k in _MODEL_KEYS):
+        return "llm"
+    return "chain"
+
+
+def _first_str(attributes: Mapping[str, Any], keys: Sequence[str]) -> tuple[str, str] | None:
+    for key in keys:
+        value = attributes.get(key)
+        if isinstance(value, str) and value:
+            return key, value
+    return None
+
+
+def _usage(attributes: Mapping[str, Any], consumed: set[str]) -> dict[str, Any] | None:
+    usage: dict[str, Any] = {}
+    for path, keys in _USAGE_FIELDS:
+        for key in keys:
+            count = _as_int(attributes.get(key))
+            if count is not None:
+                consumed.update(k for k in keys if k in attributes)
+                if len(path) == 1:
+                    usage[path[0]] = count
+                else:
+                    usage.setdefault(path[0], {})[path[1]] = count
+                break
+    if not usage:
+        return None
+    usage.setdefault("input_tokens", 0)
+    usage.setdefault("output_tokens", 0)
+    usage.setdefault("total_tokens", usage["input_tokens"] + usage["output_tokens"])
+    return usage
+
+
+def _invocation_params(attributes: Mapping[str, Any], consumed: set[str]) -> dict[str, Any] | None:
+    params: dict[str, Any] = {}
+    for key in _PARAM_OBJECT_KEYS:
+        value = _json_value(attributes.get(key))
+        if isinstance(value, dict):
+            params.update(value)
+            consumed.add(key)
+    for key, value in attributes.items():
+        if key.startswith(_PARAM_PREFIX):
+            rest = key[len(_PARAM_PREFIX) :]
+            params[_PARAM_RENAMES.get(rest, rest)] = _plain(value)
+            consumed.add(key)
+    return params or None
+
+
+def _document(raw: Any) -> dict[str, Any] | None:
+    """A retrieved document in the shape the service renders for retrievers."""
+    raw = _json_value(raw)
+    if isinstance(raw, str):
+        return {"page_content": raw, "type": "Document", "metadata": {}}
+    if not isinstance(raw, dict):
+        return None
+    raw = raw.get("document", raw)  # OpenInference nesting
+    metadata = _json_value(raw.get("metadata"))
+    metadata = dict(metadata) if isinstance(metadata, dict) else {}
+    if raw.get("score") is not None:
+        metadata["score"] = raw["score"]
+    content = raw.get("content", raw.get("page_content", raw.get("text")))
+    doc: dict[str, Any] = {"page_content": "" if content is None else content, "type": "Document",
+                           "metadata": metadata}
+    if raw.get("id") is not None:
+        doc["id"] = raw["id"]
+    return doc
+
+
+def _documents(ctx: _Ctx) -> list[dict[str, Any]] | None:
+    for prefix in _DOCUMENT_PREFIXES:
+        group = ctx.take_flat(prefix)
+        if group:
+            items = _unflatten(group)
+            return [d for d in map(_document, items if isinstance(items, list) else ()) if d]
+    raw = ctx.take("gen_ai.retrieval.documents")
+    if raw is not None:
+        return [d for d in map(_document, _as_list(raw) or ()) if d]
+    return None
+
+
+def _scan_events(ctx: _Ctx, events: Sequence[SpanEvent], out: Mapped) -> None:
+    """One pass over the events: content events and first-token events."""
+    for index, event in enumerate(events):
+        name = event.name
+        if name in _FIRST_TOKEN_EVENTS:
+            out.consumed_events.add(index)
+            if out.first_token_time_ns is None or event.time_ns < out.first_token_time_ns:
+                out.first_token_time_ns = event.time_ns
+            continue
+        attrs = event.attributes
+        role = _MESSAGE_EVENT_ROLES.get(name)
+        if role is not None:
+            body = _event_body(attrs)
+            ctx.event_in.extend(_message(body, role))
+            out.consumed_events.add(index)
+        elif name == _CHOICE_EVENT:
+            body = _event_body(attrs)
+            position = _as_int(body.get("index")) if isinstance(body, dict) else None
+            ctx.event_out.append((position or 0, _message(body, "assistant")))
+            out.consumed_events.add(index)
+        elif name in _CONTENT_EVENTS:
+            key, side = _CONTENT_EVENTS[name]
+            if key in attrs:
+                if side == "in":
+                    ctx.event_prompt = attrs[key]
+                else:
+                    ctx.event_completion = attrs[key]
+                out.consumed_events.add(index)
+
+
+def _event_body(attrs: Mapping[str, Any]) -> Any:
+    """The message an older GenAI event carries: a JSON ``body``/``gen_ai.event.content``
+    attribute (log events bridged to span events), or the attributes themselves,
+    flattened (``message.content``) or not."""
+    for key in ("body", "gen_ai.event.content"):
+        if key in attrs:
+            return _json_value(attrs[key])
+    body = _unflatten({k: v for k, v in attrs.items() if not k.startswith("gen_ai.")})
+    return body if isinstance(body, dict) else {}
+
+
+# ---------------------------------------------------------------------------
+# Entry point
+# ---------------------------------------------------------------------------
 
 
 def map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent] = ()) -> Mapped:
     """Map a span's attributes and events to run fields.
 
-    >>> m = map_span({"input.value": '{"q": 1}', "gen_ai.request.model": "m"})
-    >>> (m.run_type, m.inputs)
-    ('llm', {'q': 1})
+    >>> m = map_span({"gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+    ...               "gen_ai.input.messages": '[{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]',
+    ...               "gen_ai.usage.input_tokens": 3, "gen_ai.usage.output_tokens": 2})
+    >>> (m.run_type, m.inputs, m.metadata["ls_model_name"])
+    ('llm', {'messages': [{'role': 'user', 'content': 'hi'}]}, 'm')
+    >>> m.outputs
+    {'usage_metadata': {'input_tokens': 3, 'output_tokens': 2, 'total_tokens': 5}}
     """
     out = Mapped()
     consumed = out.consumed
+    ctx = _Ctx(attributes, consumed)
 
-    kind = attributes.get("langsmith.span.kind")
-    if isinstance(kind, str) and kind:
-        out.run_type = kind.lower()
-        consumed.add("langsmith.span.kind")
-    elif any(k in attributes for k in _MODEL_KEYS):
-        out.run_type = "llm"
+    # The one pass over every attribute: group the flattened conventions.
+    flat = ctx.flat
+    for key, value in attributes.items():
+        if key.startswith(_FLAT_PREFIXES):
+            for prefix in _FLAT_PREFIXES:
+                if key.startswith(prefix):
+                    rest = key[len(prefix) :]
+                    if prefix not in _INDEXED_PREFIXES or rest[:1].isdigit():
+                        flat.setdefault(prefix, {})[rest] = value
+                    break
+    if events:
+        _scan_events(ctx, events, out)
 
-    if "input.value" in attributes:
-        out.inputs = _as_object(attributes["input.value"], "input")
-        consumed.add("input.value")
-    if "output.value" in attributes:
-        out.outputs = _as_object(attributes["output.value"], "output")
-        consumed.add("output.value")
+    out.run_type = _run_type(attributes, consumed)
+    out.inputs = _first_source(ctx, _INPUT_SOURCES)
+    out.outputs = _first_source(ctx, _OUTPUT_SOURCES)
+
+    documents = _documents(ctx)
+    if documents is not None:
+        out.outputs = {**(out.outputs or {}), "documents": documents}
+    usage = _usage(attributes, consumed)
+    if usage is not None:
+        out.outputs = {**(out.outputs or {}), "usage_metadata": usage}
+    out.invocation_params = _invocation_params(attributes, consumed)
+
+    metadata = out.metadata
+    model = _first_str(attributes, _MODEL_NAME_KEYS)
+    if model:
+        metadata["ls_model_name"] = model[1]
+        consumed.add(model[0])
+    provider = _first_str(attributes, _PROVIDER_KEYS)
+    if provider:
+        metadata["ls_provider"] = provider[1]
+        consumed.add(provider[0])
+    for key, target in _METADATA_KEYS:
+        value = attributes.get(key)
+        if value is not None:
+            metadata[target] = value
+            consumed.add(key)
+    extra = _json_value(attributes.get("metadata"))  # OpenInference: one JSON object
+    if isinstance(extra, dict):
+        metadata.update(extra)
+        consumed.add("metadata")
+    for prefix in _METADATA_PREFIXES:
+        group = ctx.take_flat(prefix)
+        if group:
+            metadata.update((k, _plain(v)) for k, v in group.items())
 
     name = attributes.get("langsmith.trace.name")
     if isinstance(name, str) and name:
         out.name = name
         consumed.add("langsmith.trace.name")
+    elif out.run_type == "tool":
+        tool = _first_str(attributes, ("gen_ai.tool.name", "tool.name"))
+        if tool:
+            out.name = tool[1]
+            consumed.add(tool[0])
     session = attributes.get("langsmith.trace.session_name")
     if isinstance(session, str) and session:
         out.session_name = session
         consumed.add("langsmith.trace.session_name")
-    tags = attributes.get("langsmith.span.tags")
-    if tags:
-        consumed.add("langsmith.span.tags")
-        if isinstance(tags, str):
-            decoded = _json_value(tags)
-            tags = decoded if isinstance(decoded, list) else [t.strip() for t in tags.split(",") if t.strip()]
-        out.tags = [str(t) for t in tags]
-    for key, value in attributes.items():
-        if key.startswith("langsmith.metadata."):
-            out.metadata[key[len("langsmith.metadata.") :]] = value
-            consumed.add(key)
+    out.tags = _tags(attributes, consumed)
     return out
+
+
+def _tags(attributes: Mapping[str, Any], consumed: set[str]) -> list[str] | None:
+    tags: list[str] = []
+    for key in ("langsmith.span.tags", "tag.tags"):
+        raw = attributes.get(key)
+        if not raw:
+            continue
+        consumed.add(key)
+        if isinstance(raw, str):
+            decoded = _json_value(raw)
+            raw = decoded if isinstance(decoded, list) else [t.strip() for t in raw.split(",") if t.strip()]
+        tags.extend(str(t) for t in raw if str(t) not in tags)
+    return tags or None
