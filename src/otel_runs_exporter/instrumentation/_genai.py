@@ -1,0 +1,566 @@
+"""What the OpenAI and Anthropic instrumentors share: one GenAI client span per model call.
+
+Both instrumentors describe each wrapped method as an :class:`Operation` (how to read the request,
+the response and the streamed chunks) and let :func:`sync_wrapper` / :func:`async_wrapper` do the
+rest: the "already traced" check, starting the span, ending it on the response, the error, or the
+end of a stream, the ``new_token`` time-to-first-token event, and the guard that keeps our own
+failures out of the user's call.
+
+Messages are written in the OTel GenAI "parts" shape as JSON strings::
+
+    gen_ai.input.messages   [{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]
+    gen_ai.output.messages  [{"role": "assistant", "parts": [...], "finish_reason": "stop"}]
+    gen_ai.system_instructions  [{"type": "text", "content": "be brief"}]
+
+Content capture (``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``): the OTel convention is
+opt-in, but this package is ON by default, because the runs it feeds exist for people to read the
+prompts and completions. Set the variable to ``false`` (or ``0``/``no``/``off``, or the newer
+``NO_CONTENT``/``EVENT_ONLY`` values) to record only model, parameters and usage; anything else
+keeps content. It is read when ``instrument()`` runs (``instrument(capture_content=False)``
+overrides it).
+
+Tracing once: when another instrumentation already traces the same call, ours steps aside.
+It recognises (1) a call already inside one of our own spans (a context flag), (2) a current
+span that is someone else's GenAI client span for the same operation (their wrapper runs
+outside ours), (3) a wrapt wrapper from a known tracing package under ours on the same method,
+or on the client's ``request`` method (openinference wraps ``OpenAI.request``), and (4) clients
+that trace themselves (the Anthropic SDK's built-in spans), via :meth:`Operation.client_traces_itself`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Callable, Iterable, Mapping
+from urllib.parse import urlsplit
+
+import wrapt
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from ._traceable import json_dumps
+
+logger = logging.getLogger("otel_runs_exporter.instrumentation")
+
+CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+"""Env var switching message content capture; default here: capture (see module docstring)."""
+
+FIRST_TOKEN_EVENT = "new_token"
+"""Span event added when the first content chunk of a stream arrives (time to first token)."""
+
+_OFF_VALUES = frozenset({"false", "0", "no", "off", "no_content", "event_only"})
+
+_ACTIVE_KEY = otel_context.create_key("otel_runs_exporter.genai_call")
+
+# Packages whose wrappers trace calls; a wrapt wrapper from one of them means the call is covered.
+_TRACING_MODULES = (
+    "opentelemetry.instrumentation.",
+    "opentelemetry.util.genai",
+    "openinference.",
+    "traceloop.",
+    "opentelemetry_instrumentation_",
+    "openlit.",
+    "langfuse.",
+    "logfire.",
+    "agentops.",
+)
+
+
+def capture_content_enabled(override: bool | None = None) -> bool:
+    """Whether message content is recorded: ``override`` if given, else the env var, default True.
+
+    >>> capture_content_enabled(False)
+    False
+    """
+    if override is not None:
+        return bool(override)
+    value = os.environ.get(CAPTURE_CONTENT_ENV)
+    if value is None or not value.strip():
+        return True
+    return value.strip().lower() not in _OFF_VALUES
+
+
+def get(obj: Any, key: str, default: Any = None) -> Any:
+    """``obj[key]`` for mappings, ``obj.key`` for SDK objects; ``default`` when missing or None."""
+    if obj is None:
+        return default
+    if isinstance(obj, Mapping):
+        value = obj.get(key, default)
+    else:
+        value = getattr(obj, key, default)
+    return default if value is None else value
+
+
+def given(kwargs: Mapping[str, Any], key: str) -> Any:
+    """A request argument, or None when absent or an SDK ``NOT_GIVEN``/``omit`` sentinel."""
+    value = kwargs.get(key)
+    if value is None or type(value).__name__ in ("NotGiven", "Omit"):
+        return None
+    return value
+
+
+def set_if(attributes: dict[str, Any], key: str, value: Any) -> None:
+    """Set an attribute only when the value is something OTel can hold."""
+    if value is None or type(value).__name__ in ("NotGiven", "Omit"):
+        return
+    if isinstance(value, (str, bool, int, float)):
+        attributes[key] = value
+    elif isinstance(value, (list, tuple)) and value:
+        if all(isinstance(v, str) for v in value):
+            attributes[key] = list(value)
+        elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            attributes[key] = list(value)
+
+
+def server_attributes(instance: Any) -> dict[str, Any]:
+    """``server.address`` / ``server.port`` from the resource's client ``base_url``."""
+    try:
+        url = urlsplit(str(instance._client.base_url))
+        attributes: dict[str, Any] = {}
+        if url.hostname:
+            attributes["server.address"] = url.hostname
+        if url.port:
+            attributes["server.port"] = url.port
+        return attributes
+    except Exception:
+        return {}
+
+
+# --------------------------------------------------------------------------- message parts
+
+
+def parse_arguments(arguments: Any) -> Any:
+    """Tool-call arguments as an object when they are JSON text (models send strings)."""
+    if isinstance(arguments, str):
+        try:
+            import orjson
+
+            return orjson.loads(arguments)
+        except Exception:
+            return arguments
+    return _plain(arguments)
+
+
+def _plain(value: Any) -> Any:
+    """SDK objects (pydantic) as plain data, so the JSON keeps their fields rather than a repr."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return dump(mode="json", exclude_none=True)
+        except Exception:
+            return value
+    return value
+
+
+def text_part(text: Any) -> dict[str, Any]:
+    return {"type": "text", "content": text if isinstance(text, str) else json_dumps(text)}
+
+
+def tool_call_part(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
+    part: dict[str, Any] = {"type": "tool_call", "name": name, "arguments": parse_arguments(arguments)}
+    if call_id:
+        part["id"] = call_id
+    return part
+
+
+def tool_response_part(call_id: Any, response: Any) -> dict[str, Any]:
+    part: dict[str, Any] = {"type": "tool_call_response", "response": _plain(response)}
+    if call_id:
+        part["id"] = call_id
+    return part
+
+
+def image_url_part(url: Any, modality: str = "image") -> dict[str, Any]:
+    """A ``data:`` URL becomes a blob part, anything else a uri part."""
+    if isinstance(url, str) and url.startswith("data:") and ";base64," in url:
+        header, data = url[5:].split(";base64,", 1)
+        return {"type": "blob", "modality": modality, "mime_type": header or None, "content": data}
+    return {"type": "uri", "modality": modality, "uri": url}
+
+
+def generic_part(block: Any) -> dict[str, Any]:
+    """A part type the conventions do not name: keep its type and its fields."""
+    data = _plain(block)
+    if isinstance(data, Mapping):
+        return {**data, "type": data.get("type") or "unknown"}
+    return {"type": "unknown", "content": data}
+
+
+def message(role: Any, parts: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": role or "user", "parts": parts}
+    for key, value in extra.items():
+        if value is not None:
+            out[key] = value
+    return out
+
+
+# --------------------------------------------------------------------------- the span of one call
+
+
+class Operation:
+    """How one wrapped client method maps to the GenAI conventions; subclassed per method."""
+
+    operation_name = "chat"
+    provider = ""
+
+    def request_attributes(self, instance: Any, kwargs: Mapping[str, Any], capture: bool) -> dict[str, Any]:
+        """Attributes known before the call; must include ``gen_ai.request.model`` when known."""
+        raise NotImplementedError
+
+    def response_attributes(self, result: Any, capture: bool) -> dict[str, Any]:
+        """Attributes read from a complete (non-streamed) response."""
+        return {}
+
+    def is_stream(self, kwargs: Mapping[str, Any], result: Any) -> bool:
+        """Whether ``result`` is a stream whose end ends the span."""
+        return False
+
+    def accumulator(self, kwargs: Mapping[str, Any], capture: bool) -> "StreamAccumulator":
+        raise NotImplementedError
+
+    def client_traces_itself(self, instance: Any) -> bool:
+        """Whether the client SDK emits its own span for this call (then ours is left out)."""
+        return False
+
+
+class StreamAccumulator:
+    """Folds streamed items into the attributes of the finished call."""
+
+    def add(self, item: Any, call: "GenAICall") -> None:
+        """Take one streamed item; call ``call.first_token()`` at the first content."""
+
+    def attributes(self) -> dict[str, Any]:
+        return {}
+
+
+class GenAICall:
+    """One model call's span; every method is guarded and ends the span at most once."""
+
+    __slots__ = ("span", "ctx", "capture", "_ended", "_first_token")
+
+    def __init__(self, span: Span, capture: bool) -> None:
+        self.span = span
+        self.capture = capture
+        self.ctx = otel_context.set_value(_ACTIVE_KEY, True, trace.set_span_in_context(span))
+        self._ended = False
+        self._first_token = False
+
+    @classmethod
+    def start(
+        cls, tracer: trace.Tracer, op: Operation, instance: Any, kwargs: Mapping[str, Any], capture: bool
+    ) -> "GenAICall | None":
+        try:
+            attributes = {
+                "gen_ai.operation.name": op.operation_name,
+                "gen_ai.provider.name": op.provider,
+                **server_attributes(instance),
+                **op.request_attributes(instance, kwargs, capture),
+            }
+            model = attributes.get("gen_ai.request.model")
+            name = f"{op.operation_name} {model}" if model else op.operation_name
+            return cls(tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes), capture)
+        except Exception:
+            logger.warning("could not start the span of a %s call", op.provider, exc_info=True)
+            return None
+
+    def attach(self) -> object:
+        return otel_context.attach(self.ctx)
+
+    def first_token(self) -> None:
+        if not self._first_token:
+            self._first_token = True
+            self.span.add_event(FIRST_TOKEN_EVENT)
+
+    def end(self, attributes: Mapping[str, Any] | None = None) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        try:
+            if attributes:
+                self.span.set_attributes(attributes)
+        except Exception:
+            logger.warning("could not set the response attributes", exc_info=True)
+        self.span.end()
+
+    def fail(self, exc: BaseException) -> None:
+        if self._ended:
+            return
+        try:
+            self.span.set_attribute("error.type", type(exc).__qualname__)
+            self.span.record_exception(exc)
+            self.span.set_status(Status(StatusCode.ERROR, str(exc)))
+        except Exception:
+            logger.warning("could not record an error", exc_info=True)
+        self.end()
+
+    def complete(self, op: Operation, kwargs: Mapping[str, Any], result: Any, is_async: bool) -> Any:
+        """End the span on ``result``, or hand back a stream proxy that ends it later."""
+        try:
+            if op.is_stream(kwargs, result):
+                acc = op.accumulator(kwargs, self.capture)
+                return AsyncStreamProxy(result, self, acc) if is_async else SyncStreamProxy(result, self, acc)
+            self.end(op.response_attributes(result, self.capture))
+        except Exception:
+            logger.warning("could not read a %s response", op.provider, exc_info=True)
+            self.end()
+        return result
+
+
+# --------------------------------------------------------------------------- double-tracing check
+
+
+def _is_tracing_wrapper(obj: Any) -> bool:
+    """Whether ``obj`` is, or wraps, a wrapt wrapper installed by a known tracing package."""
+    for _ in range(8):  # wrapper stacks are shallow; the bound protects against cycles
+        if not isinstance(obj, wrapt.ObjectProxy) and not hasattr(obj, "_self_wrapper"):
+            return False
+        wrapper = getattr(obj, "_self_wrapper", None)
+        if wrapper is not None:
+            module = getattr(wrapper, "__module__", None) or type(wrapper).__module__ or ""
+            if module.startswith(_TRACING_MODULES):
+                return True
+        obj = getattr(obj, "__wrapped__", None)
+        if obj is None:
+            return False
+    return False
+
+
+def _client_request_wrapped(instance: Any) -> bool:
+    client = getattr(instance, "_client", None)
+    if client is None:
+        return False
+    for klass in type(client).__mro__:
+        attr = klass.__dict__.get("request")
+        if attr is not None:
+            return _is_tracing_wrapper(attr)
+    return False
+
+
+def traced_elsewhere(op: Operation, wrapped: Any, instance: Any) -> bool:
+    """Whether this call is already traced (by us further out, or by someone else)."""
+    if otel_context.get_value(_ACTIVE_KEY):
+        return True
+    span = trace.get_current_span()
+    if span.is_recording():
+        attrs = getattr(span, "attributes", None) or {}
+        kind = attrs.get("openinference.span.kind")
+        if kind in ("LLM", "EMBEDDING"):
+            return True
+        if (
+            attrs.get("gen_ai.operation.name") == op.operation_name
+            and getattr(span, "kind", None) is SpanKind.CLIENT
+            and attrs.get("gen_ai.provider.name", attrs.get("gen_ai.system", op.provider)) == op.provider
+        ):
+            return True
+    return _is_tracing_wrapper(wrapped) or _client_request_wrapped(instance) or op.client_traces_itself(instance)
+
+
+# --------------------------------------------------------------------------- wrappers
+
+
+class Switch:
+    """Turns an instrumentor's wrappers into pass-throughs after ``uninstrument`` when they
+    cannot be removed (another package wrapped the method on top of ours)."""
+
+    __slots__ = ("on",)
+
+    def __init__(self) -> None:
+        self.on = True
+
+
+def _should_skip(switch: Switch, op: Operation, wrapped: Any, instance: Any) -> bool:
+    if not switch.on or not is_instrumentation_enabled():
+        return True
+    try:
+        return traced_elsewhere(op, wrapped, instance)
+    except Exception:
+        logger.warning("double-tracing check failed; tracing the call", exc_info=True)
+        return False
+
+
+def sync_wrapper(op: Operation, tracer: trace.Tracer, capture: bool, switch: Switch) -> Callable[..., Any]:
+    """A ``wrapt`` wrapper tracing a synchronous client method described by ``op``."""
+
+    def traced(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if _should_skip(switch, op, wrapped, instance):
+            return wrapped(*args, **kwargs)
+        call = GenAICall.start(tracer, op, instance, kwargs, capture)
+        if call is None:
+            return wrapped(*args, **kwargs)
+        token = call.attach()
+        try:
+            result = wrapped(*args, **kwargs)
+        except BaseException as exc:
+            otel_context.detach(token)
+            call.fail(exc)
+            raise
+        otel_context.detach(token)
+        return call.complete(op, kwargs, result, is_async=False)
+
+    return traced
+
+
+def async_wrapper(op: Operation, tracer: trace.Tracer, capture: bool, switch: Switch) -> Callable[..., Any]:
+    """A ``wrapt`` wrapper tracing an ``async`` client method described by ``op``."""
+
+    async def traced(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if _should_skip(switch, op, wrapped, instance):
+            return await wrapped(*args, **kwargs)
+        call = GenAICall.start(tracer, op, instance, kwargs, capture)
+        if call is None:
+            return await wrapped(*args, **kwargs)
+        token = call.attach()
+        try:
+            result = await wrapped(*args, **kwargs)
+        except BaseException as exc:
+            otel_context.detach(token)
+            call.fail(exc)
+            raise
+        otel_context.detach(token)
+        return call.complete(op, kwargs, result, is_async=True)
+
+    return traced
+
+
+def unwrap_own(owner: Any, attr: str, switch: Switch) -> None:
+    """Remove our wrapper from ``owner.attr`` if it is the outermost; the switch covers the rest."""
+    switch.on = False
+    current = owner.__dict__.get(attr)
+    wrapper = getattr(current, "_self_wrapper", None)
+    if wrapper is not None and getattr(wrapper, "__module__", "") == __name__:
+        setattr(owner, attr, current.__wrapped__)
+
+
+# --------------------------------------------------------------------------- stream proxies
+
+
+def _safe_add(acc: StreamAccumulator, item: Any, call: GenAICall) -> None:
+    try:
+        acc.add(item, call)
+    except Exception:
+        logger.warning("could not read a streamed chunk", exc_info=True)
+
+
+def _safe_finish(acc: StreamAccumulator, call: GenAICall) -> None:
+    try:
+        attributes = acc.attributes()
+    except Exception:
+        logger.warning("could not aggregate a stream", exc_info=True)
+        attributes = {}
+    call.end(attributes)
+
+
+class SyncStreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
+    """The client's stream, unchanged for the user, ending our span when it is exhausted,
+    fails, or is closed (directly or by leaving its ``with`` block)."""
+
+    def __init__(self, stream: Any, call: GenAICall, acc: StreamAccumulator) -> None:
+        super().__init__(stream)
+        self._self_call = call
+        self._self_acc = acc
+
+    def __iter__(self) -> "SyncStreamProxy":
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            item = next(self.__wrapped__)
+        except StopIteration:
+            _safe_finish(self._self_acc, self._self_call)
+            raise
+        except BaseException as exc:
+            self._self_call.fail(exc)
+            raise
+        _safe_add(self._self_acc, item, self._self_call)
+        return item
+
+    def __enter__(self) -> "SyncStreamProxy":
+        self.__wrapped__.__enter__()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> Any:
+        try:
+            return self.__wrapped__.__exit__(*exc_info)
+        finally:
+            _safe_finish(self._self_acc, self._self_call)
+
+    def close(self) -> None:
+        try:
+            self.__wrapped__.close()
+        finally:
+            _safe_finish(self._self_acc, self._self_call)
+
+
+class AsyncStreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
+    """The async counterpart of :class:`SyncStreamProxy`."""
+
+    def __init__(self, stream: Any, call: GenAICall, acc: StreamAccumulator) -> None:
+        super().__init__(stream)
+        self._self_call = call
+        self._self_acc = acc
+
+    def __aiter__(self) -> "AsyncStreamProxy":
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            item = await self.__wrapped__.__anext__()
+        except StopAsyncIteration:
+            _safe_finish(self._self_acc, self._self_call)
+            raise
+        except BaseException as exc:
+            self._self_call.fail(exc)
+            raise
+        _safe_add(self._self_acc, item, self._self_call)
+        return item
+
+    async def __aenter__(self) -> "AsyncStreamProxy":
+        await self.__wrapped__.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        try:
+            return await self.__wrapped__.__aexit__(*exc_info)
+        finally:
+            _safe_finish(self._self_acc, self._self_call)
+
+    async def close(self) -> None:
+        try:
+            await self.__wrapped__.close()
+        finally:
+            _safe_finish(self._self_acc, self._self_call)
+
+    async def aclose(self) -> None:
+        await self.close()
+
+
+def usage_attributes(
+    input_tokens: Any = None,
+    output_tokens: Any = None,
+    cache_read: Any = None,
+    cache_creation: Any = None,
+    reasoning: Any = None,
+) -> dict[str, Any]:
+    """The ``gen_ai.usage.*`` attributes for the counts the API reported (ints only)."""
+    out: dict[str, Any] = {}
+    for key, value in (
+        ("gen_ai.usage.input_tokens", input_tokens),
+        ("gen_ai.usage.output_tokens", output_tokens),
+        ("gen_ai.usage.cache_read.input_tokens", cache_read),
+        ("gen_ai.usage.cache_creation.input_tokens", cache_creation),
+        ("gen_ai.usage.reasoning.output_tokens", reasoning),
+    ):
+        if isinstance(value, int) and not isinstance(value, bool):
+            out[key] = value
+    return out
+
+
+def json_attr(value: Any) -> str:
+    """Messages and parts as the JSON string the conventions ask for."""
+    return json_dumps(value)
+
+
+def drop_none(items: Iterable[Any]) -> list[Any]:
+    return [i for i in items if i is not None]

@@ -1,0 +1,459 @@
+"""OpenTelemetry instrumentor for the ``openai`` client, emitting the OTel GenAI conventions.
+
+Traced methods (sync and async): ``chat.completions.create`` (incl. ``stream=True``),
+``embeddings.create`` and ``responses.create`` (incl. ``stream=True``). Each call is one CLIENT span
+named ``"{operation} {model}"`` (``chat gpt-4o``, ``embeddings text-embedding-3-small``). A streamed
+call's span lasts until the stream is exhausted or closed, gets a ``new_token`` event at the
+first content chunk, and carries the aggregated output and usage.
+
+Message content is captured unless ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=false``
+(this package's default is ON; see :mod:`otel_runs_exporter.instrumentation._genai`). A call that
+another instrumentation (``opentelemetry-instrumentation-openai-v2``, openinference, ...) already
+traces is left to it, so it is traced once.
+
+Registered as the ``runs_openai`` entry point, so ``opentelemetry-instrument`` loads it and
+``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=runs_openai`` turns it off.
+
+>>> from otel_runs_exporter.instrumentation.openai import RunsOpenAIInstrumentor
+>>> RunsOpenAIInstrumentor().instrument(tracer_provider=provider)  # doctest: +SKIP
+>>> openai.OpenAI().chat.completions.create(model="gpt-4o-mini", messages=[...])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Collection, Mapping
+
+from opentelemetry import trace
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
+from wrapt import wrap_function_wrapper
+
+from . import _genai
+from ._genai import (
+    GenAICall,
+    Operation,
+    StreamAccumulator,
+    Switch,
+    capture_content_enabled,
+    get,
+    given,
+    image_url_part,
+    json_attr,
+    message,
+    set_if,
+    text_part,
+    tool_call_part,
+    tool_response_part,
+    usage_attributes,
+)
+
+__all__ = ["RunsOpenAIInstrumentor"]
+
+logger = logging.getLogger("otel_runs_exporter.instrumentation")
+
+_PROVIDER = "openai"
+
+
+# --------------------------------------------------------------------------- message conversion
+
+
+def _content_parts(content: Any) -> list[dict[str, Any]]:
+    """Chat ``content`` (a string or a list of typed parts) as GenAI parts."""
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [text_part(content)]
+    parts: list[dict[str, Any]] = []
+    for part in content:
+        kind = get(part, "type")
+        if kind in ("text", "input_text", "output_text"):
+            parts.append(text_part(get(part, "text", "")))
+        elif kind == "refusal":
+            parts.append(text_part(get(part, "refusal", "")))
+        elif kind == "image_url":
+            parts.append(image_url_part(get(get(part, "image_url"), "url")))
+        elif kind == "input_image":
+            url = get(part, "image_url")
+            parts.append(image_url_part(url) if url else _genai.generic_part(part))
+        elif kind == "input_audio":
+            audio = get(part, "input_audio")
+            parts.append({"type": "blob", "modality": "audio", "mime_type": f"audio/{get(audio, 'format', 'wav')}",
+                          "content": get(audio, "data")})
+        else:
+            parts.append(_genai.generic_part(part))
+    return parts
+
+
+def chat_input_messages(messages: Any) -> list[dict[str, Any]]:
+    """Chat-completions ``messages`` in the GenAI input-messages shape."""
+    out: list[dict[str, Any]] = []
+    for msg in messages or []:
+        role = get(msg, "role", "user")
+        if role in ("tool", "function"):
+            out.append(message("tool", [tool_response_part(get(msg, "tool_call_id"), get(msg, "content"))]))
+            continue
+        parts = _content_parts(get(msg, "content"))
+        for call in get(msg, "tool_calls", []) or []:
+            fn = get(call, "function")
+            parts.append(tool_call_part(get(call, "id"), get(fn, "name"), get(fn, "arguments")))
+        legacy = get(msg, "function_call")
+        if legacy is not None:
+            parts.append(tool_call_part(None, get(legacy, "name"), get(legacy, "arguments")))
+        out.append(message(role, parts, name=get(msg, "name")))
+    return out
+
+
+def chat_output_messages(choices: Any) -> list[dict[str, Any]]:
+    """Chat-completions ``choices`` in the GenAI output-messages shape."""
+    out = []
+    for choice in choices or []:
+        msg = get(choice, "message")
+        parts = _content_parts(get(msg, "content"))
+        if get(msg, "refusal"):
+            parts.append(text_part(get(msg, "refusal")))
+        for call in get(msg, "tool_calls", []) or []:
+            fn = get(call, "function")
+            parts.append(tool_call_part(get(call, "id"), get(fn, "name"), get(fn, "arguments")))
+        out.append(message(get(msg, "role", "assistant"), parts, finish_reason=get(choice, "finish_reason", "stop")))
+    return out
+
+
+def responses_input_messages(input_: Any) -> list[dict[str, Any]]:
+    """Responses-API ``input`` (a string or a list of items) in the GenAI input-messages shape."""
+    if isinstance(input_, str):
+        return [message("user", [text_part(input_)])]
+    out: list[dict[str, Any]] = []
+    for item in input_ or []:
+        kind = get(item, "type", "message")
+        if kind == "message" or (kind is None and get(item, "role")):
+            out.append(message(get(item, "role", "user"), _content_parts(get(item, "content"))))
+        elif kind == "function_call":
+            out.append(message("assistant", [tool_call_part(get(item, "call_id"), get(item, "name"), get(item, "arguments"))]))
+        elif kind == "function_call_output":
+            out.append(message("tool", [tool_response_part(get(item, "call_id"), get(item, "output"))]))
+        elif kind == "reasoning":
+            summary = " ".join(get(s, "text", "") for s in get(item, "summary", []) or [])
+            out.append(message("assistant", [{"type": "reasoning", "content": summary}]))
+        else:
+            out.append(message(get(item, "role", "user"), [_genai.generic_part(item)]))
+    return out
+
+
+def _responses_finish_reason(response: Any, has_tool_call: bool) -> str:
+    status = get(response, "status")
+    if status == "incomplete":
+        reason = get(get(response, "incomplete_details"), "reason")
+        return "length" if reason == "max_output_tokens" else (reason or "incomplete")
+    if status == "failed":
+        return "error"
+    return "tool_call" if has_tool_call else "stop"
+
+
+def responses_output(response: Any) -> tuple[list[dict[str, Any]], str]:
+    """A Responses-API response's ``output`` as one assistant output message, plus its finish reason."""
+    parts: list[dict[str, Any]] = []
+    has_tool_call = False
+    for item in get(response, "output", []) or []:
+        kind = get(item, "type")
+        if kind == "message":
+            parts.extend(_content_parts(get(item, "content")))
+        elif kind == "function_call":
+            has_tool_call = True
+            parts.append(tool_call_part(get(item, "call_id"), get(item, "name"), get(item, "arguments")))
+        elif kind == "reasoning":
+            summary = " ".join(get(s, "text", "") for s in get(item, "summary", []) or [])
+            if summary:
+                parts.append({"type": "reasoning", "content": summary})
+        else:
+            parts.append(_genai.generic_part(item))
+    reason = _responses_finish_reason(response, has_tool_call)
+    return [message("assistant", parts, finish_reason=reason)], reason
+
+
+def _tool_definitions(tools: Any) -> str | None:
+    return json_attr(list(tools)) if tools else None
+
+
+# --------------------------------------------------------------------------- operations
+
+
+def _is_openai_stream(result: Any) -> bool:
+    import openai
+
+    return isinstance(result, (openai.Stream, openai.AsyncStream))
+
+
+def _output_type(response_format: Any) -> str | None:
+    kind = get(response_format, "type")
+    if kind in ("json_object", "json_schema"):
+        return "json"
+    return kind if isinstance(kind, str) else None
+
+
+class ChatCompletions(Operation):
+    operation_name = "chat"
+    provider = _PROVIDER
+
+    def request_attributes(self, instance: Any, kwargs: Mapping[str, Any], capture: bool) -> dict[str, Any]:
+        attrs: dict[str, Any] = {}
+        set_if(attrs, "gen_ai.request.model", given(kwargs, "model"))
+        set_if(attrs, "gen_ai.request.temperature", given(kwargs, "temperature"))
+        set_if(attrs, "gen_ai.request.top_p", given(kwargs, "top_p"))
+        set_if(attrs, "gen_ai.request.max_tokens", given(kwargs, "max_completion_tokens") or given(kwargs, "max_tokens"))
+        set_if(attrs, "gen_ai.request.frequency_penalty", given(kwargs, "frequency_penalty"))
+        set_if(attrs, "gen_ai.request.presence_penalty", given(kwargs, "presence_penalty"))
+        set_if(attrs, "gen_ai.request.seed", given(kwargs, "seed"))
+        stop = given(kwargs, "stop")
+        set_if(attrs, "gen_ai.request.stop_sequences", [stop] if isinstance(stop, str) else stop)
+        n = given(kwargs, "n")
+        if isinstance(n, int) and n != 1:
+            attrs["gen_ai.request.choice.count"] = n
+        set_if(attrs, "gen_ai.output.type", _output_type(given(kwargs, "response_format")))
+        if given(kwargs, "stream"):
+            attrs["gen_ai.request.stream"] = True
+        if capture:
+            attrs["gen_ai.input.messages"] = json_attr(chat_input_messages(given(kwargs, "messages")))
+            set_if(attrs, "gen_ai.tool.definitions", _tool_definitions(given(kwargs, "tools")))
+        return attrs
+
+    def response_attributes(self, result: Any, capture: bool) -> dict[str, Any]:
+        if not hasattr(result, "choices"):  # e.g. a raw response from ``with_raw_response``
+            return {}
+        attrs: dict[str, Any] = {}
+        set_if(attrs, "gen_ai.response.model", get(result, "model"))
+        set_if(attrs, "gen_ai.response.id", get(result, "id"))
+        set_if(attrs, "gen_ai.response.finish_reasons", [get(c, "finish_reason", "") for c in result.choices])
+        attrs.update(_chat_usage(get(result, "usage")))
+        if capture:
+            attrs["gen_ai.output.messages"] = json_attr(chat_output_messages(result.choices))
+        return attrs
+
+    def is_stream(self, kwargs: Mapping[str, Any], result: Any) -> bool:
+        return _is_openai_stream(result)
+
+    def accumulator(self, kwargs: Mapping[str, Any], capture: bool) -> StreamAccumulator:
+        return _ChatStream(capture)
+
+
+def _chat_usage(usage: Any) -> dict[str, Any]:
+    if usage is None:
+        return {}
+    return usage_attributes(
+        input_tokens=get(usage, "prompt_tokens"),
+        output_tokens=get(usage, "completion_tokens"),
+        cache_read=get(get(usage, "prompt_tokens_details"), "cached_tokens"),
+        reasoning=get(get(usage, "completion_tokens_details"), "reasoning_tokens"),
+    )
+
+
+class _ChatStream(StreamAccumulator):
+    """Rebuilds choices from chat-completion chunks: text, tool calls by index, finish reasons, usage."""
+
+    def __init__(self, capture: bool) -> None:
+        self.capture = capture
+        self.model: str | None = None
+        self.response_id: str | None = None
+        self.usage: Any = None
+        self.choices: dict[int, dict[str, Any]] = {}
+
+    def add(self, chunk: Any, call: GenAICall) -> None:
+        self.model = get(chunk, "model", self.model)
+        self.response_id = get(chunk, "id", self.response_id)
+        if get(chunk, "usage") is not None:
+            self.usage = chunk.usage
+        for choice in get(chunk, "choices", []) or []:
+            state = self.choices.setdefault(
+                get(choice, "index", 0), {"role": "assistant", "text": [], "tools": {}, "finish_reason": None}
+            )
+            delta = get(choice, "delta")
+            content = get(delta, "content")
+            if content:
+                call.first_token()
+                state["text"].append(content)
+            if get(delta, "refusal"):
+                call.first_token()
+                state["text"].append(delta.refusal)
+            for tool in get(delta, "tool_calls", []) or []:
+                call.first_token()
+                slot = state["tools"].setdefault(get(tool, "index", 0), {"id": None, "name": None, "args": []})
+                slot["id"] = get(tool, "id", slot["id"])
+                fn = get(tool, "function")
+                slot["name"] = get(fn, "name", slot["name"])
+                if get(fn, "arguments"):
+                    slot["args"].append(fn.arguments)
+            state["role"] = get(delta, "role", state["role"])
+            state["finish_reason"] = get(choice, "finish_reason", state["finish_reason"])
+
+    def attributes(self) -> dict[str, Any]:
+        attrs: dict[str, Any] = {}
+        set_if(attrs, "gen_ai.response.model", self.model)
+        set_if(attrs, "gen_ai.response.id", self.response_id)
+        ordered = [self.choices[i] for i in sorted(self.choices)]
+        set_if(attrs, "gen_ai.response.finish_reasons", [c["finish_reason"] or "" for c in ordered])
+        attrs.update(_chat_usage(self.usage))
+        if self.capture:
+            messages = []
+            for state in ordered:
+                parts = [text_part("".join(state["text"]))] if state["text"] else []
+                for index in sorted(state["tools"]):
+                    slot = state["tools"][index]
+                    parts.append(tool_call_part(slot["id"], slot["name"], "".join(slot["args"])))
+                messages.append(message(state["role"], parts, finish_reason=state["finish_reason"] or "stop"))
+            attrs["gen_ai.output.messages"] = json_attr(messages)
+        return attrs
+
+
+class Embeddings(Operation):
+    operation_name = "embeddings"
+    provider = _PROVIDER
+
+    def request_attributes(self, instance: Any, kwargs: Mapping[str, Any], capture: bool) -> dict[str, Any]:
+        attrs: dict[str, Any] = {}
+        set_if(attrs, "gen_ai.request.model", given(kwargs, "model"))
+        set_if(attrs, "gen_ai.embeddings.dimension.count", given(kwargs, "dimensions"))
+        fmt = given(kwargs, "encoding_format")
+        set_if(attrs, "gen_ai.request.encoding_formats", [fmt] if isinstance(fmt, str) else None)
+        if capture:
+            # The conventions name no attribute for embedding inputs; ``input.value`` is what the
+            # converter reads for a run's inputs.
+            attrs["input.value"] = json_attr({"input": given(kwargs, "input")})
+        return attrs
+
+    def response_attributes(self, result: Any, capture: bool) -> dict[str, Any]:
+        attrs: dict[str, Any] = {}
+        set_if(attrs, "gen_ai.response.model", get(result, "model"))
+        data = get(result, "data", []) or []
+        if data and isinstance(get(data[0], "embedding"), list):
+            attrs["gen_ai.embeddings.dimension.count"] = len(data[0].embedding)
+        usage = get(result, "usage")
+        attrs.update(usage_attributes(input_tokens=get(usage, "prompt_tokens")))
+        return attrs
+
+
+class Responses(Operation):
+    operation_name = "chat"
+    provider = _PROVIDER
+
+    def request_attributes(self, instance: Any, kwargs: Mapping[str, Any], capture: bool) -> dict[str, Any]:
+        attrs: dict[str, Any] = {}
+        set_if(attrs, "gen_ai.request.model", given(kwargs, "model"))
+        set_if(attrs, "gen_ai.request.temperature", given(kwargs, "temperature"))
+        set_if(attrs, "gen_ai.request.top_p", given(kwargs, "top_p"))
+        set_if(attrs, "gen_ai.request.max_tokens", given(kwargs, "max_output_tokens"))
+        set_if(attrs, "gen_ai.conversation.id", get(given(kwargs, "conversation"), "id") or (
+            given(kwargs, "conversation") if isinstance(given(kwargs, "conversation"), str) else None))
+        set_if(attrs, "gen_ai.output.type", _output_type(get(given(kwargs, "text"), "format")))
+        if given(kwargs, "stream"):
+            attrs["gen_ai.request.stream"] = True
+        if capture:
+            instructions = given(kwargs, "instructions")
+            if isinstance(instructions, str):
+                attrs["gen_ai.system_instructions"] = json_attr([text_part(instructions)])
+            attrs["gen_ai.input.messages"] = json_attr(responses_input_messages(given(kwargs, "input")))
+            set_if(attrs, "gen_ai.tool.definitions", _tool_definitions(given(kwargs, "tools")))
+        return attrs
+
+    def response_attributes(self, result: Any, capture: bool) -> dict[str, Any]:
+        if not hasattr(result, "output"):
+            return {}
+        attrs: dict[str, Any] = {}
+        set_if(attrs, "gen_ai.response.model", get(result, "model"))
+        set_if(attrs, "gen_ai.response.id", get(result, "id"))
+        messages, reason = responses_output(result)
+        attrs["gen_ai.response.finish_reasons"] = [reason]
+        usage = get(result, "usage")
+        if usage is not None:
+            attrs.update(usage_attributes(
+                input_tokens=get(usage, "input_tokens"),
+                output_tokens=get(usage, "output_tokens"),
+                cache_read=get(get(usage, "input_tokens_details"), "cached_tokens"),
+                reasoning=get(get(usage, "output_tokens_details"), "reasoning_tokens"),
+            ))
+        if capture:
+            attrs["gen_ai.output.messages"] = json_attr(messages)
+        return attrs
+
+    def is_stream(self, kwargs: Mapping[str, Any], result: Any) -> bool:
+        return _is_openai_stream(result)
+
+    def accumulator(self, kwargs: Mapping[str, Any], capture: bool) -> StreamAccumulator:
+        return _ResponsesStream(self, capture)
+
+
+class _ResponsesStream(StreamAccumulator):
+    """Responses-API events: deltas mark the first token; the final event carries the whole response."""
+
+    _FINAL = ("response.completed", "response.incomplete", "response.failed")
+
+    def __init__(self, op: Responses, capture: bool) -> None:
+        self.op = op
+        self.capture = capture
+        self.final: Any = None
+        self.latest: Any = None
+
+    def add(self, event: Any, call: GenAICall) -> None:
+        kind = get(event, "type", "")
+        if kind.endswith(".delta"):
+            call.first_token()
+        response = get(event, "response")
+        if response is not None:
+            self.latest = response
+            if kind in self._FINAL:
+                self.final = response
+
+    def attributes(self) -> dict[str, Any]:
+        response = self.final if self.final is not None else self.latest
+        return self.op.response_attributes(response, self.capture) if response is not None else {}
+
+
+# --------------------------------------------------------------------------- the instrumentor
+
+# (module, class, method, operation, is_async)
+_TARGETS = (
+    ("openai.resources.chat.completions.completions", "Completions", "create", ChatCompletions, False),
+    ("openai.resources.chat.completions.completions", "AsyncCompletions", "create", ChatCompletions, True),
+    ("openai.resources.embeddings", "Embeddings", "create", Embeddings, False),
+    ("openai.resources.embeddings", "AsyncEmbeddings", "create", Embeddings, True),
+    ("openai.resources.responses.responses", "Responses", "create", Responses, False),
+    ("openai.resources.responses.responses", "AsyncResponses", "create", Responses, True),
+)
+
+
+class RunsOpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """Traces ``openai`` chat completions, embeddings and responses as GenAI client spans.
+
+    ``instrument()`` accepts ``tracer_provider=`` and ``capture_content=`` (overriding
+    ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``).
+
+    >>> RunsOpenAIInstrumentor().instrument(tracer_provider=provider)  # doctest: +SKIP
+    >>> RunsOpenAIInstrumentor().uninstrument()  # doctest: +SKIP
+    """
+
+    def __init__(self) -> None:
+        self._switch = Switch()
+        self._wrapped: list[tuple[Any, str]] = []
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return ("openai >= 1.0",)
+
+    def _instrument(self, **kwargs: Any) -> None:
+        from importlib import import_module
+
+        tracer = trace.get_tracer(__name__, tracer_provider=kwargs.get("tracer_provider"))
+        capture = capture_content_enabled(kwargs.get("capture_content"))
+        self._switch = Switch()
+        self._wrapped = []
+        for module_name, class_name, method, op_class, is_async in _TARGETS:
+            try:
+                owner = getattr(import_module(module_name), class_name)
+            except (ImportError, AttributeError):
+                logger.debug("openai has no %s.%s; not traced", class_name, method)
+                continue
+            make = _genai.async_wrapper if is_async else _genai.sync_wrapper
+            wrap_function_wrapper(owner, method, make(op_class(), tracer, capture, self._switch))
+            self._wrapped.append((owner, method))
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        for owner, method in self._wrapped:
+            _genai.unwrap_own(owner, method, self._switch)
+        self._wrapped = []
