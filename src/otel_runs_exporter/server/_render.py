@@ -1,0 +1,135 @@
+"""Text views of stored runs: a trace as an indented tree, and the check report.
+
+Example line: ``chain  agent  1.204s  ok  tokens in=12 out=30 total=42``.
+Status is ``error`` when the run has an error, ``ok`` when it has an end_time,
+and ``open`` while it has neither.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ._validate import parse_timestamp
+
+__all__ = ["render_tree", "render_traces", "render_check", "run_status", "token_counts"]
+
+_TOKEN_KEYS = (
+    ("in", ("input_tokens", "prompt_tokens", "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")),
+    ("out", ("output_tokens", "completion_tokens", "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")),
+    ("total", ("total_tokens", "gen_ai.usage.total_tokens", "llm.usage.total_tokens")),
+)
+
+
+def run_status(run: Mapping[str, Any]) -> str:
+    """``error``, ``ok`` or ``open``."""
+    if run.get("error"):
+        return "error"
+    return "ok" if run.get("end_time") else "open"
+
+
+def _duration(run: Mapping[str, Any]) -> str:
+    start = parse_timestamp(run.get("start_time"))
+    end = parse_timestamp(run.get("end_time"))
+    if start is None or end is None:
+        return "-"
+    return f"{(end - start).total_seconds():.3f}s"
+
+
+def _usage_sources(run: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
+    outputs = run.get("outputs")
+    if isinstance(outputs, Mapping) and isinstance(outputs.get("usage_metadata"), Mapping):
+        yield outputs["usage_metadata"]
+    extra = run.get("extra")
+    metadata = extra.get("metadata") if isinstance(extra, Mapping) else None
+    if isinstance(metadata, Mapping):
+        if isinstance(metadata.get("usage_metadata"), Mapping):
+            yield metadata["usage_metadata"]
+        yield metadata
+
+
+def token_counts(run: Mapping[str, Any]) -> dict[str, int]:
+    """Token counts from outputs.usage_metadata or extra.metadata (first source that has any)."""
+    for source in _usage_sources(run):
+        counts: dict[str, int] = {}
+        for label, keys in _TOKEN_KEYS:
+            for key in keys:
+                value = source.get(key)
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    counts[label] = int(value)
+                    break
+        if counts:
+            if "total" not in counts and "in" in counts and "out" in counts:
+                counts["total"] = counts["in"] + counts["out"]
+            return counts
+    return {}
+
+
+def _line(run: Mapping[str, Any], depth: int) -> str:
+    fields = [
+        "  " * depth + str(run.get("run_type") or "?"),
+        str(run.get("name") or "(unnamed)"),
+        _duration(run),
+        run_status(run),
+    ]
+    tokens = token_counts(run)
+    if tokens:
+        fields.append("tokens " + " ".join(f"{k}={v}" for k, v in tokens.items()))
+    if run.get("error"):
+        error = str(run["error"]).strip().splitlines()
+        fields.append(f"error: {error[-1][:100] if error else ''}")
+    return "  ".join(fields)
+
+
+def render_tree(runs: Iterable[Mapping[str, Any]]) -> str:
+    """One trace's runs as an indented tree, children under parents in dotted_order.
+
+    Runs whose parent is not among ``runs`` are shown at the top level, marked,
+    so a broken tree is still visible.
+    """
+    ordered = sorted(runs, key=lambda r: (str(r.get("dotted_order") or ""), str(r.get("id"))))
+    ids = {r.get("id") for r in ordered}
+    children: dict[Any, list[Mapping[str, Any]]] = {}
+    tops: list[Mapping[str, Any]] = []
+    for run in ordered:
+        parent = run.get("parent_run_id")
+        if parent and parent in ids:
+            children.setdefault(parent, []).append(run)
+        else:
+            tops.append(run)
+    lines: list[str] = []
+
+    def walk(run: Mapping[str, Any], depth: int) -> None:
+        line = _line(run, depth)
+        if depth == 0 and run.get("parent_run_id"):
+            line += f"  (parent {run['parent_run_id']} missing)"
+        lines.append(line)
+        for child in children.get(run.get("id"), []):
+            walk(child, depth + 1)
+
+    for top in tops:
+        walk(top, 0)
+    return "\n".join(lines)
+
+
+def render_traces(runs: Iterable[Mapping[str, Any]]) -> str:
+    """Every trace among ``runs``, each headed by its trace id and run count."""
+    traces: dict[str, list[Mapping[str, Any]]] = {}
+    for run in runs:
+        traces.setdefault(str(run.get("trace_id") or "(no trace id)"), []).append(run)
+    blocks = [f"trace {tid}  ({len(rs)} run{'s' if len(rs) != 1 else ''})\n{render_tree(rs)}" for tid, rs in traces.items()]
+    return "\n\n".join(blocks)
+
+
+def render_check(report: Mapping[str, list[Any]]) -> str:
+    """The check report as text; says so when everything is consistent."""
+    lines: list[str] = []
+    for run_id in report.get("patched_not_posted", []):
+        lines.append(f"patched but never posted: {run_id}")
+    for run_id in report.get("never_completed", []):
+        lines.append(f"never completed (no end_time): {run_id}")
+    for item in report.get("missing_parents", []):
+        lines.append(f"missing parent {item['parent_run_id']} of {', '.join(item['children'])}")
+    for item in report.get("accepted_violations", []):
+        lines.append(f"accepted violation [{item['rule']}] run {item['run_id']}: {item['msg']}")
+    return "\n".join(lines) if lines else "no problems found"
