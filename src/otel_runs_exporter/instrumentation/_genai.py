@@ -370,7 +370,8 @@ class Switch:
         self.on = True
 
 
-def _should_skip(switch: Switch, op: Operation, wrapped: Any, instance: Any) -> bool:
+def should_skip(switch: Switch, op: Operation, wrapped: Any, instance: Any) -> bool:
+    """Whether a call goes straight through: instrumentor off, instrumentation suppressed, or traced elsewhere."""
     if not switch.on or not is_instrumentation_enabled():
         return True
     try:
@@ -384,7 +385,7 @@ def sync_wrapper(op: Operation, tracer: trace.Tracer, capture: bool, switch: Swi
     """A ``wrapt`` wrapper tracing a synchronous client method described by ``op``."""
 
     def traced(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if _should_skip(switch, op, wrapped, instance):
+        if should_skip(switch, op, wrapped, instance):
             return wrapped(*args, **kwargs)
         call = GenAICall.start(tracer, op, instance, kwargs, capture)
         if call is None:
@@ -406,7 +407,7 @@ def async_wrapper(op: Operation, tracer: trace.Tracer, capture: bool, switch: Sw
     """A ``wrapt`` wrapper tracing an ``async`` client method described by ``op``."""
 
     async def traced(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if _should_skip(switch, op, wrapped, instance):
+        if should_skip(switch, op, wrapped, instance):
             return await wrapped(*args, **kwargs)
         call = GenAICall.start(tracer, op, instance, kwargs, capture)
         if call is None:
@@ -429,7 +430,7 @@ def unwrap_own(owner: Any, attr: str, switch: Switch) -> None:
     switch.on = False
     current = owner.__dict__.get(attr)
     wrapper = getattr(current, "_self_wrapper", None)
-    if wrapper is not None and getattr(wrapper, "__module__", "") == __name__:
+    if wrapper is not None and str(getattr(wrapper, "__module__", "")).startswith("otel_runs_exporter."):
         setattr(owner, attr, current.__wrapped__)
 
 
