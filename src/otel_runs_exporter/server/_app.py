@@ -283,31 +283,30 @@ class _Handler(BaseHTTPRequestHandler):
             "part_names": None,
             "run_ids": [],
             "fault": None,
+            "client_port": self.client_address[1] if isinstance(self.client_address, tuple) else None,
         }
         service._enter()
         try:
-            status, body, extra_headers, close = self._dispatch(service, route, headers, entry)
+            try:
+                status, body, extra_headers, close = self._dispatch(service, route, headers, entry)
+            except _Reply as reply:
+                status, body, extra_headers, close = reply.status, reply.body, reply.headers, reply.close
+            except (ConnectionError, socket.timeout):
+                status, body, extra_headers, close = 0, None, {}, True
+            except Exception:
+                logger.exception("local service failed on %s %s", self.command, path)
+                status, body, extra_headers, close = 500, _detail("internal error in the local service"), {}, True
+            # Logged before answering, so a client that has its answer also finds the entry.
             entry["status"] = status
+            entry["duration"] = round(time.monotonic() - started, 6)
+            service._log_request(entry)
             if status == 0:
                 self._drop()
             else:
                 self._send(status, body, extra_headers, close)
-        except _Reply as reply:
-            entry["status"] = reply.status
-            self._send(reply.status, reply.body, reply.headers, reply.close)
-        except (ConnectionError, socket.timeout):
-            entry["status"] = 0
-            self.close_connection = True
-        except Exception:
-            logger.exception("local service failed on %s %s", self.command, path)
-            entry["status"] = 500
-            try:
-                self._send(500, _detail("internal error in the local service"), close=True)
-            except OSError:
-                pass
+        except OSError:
+            self.close_connection = True  # the client went away mid-answer
         finally:
-            entry["duration"] = round(time.monotonic() - started, 6)
-            service._log_request(entry)
             service._exit()
 
     def _dispatch(
@@ -616,7 +615,13 @@ class LocalService:
         return self.store.violations()
 
     def requests(self) -> list[dict[str, Any]]:
-        """The request log: method, path, status (0 = dropped), content_encoding, body_bytes, part_names, ..."""
+        """The request log, oldest first.
+
+        Each entry: method, path, status (0 when the connection was dropped),
+        content_encoding, body_bytes (as received), part_names (multipart only),
+        run_ids, fault (which injected fault fired, or None), client_port (one per
+        connection, so keep-alive reuse is visible) and duration in seconds.
+        """
         with self._log_lock:
             return [dict(e) for e in self._log]
 
