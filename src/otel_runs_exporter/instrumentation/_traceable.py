@@ -500,7 +500,7 @@ def traceable(
     >>> with traceable("step", run_type="chain", inputs={"x": 1}) as run:
     ...     run.set_outputs({"y": 2})
     """
-    if callable(func) and not isinstance(func, str):
+    if isinstance(func, (classmethod, staticmethod)) or (callable(func) and not isinstance(func, str)):
         return _Traceable(name, run_type=run_type, metadata=metadata, tags=tags, inputs=inputs)(func)
     if isinstance(func, str):
         name = func

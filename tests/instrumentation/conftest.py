@@ -1,0 +1,75 @@
+"""Fixtures shared by the instrumentation tests.
+
+The global tracer provider can be set once per process, so one session-wide provider with an
+in-memory exporter serves ``traceable`` (which uses the global provider); the instrumentors get the
+same provider through ``tracer_provider=``. ``spans`` clears the exporter for each test.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+# ``tests`` has no __init__.py; make ``tests.fakes`` importable however pytest is started.
+_ROOT = str(Path(__file__).resolve().parents[2])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+from tests.fakes.llm_api import FakeLLMAPI  # noqa: E402
+
+_EXPORTER = InMemorySpanExporter()
+_PROVIDER = TracerProvider()
+_PROVIDER.add_span_processor(SimpleSpanProcessor(_EXPORTER))
+
+
+@pytest.fixture(scope="session")
+def tracer_provider() -> TracerProvider:
+    """The session's provider, installed as the global one (once; it cannot be replaced)."""
+    trace.set_tracer_provider(_PROVIDER)
+    assert trace.get_tracer_provider() is _PROVIDER, "another global tracer provider was set first"
+    return _PROVIDER
+
+
+class Spans:
+    """Finished spans of the current test."""
+
+    def __init__(self, exporter: InMemorySpanExporter) -> None:
+        self.exporter = exporter
+
+    def all(self) -> list[ReadableSpan]:
+        return list(self.exporter.get_finished_spans())
+
+    def named(self, name: str) -> ReadableSpan:
+        found = [s for s in self.all() if s.name == name]
+        assert len(found) == 1, f"expected one span {name!r}, got {[s.name for s in self.all()]}"
+        return found[0]
+
+
+@pytest.fixture
+def spans(tracer_provider: TracerProvider) -> Iterator[Spans]:
+    _EXPORTER.clear()
+    yield Spans(_EXPORTER)
+    _EXPORTER.clear()
+
+
+@pytest.fixture(scope="session")
+def fake_api() -> Iterator[FakeLLMAPI]:
+    with FakeLLMAPI() as api:
+        yield api
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Tests decide content capture themselves; a developer's shell must not.
+    monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", raising=False)
+    monkeypatch.delenv("OTEL_SEMCONV_STABILITY_OPT_IN", raising=False)
+    for key in [k for k in os.environ if k.startswith("ANTHROPIC_OPEN_TELEMETRY")]:
+        monkeypatch.delenv(key)
