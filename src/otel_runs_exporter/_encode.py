@@ -90,8 +90,10 @@ def _sanitize(value: Any, limit: int, depth: int, seen: set[int]) -> Any:
         except UnicodeEncodeError:
             value = value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
         return value
-    if value is None or isinstance(value, (bool, int)):
+    if value is None or isinstance(value, bool):
         return value
+    if isinstance(value, int):
+        return value if -(2**63) <= value < 2**64 else str(value)  # orjson's integer range
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
     if depth >= _MAX_DEPTH:

@@ -49,8 +49,6 @@ _rl = RateLimitedLog(logger)
 USER_AGENT = "otel-runs-exporter/0.1.0"
 _RETRYABLE = frozenset({408, 429, 500, 502, 503, 504}) | frozenset(range(505, 600))
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
-_BACKOFF_BASE_S = 0.5
-_BACKOFF_MAX_S = 30.0
 _MAX_REDIRECTS = 5
 
 try:  # the SDK exports these keys; older versions spell them as plain strings
@@ -87,8 +85,12 @@ class Transport:
 
     ``wake`` is an Event the caller may set to cut a backoff wait short (new work
     arrived, or shutdown); the interrupted send hands its runs back to retry.
-    ``clock`` and ``wait`` are seams for tests.
+    ``clock`` is a seam for tests, and so are the backoff bounds (class
+    attributes, so a test can shorten them for every transport it creates).
     """
+
+    backoff_base_s = 0.5
+    backoff_max_s = 30.0
 
     def __init__(
         self,
@@ -295,7 +297,7 @@ class Transport:
     def _backoff(self, retry_after: float | None) -> float:
         # Exponential with "equal jitter": never less than half the step, so a
         # crowd of clients spreads out without any of them hammering.
-        step = min(_BACKOFF_MAX_S, _BACKOFF_BASE_S * (2 ** min(self._attempt, 16)))
+        step = min(self.backoff_max_s, self.backoff_base_s * (2 ** min(self._attempt, 16)))
         self._attempt += 1
         delay = step / 2 + random.uniform(0, step / 2)
         if retry_after is not None:

@@ -1,0 +1,34 @@
+"""Shared fixtures: a clean environment for every test and one real local service."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from otel_runs_exporter.server import LocalService
+
+_PREFIXES = ("OTEL_", "LANGSMITH_", "LANGCHAIN_")
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Settings come from the environment; no test may see another's (or the machine's)."""
+    for name in list(os.environ):
+        if name.startswith(_PREFIXES):
+            monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="session")
+def _session_service():
+    with LocalService() as svc:
+        yield svc
+
+
+@pytest.fixture
+def service(_session_service: LocalService) -> LocalService:
+    """The local service, empty and without faults, for one test."""
+    _session_service.faults.clear()
+    _session_service.reset()
+    yield _session_service
+    _session_service.faults.clear()

@@ -1,0 +1,33 @@
+"""Small helpers for the core tests: a provider wired to the local service."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from otel_runs_exporter import RunsSpanExporter, RunsSpanProcessor
+
+
+def processor_provider(url: str, **settings: Any) -> tuple[TracerProvider, RunsSpanProcessor]:
+    settings.setdefault("api_key", "test-key")
+    settings.setdefault("schedule_delay_s", 0.05)
+    processor = RunsSpanProcessor(endpoint=url, **settings)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    return provider, processor
+
+
+def exporter_provider(url: str, **settings: Any) -> tuple[TracerProvider, RunsSpanExporter]:
+    settings.setdefault("api_key", "test-key")
+    exporter = RunsSpanExporter(endpoint=url, **settings)
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=50))
+    return provider, exporter
+
+
+def tree(runs: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    """(depth, name) in dotted_order: the shape of a trace, independent of ids and times."""
+    ordered = sorted(runs, key=lambda r: r["dotted_order"])
+    return [(r["dotted_order"].count("."), r["name"]) for r in ordered]

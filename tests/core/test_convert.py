@@ -1,0 +1,141 @@
+"""Span to run, without threads or sockets: real SDK spans, captured in memory."""
+
+from __future__ import annotations
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags
+
+from otel_runs_exporter._convert import ConvertOptions, early_post_summary, patch_fields, span_ids, span_to_run
+from otel_runs_exporter._ids import parse_dotted_order
+
+
+@pytest.fixture
+def capture():
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "svc"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider.get_tracer("scope", "1.2"), exporter
+
+
+def _by_name(exporter):
+    return {s.name: s for s in exporter.get_finished_spans()}
+
+
+def test_full_run_fields(capture):
+    tracer, exporter = capture
+    with tracer.start_as_current_span("root", attributes={"input.value": '{"q": "hi"}', "custom": 3}) as root:
+        root.set_attribute("output.value", "plain text")
+        root.add_event("note", {"k": "v"})
+    span = _by_name(exporter)["root"]
+    ids = span_ids(span, None)
+    run = span_to_run(span, ids, ConvertOptions(session={"session_name": "p"}))
+    assert run["id"] == run["trace_id"] == ids.run_id and "parent_run_id" not in run
+    assert run["name"] == "root" and run["run_type"] == "chain" and run["session_name"] == "p"
+    assert run["inputs"] == {"q": "hi"} and run["outputs"] == {"output": "plain text"}
+    assert run["events"][0]["name"] == "note" and run["events"][0]["kwargs"] == {"k": "v"}
+    meta = run["extra"]["metadata"]
+    assert meta["custom"] == 3 and "input.value" not in meta
+    assert meta["otel_trace_id"] == format(span.context.trace_id, "032x")
+    assert meta["otel_span_id"] == format(span.context.span_id, "016x")
+    assert meta["otel_scope_name"] == "scope" and meta["otel_scope_version"] == "1.2"
+    assert meta["otel_resource"]["service.name"] == "svc" and meta["otel_span_kind"] == "INTERNAL"
+    assert run["start_time"].endswith("+00:00") and run["end_time"] >= run["start_time"]
+
+
+def test_child_ids_and_llm_run_type(capture):
+    tracer, exporter = capture
+    with tracer.start_as_current_span("root"):
+        with tracer.start_as_current_span("call", attributes={"gen_ai.request.model": "m"}):
+            pass
+    spans = _by_name(exporter)
+    root_ids = span_ids(spans["root"], None)
+    child = span_ids(spans["call"], root_ids)
+    run = span_to_run(spans["call"], child, ConvertOptions())
+    assert run["parent_run_id"] == root_ids.run_id and run["trace_id"] == root_ids.run_id
+    assert [str(u) for _, u in parse_dotted_order(run["dotted_order"])] == [root_ids.run_id, child.run_id]
+    assert run["run_type"] == "llm"
+
+
+def test_errors_from_status_and_exception_events(capture):
+    tracer, exporter = capture
+    with pytest.raises(ValueError):
+        with tracer.start_as_current_span("boom"):
+            raise ValueError("bad input")
+    with tracer.start_as_current_span("status") as span:
+        span.set_status(Status(StatusCode.ERROR, "it failed"))
+    spans = _by_name(exporter)
+    boom = span_to_run(spans["boom"], span_ids(spans["boom"], None), ConvertOptions())
+    assert boom["error"].startswith("ValueError: bad input") and "Traceback" in boom["error"]
+    status = span_to_run(spans["status"], span_ids(spans["status"], None), ConvertOptions())
+    assert status["error"] == "it failed"
+
+
+def test_remote_parent_becomes_root_with_its_ids_in_metadata(capture):
+    tracer, exporter = capture
+    remote = SpanContext(trace_id=0xABC, span_id=0xDEF, is_remote=True, trace_flags=TraceFlags(1))
+    ctx = trace.set_span_in_context(NonRecordingSpan(remote))
+    with tracer.start_as_current_span("server", context=ctx):
+        pass
+    span = _by_name(exporter)["server"]
+    run = span_to_run(span, span_ids(span, None), ConvertOptions())
+    assert "parent_run_id" not in run and run["trace_id"] == run["id"]
+    meta = run["extra"]["metadata"]
+    assert meta["otel_parent_span_id"] == format(0xDEF, "016x") and meta["otel_parent_is_remote"] is True
+
+
+def test_langsmith_overrides(capture):
+    tracer, exporter = capture
+    attrs = {
+        "langsmith.trace.name": "Pretty",
+        "langsmith.span.kind": "TOOL",
+        "langsmith.metadata.user": "u1",
+        "langsmith.span.tags": "a,b",
+        "langsmith.trace.session_name": "other-project",
+    }
+    with tracer.start_as_current_span("raw", attributes=attrs):
+        pass
+    span = _by_name(exporter)["raw"]
+    run = span_to_run(span, span_ids(span, None), ConvertOptions(session={"session_id": "x"}))
+    assert run["name"] == "Pretty" and run["run_type"] == "tool" and run["tags"] == ["a", "b"]
+    assert run["session_name"] == "other-project" and "session_id" not in run
+    assert run["extra"]["metadata"]["user"] == "u1"
+    assert not any(k.startswith("langsmith.") for k in run["extra"]["metadata"])
+
+
+def test_open_span_post_then_patch_does_not_resend_inputs():
+    provider = TracerProvider()
+    span = provider.get_tracer("t").start_span("long", attributes={"input.value": "x"})
+    ids = span_ids(span, None)
+    post = span_to_run(span, ids, ConvertOptions())
+    assert "end_time" not in post and "outputs" not in post and post["inputs"] == {"input": "x"}
+    span.set_attribute("output.value", "y")
+    span.end()
+    patch = patch_fields(span_to_run(span, ids, ConvertOptions()), early_post_summary(post))
+    assert "inputs" not in patch and patch["outputs"] == {"output": "y"} and "end_time" in patch
+    assert {"trace_id", "dotted_order", "id"} <= set(patch)
+
+
+def test_inputs_recorded_after_the_start_go_in_the_patch():
+    provider = TracerProvider()
+    span = provider.get_tracer("t").start_span("late")
+    ids = span_ids(span, None)
+    post = span_to_run(span, ids, ConvertOptions())
+    span.set_attribute("input.value", '{"a": 1}')
+    span.set_attribute("gen_ai.request.model", "m")
+    span.end()
+    patch = patch_fields(span_to_run(span, ids, ConvertOptions()), early_post_summary(post))
+    assert patch["inputs"] == {"a": 1} and patch["run_type"] == "llm"
+
+
+def test_id_scheme_otlp(capture):
+    tracer, exporter = capture
+    with tracer.start_as_current_span("s"):
+        pass
+    span = _by_name(exporter)["s"]
+    ids = span_ids(span, None, "otlp")
+    assert ids.run_id == f"00000000-0000-0000-{format(span.context.span_id, '016x')[:4]}-{format(span.context.span_id, '016x')[4:]}"

@@ -1,0 +1,94 @@
+"""The id and dotted_order rules (spec 2.3), as pure properties."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from otel_runs_exporter._ids import (
+    child_ids,
+    format_entry,
+    make_run_id,
+    parse_dotted_order,
+    root_ids,
+    run_id_otlp,
+    run_id_v7,
+)
+
+trace_ids = st.integers(min_value=1, max_value=2**128 - 1)
+span_ids = st.integers(min_value=1, max_value=2**64 - 1)
+# 2001 .. 2100, nanoseconds
+times = st.integers(min_value=978_307_200 * 10**9, max_value=4_102_444_800 * 10**9)
+
+
+@given(trace_ids, span_ids, times)
+def test_v7_is_a_deterministic_uuid7_carrying_the_start_time(trace_id, span_id, start):
+    rid = run_id_v7(trace_id, span_id, start)
+    assert rid == run_id_v7(trace_id, span_id, start)
+    assert rid.version == 7 and rid.variant == "specified in RFC 4122"
+    assert rid.int >> 80 == start // 1_000_000  # unix milliseconds in the top 48 bits
+    sub_ms = (rid.int >> 64) & 0xFFF
+    assert sub_ms == ((start // 1000) % 1000) * 4096 // 1000
+
+
+@given(trace_ids, span_ids, times, times)
+def test_v7_ids_sort_by_start_time(trace_id, span_id, t1, t2):
+    a, b = run_id_v7(trace_id, span_id, t1), run_id_v7(trace_id, span_id + 1 if span_id < 2**64 - 1 else 1, t2)
+    if t1 // 1000 < t2 // 1000:
+        # Microsecond precision: 4096 steps per millisecond can merge two microseconds, never reorder them.
+        assert a.int >> 64 <= b.int >> 64
+
+
+def test_v7_differs_across_traces_and_spans():
+    start = 1_700_000_000_000_000_000
+    ids = {run_id_v7(t, s, start) for t in range(1, 30) for s in range(1, 30)}
+    assert len(ids) == 29 * 29
+
+
+def test_otlp_scheme_right_aligns_the_span_id():
+    assert run_id_otlp(5, 0xABCDEF, 0) == UUID("00000000-0000-0000-0000-000000abcdef")
+    assert make_run_id("otlp", 5, 0xABCDEF, 0) == run_id_otlp(5, 0xABCDEF, 0)
+
+
+def test_entry_format_is_the_spec_layout():
+    rid = "018bcfe5-68e3-7000-8000-000000000001"
+    assert format_entry(1_700_000_000_000_001_999, rid) == "20231114T221320000001Z" + rid
+
+
+@given(st.lists(st.tuples(span_ids, times), min_size=1, max_size=12))
+def test_dotted_order_chain_follows_the_rules(chain):
+    """trace_id = first UUID, parent = UUID before last, last = own id, times never go back."""
+    ids = None
+    for span_id, start in chain:
+        rid = run_id_v7(7, span_id, start)
+        ids = root_ids(rid, start) if ids is None else child_ids(ids, rid, start)
+        entries = parse_dotted_order(ids.dotted_order)
+        assert str(entries[0][1]) == ids.trace_id
+        assert str(entries[-1][1]) == ids.run_id
+        if len(entries) > 1:
+            assert str(entries[-2][1]) == ids.parent_run_id
+        else:
+            assert ids.parent_run_id is None
+        stamps = [t for t, _ in entries]
+        assert stamps == sorted(stamps)
+        # start_time always matches its own entry
+        assert format_entry(ids.start_time_ns, ids.run_id) == ids.dotted_order.split(".")[-1]
+
+
+def test_child_that_starts_before_its_parent_is_raised_to_the_parent_start():
+    parent = root_ids(run_id_v7(1, 1, 2_000_000_000_000), 2_000_000_000_000)
+    child = child_ids(parent, run_id_v7(1, 2, 1_000_000_000_000), 1_000_000_000_000)
+    assert child.start_time_ns == parent.start_time_ns
+    assert child.dotted_order.split(".")[1].startswith(parent.dotted_order[:22])
+
+
+def test_parse_rejects_bad_entries_with_a_reason():
+    import pytest
+
+    from otel_runs_exporter._ids import DottedOrderError
+
+    for bad in ("", "20231114T221320Z018bcfe5-68e3-7000-8000-000000000001", "20231114T221320000001Z123"):
+        with pytest.raises(DottedOrderError, match="dotted_order|entry"):
+            parse_dotted_order(bad)

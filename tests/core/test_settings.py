@@ -1,0 +1,109 @@
+"""Settings: precedence, parsing, errors that name the variable, no secret in reprs."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from otel_runs_exporter import ConfigError, RunsSpanExporter, RunsSpanProcessor
+from otel_runs_exporter._settings import EU_ENDPOINT, US_ENDPOINT, parse_headers, resolve, warn_if_unusable
+
+
+def test_defaults():
+    s = resolve(env={})
+    assert s.endpoint == US_ENDPOINT and s.project == "default" and s.mode == "auto"
+    assert s.session == {"session_name": "default"}
+    assert s.schedule_delay_s < 1.0
+
+
+def test_precedence_argument_then_otel_then_langsmith_then_default():
+    env = {
+        "OTEL_EXPORTER_RUNS_PROJECT": "otel",
+        "LANGSMITH_PROJECT": "ls",
+        "LANGSMITH_API_KEY": "ls-key",
+        "LANGSMITH_ENDPOINT": "http://ls.example",
+    }
+    assert resolve({"project": "arg"}, env=env).project == "arg"
+    assert resolve({}, env=env).project == "otel"
+    s = resolve({}, env={k: v for k, v in env.items() if not k.startswith("OTEL")})
+    assert s.project == "ls" and s.api_key == "ls-key" and s.endpoint == "http://ls.example"
+
+
+def test_region_applies_only_without_an_endpoint():
+    assert resolve(env={"OTEL_EXPORTER_RUNS_REGION": "eu"}).endpoint == EU_ENDPOINT
+    env = {"OTEL_EXPORTER_RUNS_REGION": "eu", "OTEL_EXPORTER_RUNS_ENDPOINT": "https://self.host/api/v1/"}
+    assert resolve(env=env).endpoint == "https://self.host/api/v1"
+
+
+def test_project_id_replaces_session_name():
+    s = resolve(env={"OTEL_EXPORTER_RUNS_PROJECT_ID": "abc", "OTEL_EXPORTER_RUNS_PROJECT": "x"})
+    assert s.session == {"session_id": "abc"}
+
+
+def test_bsp_variables_are_honoured():
+    s = resolve(
+        env={
+            "OTEL_BSP_SCHEDULE_DELAY": "1500",
+            "OTEL_BSP_MAX_QUEUE_SIZE": "7",
+            "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "3",
+            "OTEL_BSP_EXPORT_TIMEOUT": "2500",
+            "OTEL_SDK_DISABLED": "true",
+        }
+    )
+    assert (s.schedule_delay_s, s.max_queue_size, s.max_export_batch_size, s.export_timeout_s, s.disabled) == (
+        1.5,
+        7,
+        3,
+        2.5,
+        True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "expected"),
+    [
+        ("OTEL_BSP_MAX_QUEUE_SIZE", "lots", "whole number greater than 0"),
+        ("OTEL_BSP_MAX_QUEUE_SIZE", "0", "whole number greater than 0"),
+        ("OTEL_EXPORTER_RUNS_MODE", "fast", "one of auto, multipart, basic"),
+        ("OTEL_EXPORTER_RUNS_ENDPOINT", "ftp://x", "http:// or https://"),
+        ("OTEL_EXPORTER_RUNS_TIMEOUT", "-1", "seconds"),
+        ("OTEL_EXPORTER_RUNS_HEADERS", "novalue", "key=value"),
+        ("OTEL_SDK_DISABLED", "maybe", "true or false"),
+    ],
+)
+def test_bad_values_name_the_variable_and_what_is_expected(var, value, expected):
+    with pytest.raises(ConfigError) as info:
+        resolve(env={var: value})
+    assert var in str(info.value) and expected in str(info.value)
+
+
+def test_unknown_argument_is_an_error():
+    with pytest.raises(ConfigError, match="unknown setting"):
+        resolve({"projcet": "x"}, env={})
+
+
+def test_headers_parse_like_otel():
+    assert parse_headers("A=1,b = two%20words , ") == {"a": "1", "b": "two words"}
+
+
+def test_api_key_never_in_repr():
+    s = resolve({"api_key": "sk-secret-123", "headers": "authorization=Bearer%20tok-9"}, env={})
+    assert "sk-secret-123" not in repr(s) and "tok-9" not in repr(s)
+    for obj in (RunsSpanExporter(settings=s), RunsSpanProcessor(settings=s)):
+        assert "sk-secret-123" not in repr(obj)
+        obj.shutdown(timeout_millis=100) if isinstance(obj, RunsSpanProcessor) else obj.shutdown()
+
+
+def test_missing_key_for_remote_endpoint_warns_once(caplog):
+    with caplog.at_level(logging.WARNING, logger="otel_runs_exporter"):
+        warn_if_unusable(resolve(env={}))
+        warn_if_unusable(resolve({"endpoint": "http://127.0.0.1:9"}, env={}))
+    assert [r.message for r in caplog.records if "No API key" in r.message] and len(caplog.records) == 1
+
+
+def test_plain_http_with_key_to_remote_host_warns(caplog):
+    with caplog.at_level(logging.WARNING, logger="otel_runs_exporter"):
+        warn_if_unusable(resolve({"endpoint": "http://example.com", "api_key": "sk-x"}, env={}))
+    assert any("plain HTTP" in r.message for r in caplog.records)
+    assert not any("sk-x" in r.getMessage() for r in caplog.records)
