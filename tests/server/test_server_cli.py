@@ -1,0 +1,136 @@
+"""``otel-runs serve`` as a real process, and ``otel-runs runs list/tree/check`` against a database file."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import requests
+from server_helpers import Trace, good_trace_body, multipart, post_multipart, run_parts
+
+from otel_runs_exporter import cli
+from otel_runs_exporter.server import LocalService
+
+
+def test_serve_subprocess_start_post_sigint(tmp_path: Path) -> None:
+    db = tmp_path / "serve.db"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "otel_runs_exporter.cli", "serve", "--port", "0", "--db", str(db),
+         "--api-key", "very-secret-key"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("Listening on http://127.0.0.1:"), line
+        url = line.split()[2]
+        svc = LocalService()
+        svc.host, svc.port = "127.0.0.1", int(url.rsplit(":", 1)[1])
+        trace = Trace()
+        response = post_multipart(svc, good_trace_body(trace), **{"x-api-key": "very-secret-key"})
+        assert response.status_code == 202, response.text
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    assert proc.returncode == 0, err
+    assert "very-secret-key" not in line + out + err
+    with sqlite3.connect(db) as conn:
+        ids = {row[0] for row in conn.execute("SELECT id FROM runs WHERE posted = 1")}
+    assert ids == {trace.root_id, trace.child_id}
+
+
+def test_serve_stops_on_sigterm(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "otel_runs_exporter.cli", "serve", "--port", "0", "--db", str(tmp_path / "t.db")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().split()[2]
+        assert requests.get(url + "/ok", timeout=5).status_code == 200
+        proc.terminate()
+        proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    assert proc.returncode == 0
+
+
+@pytest.fixture
+def filled_db(tmp_path: Path) -> tuple[Path, Trace, Trace]:
+    db = tmp_path / "runs.db"
+    complete, broken = Trace(), Trace()
+    end = complete.child_start + timedelta(seconds=1)
+    with LocalService(db=str(db)) as svc:
+        child = complete.child_post()
+        body = multipart(
+            run_parts("post", complete.root_post() | {"end_time": end.isoformat()}, inputs={}, outputs={})
+            + run_parts(
+                "post",
+                child | {"end_time": end.isoformat()},
+                outputs={"usage_metadata": {"input_tokens": 3, "output_tokens": 4, "total_tokens": 7}},
+            )
+        )
+        assert post_multipart(svc, body).status_code == 202
+        # broken: a child whose parent never came, and a patch whose post never came
+        assert post_multipart(svc, multipart(run_parts("post", broken.child_post()))).status_code == 202
+        patch = broken.patch(broken.root_id, broken.root_dotted, end)
+        assert post_multipart(svc, multipart(run_parts("patch", patch))).status_code == 202
+    return db, complete, broken
+
+
+def test_runs_tree(filled_db: tuple[Path, Trace, Trace], capsys: pytest.CaptureFixture[str]) -> None:
+    db, complete, _ = filled_db
+    assert cli.main(["runs", "tree", complete.root_id.replace("-", ""), "--db", str(db)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"trace {complete.root_id}")
+    assert out[1].startswith("chain  agent  1.005s  ok")
+    assert out[2].startswith("  llm  llm  1.000s  ok  tokens in=3 out=4 total=7")
+
+
+def test_runs_list_and_check(filled_db: tuple[Path, Trace, Trace], capsys: pytest.CaptureFixture[str],
+                             monkeypatch: pytest.MonkeyPatch) -> None:
+    db, complete, broken = filled_db
+    monkeypatch.setenv(cli.ENV_SERVER_DB, str(db))
+    assert cli.main(["runs", "list"]) == 0
+    out = capsys.readouterr().out
+    assert f"trace {complete.root_id}  (2 runs)" in out
+    assert f"(parent {broken.root_id} missing)" in out
+    assert cli.main(["runs", "check"]) == 1
+    out = capsys.readouterr().out
+    assert f"patched but never posted: {broken.root_id}" in out
+    assert f"missing parent {broken.root_id} of {broken.child_id}" in out
+    assert f"never completed (no end_time): {broken.child_id}" in out
+
+
+def test_runs_check_clean_and_missing_db(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "clean.db"
+    with LocalService(db=str(db)):
+        pass
+    assert cli.main(["runs", "check", "--db", str(db)]) == 0
+    assert "no problems found" in capsys.readouterr().out
+    assert cli.main(["runs", "list", "--db", str(tmp_path / "absent.db")]) == 1
+    assert "no runs database" in capsys.readouterr().err
+    assert not (tmp_path / "absent.db").exists()
+
+
+def test_default_db_path() -> None:
+    assert cli.default_db_path({"OTEL_RUNS_SERVER_DB": "/x/y.db"}) == "/x/y.db"
+    assert cli.default_db_path({"XDG_DATA_HOME": "/data"}) == "/data/otel-runs/runs.db"
+    assert cli.default_db_path({}).endswith(".local/share/otel-runs/runs.db")

@@ -1,0 +1,117 @@
+"""A real client nobody here wrote: the ``langsmith`` SDK (pinned in the test extra) against the local service.
+
+Its multipart (plain and zstd) and basic-tracing requests must be accepted with
+zero violations and arrive as correct trees.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from otel_runs_exporter.server import LocalService
+
+langsmith = pytest.importorskip("langsmith")
+from langsmith.run_trees import RunTree  # noqa: E402
+from langsmith.utils import get_env_var  # noqa: E402
+
+
+@pytest.fixture
+def ls_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+    """The SDK caches environment lookups; clear the cache around each test."""
+    monkeypatch.setenv("LANGSMITH_TRACING", "true")
+    get_env_var.cache_clear()
+    yield monkeypatch
+    get_env_var.cache_clear()
+
+
+def _client(svc: LocalService, **kwargs: object) -> langsmith.Client:
+    get_env_var.cache_clear()
+    return langsmith.Client(api_url=svc.url, api_key="test", **kwargs)
+
+
+def _trace(client: langsmith.Client) -> tuple[str, str, str]:
+    root = RunTree(name="agent", run_type="chain", inputs={"q": "hi"}, client=client, project_name="compat")
+    root.post()
+    llm = root.create_child(name="model", run_type="llm", inputs={"prompt": "hi"})
+    llm.post()
+    tool = llm.create_child(name="search", run_type="tool", inputs={"query": "x"})
+    tool.post()
+    tool.end(error="ValueError: boom")
+    tool.patch()
+    llm.end(outputs={"text": "yo", "usage_metadata": {"input_tokens": 3, "output_tokens": 4, "total_tokens": 7}})
+    llm.patch()
+    root.end(outputs={"answer": "yo"})
+    root.patch()
+    return str(root.id), str(llm.id), str(tool.id)
+
+
+def _assert_tree(svc: LocalService, root_id: str, llm_id: str, tool_id: str) -> None:
+    runs = {r["id"]: r for r in svc.wait_for_runs(3, timeout=10)}
+    assert svc.violations() == []
+    assert runs[root_id]["trace_id"] == runs[llm_id]["trace_id"] == runs[tool_id]["trace_id"] == root_id
+    assert runs[llm_id]["parent_run_id"] == root_id
+    assert runs[tool_id]["parent_run_id"] == llm_id
+    assert runs[tool_id]["dotted_order"].startswith(runs[llm_id]["dotted_order"] + ".")
+    assert runs[tool_id]["error"] == "ValueError: boom"
+    assert runs[llm_id]["outputs"]["usage_metadata"]["total_tokens"] == 7
+    assert svc.check()["patched_not_posted"] == [] and svc.check()["missing_parents"] == []
+
+
+@pytest.mark.parametrize("compression", [True, False], ids=["zstd", "plain"])
+def test_multipart(ls_env: pytest.MonkeyPatch, compression: bool) -> None:
+    if compression:
+        pytest.importorskip("zstandard")
+    else:
+        ls_env.setenv("LANGSMITH_DISABLE_RUN_COMPRESSION", "true")
+    with LocalService() as svc:
+        client = _client(svc)
+        try:
+            ids = _trace(client)
+            client.flush()
+            _assert_tree(svc, *ids)
+        finally:
+            client.cleanup(timeout=5)
+        ingest = [e for e in svc.requests() if e["path"].endswith("/runs/multipart")]
+        assert ingest and all(e["status"] == 202 for e in ingest)
+        assert {e["content_encoding"] for e in ingest} == ({"zstd"} if compression else {None})
+
+
+def test_basic_tracing_without_multipart(ls_env: pytest.MonkeyPatch) -> None:
+    with LocalService(multipart=False) as svc:
+        client = _client(svc, auto_batch_tracing=False)
+        try:
+            root_id, child_id = uuid.uuid4(), uuid.uuid4()
+            start = datetime.now(timezone.utc)
+            client.create_run("agent", {"q": 1}, "chain", id=root_id, start_time=start, project_name="compat")
+            client.create_run(
+                "model", {"p": 1}, "llm", id=child_id, parent_run_id=root_id,
+                start_time=start + timedelta(milliseconds=1), project_name="compat",
+            )
+            client.update_run(child_id, outputs={"o": 1}, end_time=start + timedelta(milliseconds=5))
+            client.update_run(root_id, outputs={"a": 1}, end_time=start + timedelta(milliseconds=6))
+        finally:
+            client.cleanup(timeout=5)
+        runs = {r["id"]: r for r in svc.wait_for_runs(2, timeout=10)}
+        assert svc.violations() == []
+        paths = {(e["method"], e["path"].split("/")[1]) for e in svc.requests() if e["method"] != "GET"}
+        assert paths == {("POST", "runs"), ("PATCH", "runs")}
+        child = runs[str(child_id)]
+        assert child["trace_id"] == str(root_id)
+        assert child["dotted_order"].startswith(runs[str(root_id)]["dotted_order"] + ".")
+        assert child["outputs"] == {"o": 1}
+
+
+def test_batch_endpoint_when_multipart_is_off(ls_env: pytest.MonkeyPatch) -> None:
+    with LocalService(multipart=False) as svc:
+        client = _client(svc)
+        try:
+            ids = _trace(client)
+            client.flush()
+            _assert_tree(svc, *ids)
+        finally:
+            client.cleanup(timeout=5)
+        assert {e["path"] for e in svc.requests() if e["method"] == "POST"} == {"/runs/batch"}
