@@ -117,7 +117,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     previous = signal.signal(signal.SIGTERM, on_signal)
     notes = []
-    if service._api_key is not None:
+    if service.requires_api_key:
         notes.append("api key required")
     if args.lenient:
         notes.append("lenient")

@@ -486,6 +486,11 @@ class LocalService:
         auth = "on" if self._api_key is not None else "off"
         return f"LocalService(url={self.url if self._server else None!r}, db={self.db!r}, auth={auth})"
 
+    @property
+    def requires_api_key(self) -> bool:
+        """Whether requests need an ``x-api-key`` (the key itself is not exposed)."""
+        return self._api_key is not None
+
     # --- lifecycle --------------------------------------------------------------
 
     def start(self) -> LocalService:
