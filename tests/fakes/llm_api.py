@@ -212,8 +212,11 @@ class _Handler(BaseHTTPRequestHandler):
             if event is not None:
                 chunk += f"event: {event}\n"
             chunk += f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n"
-            self.wfile.write(chunk.encode())
-            self.wfile.flush()
+            try:
+                self.wfile.write(chunk.encode())
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                return  # the client closed the stream early, as tests of early close do
             if self.api.chunk_delay:
                 time.sleep(self.api.chunk_delay)
 
