@@ -144,8 +144,10 @@ class Batcher:
         left = len(self._queue) + len(self._backlog)
         if left:
             self._counters.drop("shutdown", left)
+            runs = {ids.run_id for _, _, ids in self._queue} | {r.run_id for r in self._backlog}
             logger.warning(
-                "shutdown: gave up %d run operations that could not be delivered within %.1f s",
+                "shutdown: gave up %d runs (%d operations) that could not be delivered within %.1f s",
+                len(runs),
                 left,
                 timeout_s,
             )

@@ -63,6 +63,7 @@ class RunsSpanExporter(SpanExporter):
         # parent key -> {child span id: child}; the deque keeps arrival order for the time bound
         self._held: dict[_Key, dict[int, ReadableSpan]] = {}
         self._held_order: deque[tuple[_Key, int, float]] = deque()
+        self._held_parent: dict[_Key, _Key] = {}  # held span -> its parent's key
         self._held_count = 0
         self._pending: deque[EncodedRun] = deque()
         self._pending_bytes = 0
@@ -156,6 +157,7 @@ class RunsSpanExporter(SpanExporter):
                 key = (ctx.trace_id, parent.span_id)
                 self._held.setdefault(key, {})[ctx.span_id] = span
                 self._held_order.append((key, ctx.span_id, now))
+                self._held_parent[(ctx.trace_id, ctx.span_id)] = key
                 self._held_count += 1
         return ready
 
@@ -167,6 +169,7 @@ class RunsSpanExporter(SpanExporter):
             ids = span_ids(current, pids, self._settings.id_scheme)
             ctx = current.context
             key = (ctx.trace_id, ctx.span_id)
+            self._held_parent.pop(key, None)
             self._resolved[key] = ids
             if len(self._resolved) > _RESOLVED_MAX:
                 self._resolved.popitem(last=False)
@@ -190,7 +193,10 @@ class RunsSpanExporter(SpanExporter):
                 continue
             if not (everything or now - since >= limit_s or self._held_count > max_spans):
                 break
-            order.popleft()
+            # Release the top of the held chain, so the spans under it keep their places.
+            while key in self._held_parent:
+                span_id, key = key[1], self._held_parent[key]
+            waiting = self._held[key]
             span = waiting.pop(span_id)
             if not waiting:
                 del self._held[key]

@@ -288,11 +288,11 @@ class Transport:
                 _rl.warning("status_%d" % resp.status_code, "the service answered %d; retrying", resp.status_code)
                 resp.close()
             self.failed += 1
+            self.retried += 1  # now, or on a later flush if the wait passes the deadline
             delay = self._backoff(retry_after)
             self._not_before = self._clock() + delay
             if self._not_before >= deadline:
                 raise _RetryLater
-            self.retried += 1
 
     def _backoff(self, retry_after: float | None) -> float:
         # Exponential with "equal jitter": never less than half the step, so a

@@ -1,0 +1,113 @@
+"""The exporter path: the holding area, its bounds, and delivery inside export()."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+
+from otel_runs_exporter import RunsSpanExporter
+from otel_runs_exporter._transport import Transport
+
+
+@pytest.fixture(autouse=True)
+def _fast_backoff(monkeypatch):
+    monkeypatch.setattr(Transport, "backoff_base_s", 0.02)
+    monkeypatch.setattr(Transport, "backoff_max_s", 0.2)
+
+
+def _spans():
+    """Finished spans of root -> mid -> leaf, in the order they ended (children first)."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("root"):
+        with tracer.start_as_current_span("mid"):
+            with tracer.start_as_current_span("leaf"):
+                pass
+    return list(memory.get_finished_spans())
+
+
+def test_children_wait_for_their_parents_across_exports(service):
+    exporter = RunsSpanExporter(endpoint=service.url, api_key="k")
+    leaf, mid, root = _spans()
+    assert exporter.export([leaf]) is SpanExportResult.SUCCESS
+    assert exporter.export([mid]) is SpanExportResult.SUCCESS
+    assert exporter.stats().held == 2 and service.runs() == []
+    assert exporter.export([root]) is SpanExportResult.SUCCESS
+    runs = {r["name"]: r for r in service.wait_for_runs(3)}
+    assert runs["leaf"]["parent_run_id"] == runs["mid"]["id"] and runs["mid"]["parent_run_id"] == runs["root"]["id"]
+    assert exporter.stats().held == 0 and exporter.stats().orphaned == 0
+    assert service.violations() == []
+    # every run went in one request, parents first
+    assert len(service.requests()) == 1
+    exporter.shutdown()
+
+
+def test_hold_bound_in_spans_sends_orphans_with_their_otel_parent(service):
+    exporter = RunsSpanExporter(endpoint=service.url, api_key="k", hold_max_spans=1)
+    leaf, mid, root = _spans()
+    exporter.export([leaf, mid])  # two held, bound is one: the top of the held chain goes as a root
+    runs = {r["name"]: r for r in service.wait_for_runs(2)}
+    assert "parent_run_id" not in runs["mid"] and runs["leaf"]["parent_run_id"] == runs["mid"]["id"]
+    assert runs["mid"]["extra"]["metadata"]["otel_parent_span_id"] == format(root.context.span_id, "016x")
+    assert exporter.stats().orphaned == 1 and exporter.stats().held == 0
+    exporter.export([root])
+    assert {r["name"] for r in service.wait_for_runs(3)} == {"leaf", "mid", "root"}
+    exporter.shutdown()
+
+
+def test_hold_bound_in_time(service):
+    exporter = RunsSpanExporter(endpoint=service.url, api_key="k", hold_max_s=0.1)
+    leaf, _mid, _root = _spans()
+    exporter.export([leaf])
+    assert exporter.stats().held == 1
+    time.sleep(0.15)
+    exporter.export([])
+    assert exporter.stats().orphaned == 1 and service.wait_for_runs(1)[0]["name"] == "leaf"
+    exporter.shutdown()
+
+
+def test_shutdown_delivers_what_is_held(service):
+    exporter = RunsSpanExporter(endpoint=service.url, api_key="k")
+    leaf, mid, _root = _spans()
+    exporter.export([leaf, mid])
+    assert service.runs() == []
+    exporter.shutdown()
+    assert {r["name"] for r in service.wait_for_runs(2)} == {"leaf", "mid"}
+    assert exporter.stats().orphaned == 1  # mid went as a root, leaf under it
+
+
+def test_failed_export_is_kept_and_retried_on_the_next(service):
+    service.faults.update(outage=True, retry_after=None)
+    exporter = RunsSpanExporter(endpoint=service.url, api_key="k", export_timeout_s=0.2)
+    leaf, mid, root = _spans()
+    assert exporter.export([leaf, mid, root]) is SpanExportResult.FAILURE
+    assert exporter.stats().queued == 3
+    service.faults.update(outage=False)
+    assert exporter.force_flush(5000)
+    assert len(service.wait_for_runs(3)) == 3 and exporter.stats().dropped_total == 0
+    exporter.shutdown()
+
+
+def test_unreachable_service_shutdown_is_bounded():
+    exporter = RunsSpanExporter(endpoint="http://127.0.0.1:9", api_key="k", export_timeout_s=0.3)
+    exporter.export(_spans())
+    began = time.monotonic()
+    exporter.shutdown()
+    assert time.monotonic() - began < 1.5
+    assert exporter.stats().dropped["shutdown"] == 3
+
+
+def test_zero_argument_constructor_reads_the_environment(service, monkeypatch):
+    monkeypatch.setenv("OTEL_EXPORTER_RUNS_ENDPOINT", service.url)
+    monkeypatch.setenv("OTEL_EXPORTER_RUNS_PROJECT", "from-env")
+    exporter = RunsSpanExporter()
+    exporter.export(_spans())
+    assert {r["session_name"] for r in service.wait_for_runs(3)} == {"from-env"}
+    exporter.shutdown()

@@ -1,0 +1,132 @@
+"""Whole processes: exit, fork, configure() on the global provider."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+
+def run_script(code: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LANGSMITH_"))}
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_configure_delivers_and_exit_flushes(service):
+    proc = run_script(
+        """
+        from opentelemetry import trace
+        from otel_runs_exporter import configure
+        provider = configure(project="my-app")
+        assert configure() is provider  # idempotent
+        tracer = trace.get_tracer(__name__)
+        with tracer.start_as_current_span("answer"):
+            with tracer.start_as_current_span("step"):
+                pass
+        # no flush, no shutdown: the SDK's exit hook must deliver
+        """,
+        env={"OTEL_EXPORTER_RUNS_ENDPOINT": service.url, "OTEL_EXPORTER_RUNS_API_KEY": "k"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    runs = service.wait_for_runs(2, timeout=5)
+    assert {r["session_name"] for r in runs} == {"my-app"}
+    assert service.violations() == []
+
+
+def test_exit_with_unreachable_service_is_bounded_and_reported():
+    began = time.monotonic()
+    proc = run_script(
+        """
+        import logging
+        logging.basicConfig()
+        from opentelemetry import trace
+        from otel_runs_exporter import configure
+        configure(endpoint="http://127.0.0.1:9", api_key="sk-never-printed")
+        tracer = trace.get_tracer(__name__)
+        for i in range(50):
+            with tracer.start_as_current_span("s"):
+                pass
+        """,
+        env={"OTEL_BSP_EXPORT_TIMEOUT": "1500"},
+    )
+    elapsed = time.monotonic() - began
+    assert proc.returncode == 0, proc.stderr
+    assert elapsed < 10, elapsed
+    assert "gave up 50 runs (50 operations)" in proc.stderr
+    assert "sk-never-printed" not in proc.stderr + proc.stdout
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_fork_child_sends_its_own_runs_and_nothing_twice(service):
+    proc = run_script(
+        """
+        import os
+        from opentelemetry import trace
+        from otel_runs_exporter import configure
+        provider = configure(schedule_delay_s=5.0)  # nothing leaves before the fork
+        tracer = trace.get_tracer(__name__)
+        for i in range(5):
+            with tracer.start_as_current_span(f"parent-before-fork-{i}"):
+                pass
+        pid = os.fork()
+        if pid == 0:
+            for i in range(3):
+                with tracer.start_as_current_span(f"child-{i}"):
+                    pass
+            provider.force_flush(10000)
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        with tracer.start_as_current_span("parent-after-fork"):
+            pass
+        provider.shutdown()
+        raise SystemExit(os.waitstatus_to_exitcode(status))
+        """,
+        env={"OTEL_EXPORTER_RUNS_ENDPOINT": service.url, "OTEL_EXPORTER_RUNS_API_KEY": "k"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    runs = service.wait_for_runs(9, timeout=10)
+    names = sorted(r["name"] for r in runs)
+    assert names == sorted([f"parent-before-fork-{i}" for i in range(5)] + [f"child-{i}" for i in range(3)] + ["parent-after-fork"])
+    assert service.duplicate_posts() == {}
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_multiprocessing_fork_workers(service):
+    proc = run_script(
+        """
+        import multiprocessing as mp
+        from opentelemetry import trace
+        from otel_runs_exporter import configure
+        provider = configure()
+        tracer = trace.get_tracer(__name__)
+
+        def work(i):
+            with tracer.start_as_current_span(f"worker-{i}"):
+                pass
+            trace.get_tracer_provider().force_flush(10000)
+            return i
+
+        if __name__ == "__main__":
+            with tracer.start_as_current_span("parent"):
+                pass
+            with mp.get_context("fork").Pool(2) as pool:
+                assert sorted(pool.map(work, range(4))) == [0, 1, 2, 3]
+            provider.shutdown()
+        """,
+        env={"OTEL_EXPORTER_RUNS_ENDPOINT": service.url, "OTEL_EXPORTER_RUNS_API_KEY": "k"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    runs = service.wait_for_runs(5, timeout=10)
+    assert sorted(r["name"] for r in runs) == ["parent"] + [f"worker-{i}" for i in range(4)]
+    assert service.duplicate_posts() == {}

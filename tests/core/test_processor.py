@@ -1,0 +1,247 @@
+"""The processor path end to end: real SDK provider, real local service."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from opentelemetry import context as otel_context
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased, TraceIdRatioBased
+
+from otel_runs_exporter import ExporterStats, RunsSpanProcessor
+from otel_runs_exporter._transport import Transport
+
+from core.helpers import exporter_provider, processor_provider, tree
+
+
+@pytest.fixture(autouse=True)
+def _fast_backoff(monkeypatch):
+    monkeypatch.setattr(Transport, "backoff_base_s", 0.02)
+    monkeypatch.setattr(Transport, "backoff_max_s", 0.2)
+
+
+def _workload(tracer):
+    """A small nested workload: threads, asyncio tasks, children ending before parents."""
+    with tracer.start_as_current_span("root", attributes={"input.value": '{"question": "why"}'}) as root:
+        ctx = contextvars.copy_context()
+
+        def in_thread(i):
+            with tracer.start_as_current_span(f"thread-{i}"):
+                with tracer.start_as_current_span(f"thread-{i}-leaf"):
+                    pass
+
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(lambda i: ctx.copy().run(in_thread, i), range(3)))
+
+        async def task(i):
+            with tracer.start_as_current_span(f"task-{i}"):
+                await asyncio.sleep(0.01)
+                with tracer.start_as_current_span(f"task-{i}-leaf"):
+                    await asyncio.sleep(0)
+
+        async def main():
+            await asyncio.gather(*(task(i) for i in range(2)))
+
+        asyncio.run(main())
+        root.set_attribute("output.value", '{"answer": 42}')
+    return 11
+
+
+def _shape(runs):
+    """Parent name of each run name: the tree, independent of ids and times."""
+    by_id = {r["id"]: r for r in runs}
+    return {r["name"]: by_id[r["parent_run_id"]]["name"] if r.get("parent_run_id") else None for r in runs}
+
+
+def test_processor_delivers_correct_trees(service):
+    provider, processor = processor_provider(service.url)
+    n = _workload(provider.get_tracer("t"))
+    assert processor.force_flush(5000)
+    runs = service.wait_for_runs(n)
+    assert service.violations() == []
+    shape = _shape(runs)
+    assert shape["root"] is None and shape["thread-2-leaf"] == "thread-2" and shape["task-1-leaf"] == "task-1"
+    assert {shape[f"thread-{i}"] for i in range(3)} == {"root"}
+    root = next(r for r in runs if r["name"] == "root")
+    assert root["inputs"] == {"question": "why"} and root["outputs"] == {"answer": 42}
+    assert all(r["trace_id"] == root["id"] for r in runs)
+    stats = processor.stats()
+    assert isinstance(stats, ExporterStats) and stats.completed == n and stats.dropped_total == 0
+    provider.shutdown()
+
+
+def test_exporter_and_processor_paths_deliver_the_same_trees(service):
+    provider, processor = processor_provider(service.url)
+    _workload(provider.get_tracer("t"))
+    provider.shutdown()
+    via_processor = service.wait_for_runs(11)
+    service.reset()
+    provider, exporter = exporter_provider(service.url)
+    _workload(provider.get_tracer("t"))
+    provider.shutdown()
+    via_exporter = service.wait_for_runs(11)
+    assert _shape(via_processor) == _shape(via_exporter)
+    assert [n for _, n in tree(via_processor)][:1] == ["root"]
+    assert service.violations() == []
+    for a, b in ((via_processor, via_exporter),):
+        ra = next(r for r in a if r["name"] == "root")
+        rb = next(r for r in b if r["name"] == "root")
+        assert (ra["inputs"], ra["outputs"], ra["run_type"]) == (rb["inputs"], rb["outputs"], rb["run_type"])
+
+
+def test_long_running_root_is_posted_before_it_ends(service):
+    provider, processor = processor_provider(service.url)
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("server-request", attributes={"input.value": "GET /"}):
+        with tracer.start_as_current_span("quick-child"):
+            pass
+        deadline = time.monotonic() + 5
+        while len(service.runs()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        open_root = next(r for r in service.runs() if r["name"] == "server-request")
+        assert open_root.get("end_time") is None and open_root["inputs"] == {"input": "GET /"}
+    processor.force_flush(5000)
+    runs = service.wait_for_runs(2)
+    root = next(r for r in runs if r["name"] == "server-request")
+    assert root["end_time"] and root["inputs"] == {"input": "GET /"}
+    parts = [p for req in service.requests() for p in req.get("part_names") or []]
+    assert any(p.startswith("patch.") for p in parts) and not any(p.startswith("patch.") and p.endswith(".inputs") for p in parts)
+    assert service.violations() == [] and service.check()["never_completed"] == []
+    provider.shutdown()
+
+
+def test_queue_full_drops_newest_and_counts_them(service, caplog):
+    provider, processor = processor_provider(
+        service.url, max_queue_size=10, schedule_delay_s=30.0, max_export_batch_size=1000
+    )
+    tracer = provider.get_tracer("t")
+    with caplog.at_level(logging.WARNING, logger="otel_runs_exporter"):
+        for i in range(20):
+            with tracer.start_as_current_span(f"s{i}"):
+                pass
+    stats = processor.stats()
+    assert stats.dropped["queue_full"] == 30  # 20 spans = 40 operations, 10 fit
+    assert len([r for r in caplog.records if "queue is full" in r.getMessage()]) == 1
+    assert processor.force_flush(5000)
+    stats = processor.stats()
+    assert stats.sent + stats.dropped_total == 40 - 5  # the 5 merged patches are not sent twice
+    assert len(service.wait_for_runs(5)) == 5
+    provider.shutdown()
+
+
+def test_outage_longer_than_the_export_timeout_loses_nothing(service):
+    service.faults.update(outage=True)
+    provider, processor = processor_provider(service.url, export_timeout_s=0.3)
+    tracer = provider.get_tracer("t")
+    stop = time.monotonic() + 1.5
+    count = 0
+    while time.monotonic() < stop:
+        with tracer.start_as_current_span("during-outage"):
+            count += 1
+        time.sleep(0.002)
+    assert processor.force_flush(300) is False  # the service is still down
+    service.faults.update(outage=False)
+    assert processor.force_flush(10_000)
+    assert len(service.wait_for_runs(count)) == count
+    stats = processor.stats()
+    assert stats.dropped_total == 0 and stats.completed == count and stats.retried > 0
+    provider.shutdown()
+
+
+def test_force_flush_honours_its_timeout():
+    provider, processor = processor_provider("http://127.0.0.1:9")
+    with provider.get_tracer("t").start_as_current_span("s"):
+        pass
+    began = time.monotonic()
+    assert processor.force_flush(500) is False
+    assert time.monotonic() - began < 1.5
+    processor.shutdown(timeout_millis=200)
+
+
+def test_shutdown_is_bounded_and_reports_what_it_gave_up(caplog):
+    provider, processor = processor_provider("http://127.0.0.1:9", export_timeout_s=0.5)
+    for _ in range(3):
+        with provider.get_tracer("t").start_as_current_span("s"):
+            pass
+    began = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="otel_runs_exporter"):
+        provider.shutdown()
+    assert time.monotonic() - began < 2.0
+    lines = [r.getMessage() for r in caplog.records if "gave up" in r.getMessage()]
+    assert len(lines) == 1 and "gave up 3 runs" in lines[0]
+    assert processor.stats().dropped["shutdown"] == 3
+
+
+def test_unsampled_traces_are_never_exported(service):
+    processor = RunsSpanProcessor(endpoint=service.url, api_key="k", schedule_delay_s=0.05)
+    provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(0.5)))
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    sampled = 0
+    for _ in range(40):
+        with tracer.start_as_current_span("root") as root:
+            with tracer.start_as_current_span("child"):
+                pass
+            sampled += root.get_span_context().trace_flags.sampled
+    assert processor.force_flush(5000)
+    time.sleep(0.1)
+    runs = service.runs()
+    assert len(runs) == 2 * sampled and 0 < sampled < 40
+    assert service.check()["missing_parents"] == []
+    provider.shutdown()
+    off = TracerProvider(sampler=ALWAYS_OFF)
+    p2 = RunsSpanProcessor(endpoint=service.url, api_key="k")
+    off.add_span_processor(p2)
+    with off.get_tracer("t").start_as_current_span("never"):
+        pass
+    off.shutdown()
+    assert p2.stats().sent == 0
+
+
+def test_sdk_disabled_means_no_worker_and_nothing_sent(service, monkeypatch):
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    before = {t.name for t in threading.enumerate()}
+    processor = RunsSpanProcessor(endpoint=service.url)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    with provider.get_tracer("t").start_as_current_span("s"):
+        pass
+    assert processor.force_flush(100)
+    assert {t.name for t in threading.enumerate()} - before == set()
+    assert service.requests() == []
+
+
+def test_span_ending_after_its_parent_still_nests(service):
+    provider, processor = processor_provider(service.url)
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("parent"):
+        late = tracer.start_span("late-child")
+    time.sleep(0.1)
+    token = otel_context.attach(otel_context.get_current())
+    late.end()
+    otel_context.detach(token)
+    processor.force_flush(5000)
+    runs = service.wait_for_runs(2)
+    assert _shape(runs) == {"parent": None, "late-child": "parent"}
+    assert service.violations() == []
+    provider.shutdown()
+
+
+def test_app_never_sees_our_errors(service, monkeypatch):
+    provider, processor = processor_provider(service.url)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("bug in conversion")
+
+    monkeypatch.setattr("otel_runs_exporter._batcher.span_to_run", broken)
+    with provider.get_tracer("t").start_as_current_span("fine"):
+        pass
+    processor.force_flush(2000)
+    assert processor.stats().dropped["convert_error"] >= 1
+    provider.shutdown()
