@@ -235,19 +235,25 @@ def _as_int(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, float):
-        return int(value)
-    if isinstance(value, str):
-        try:
+    try:
+        if isinstance(value, float):
+            return int(value)
+        if isinstance(value, str):
             return int(float(value))
-        except ValueError:
-            return None
+    except (ValueError, OverflowError):  # "n/a", inf, nan
+        return None
     return None
 
 
 def _plain(value: Any) -> Any:
     """Attribute sequences arrive as tuples; runs are JSON, so make them lists."""
     return list(value) if isinstance(value, tuple) else value
+
+
+def _nested(obj: Any, key: str) -> Any:
+    """OpenInference wraps items one level down (``{"document": {...}}``)."""
+    inner = obj.get(key) if isinstance(obj, dict) else None
+    return inner if inner is not None else obj
 
 
 def _unflatten(flat: Mapping[str, Any]) -> Any:
@@ -292,7 +298,9 @@ def _tool_call(call: Any) -> dict[str, Any] | None:
     call = _json_value(call)
     if not isinstance(call, dict):
         return None
-    call = call.get("tool_call", call)  # OpenInference nests it one level down
+    call = _nested(call, "tool_call")  # OpenInference nests it one level down
+    if not isinstance(call, dict):
+        return None
     function = call.get("function")
     if isinstance(function, dict):
         name, arguments = function.get("name"), function.get("arguments")
@@ -312,7 +320,9 @@ def _content_block(part: Any) -> Any:
         return {"type": "text", "text": part}
     if not isinstance(part, dict):
         return part
-    part = part.get("message_content", part)  # OpenInference nesting
+    part = _nested(part, "message_content")  # OpenInference nesting
+    if not isinstance(part, dict):
+        return part
     if part.get("type") == "text":
         text = part.get("text", part.get("content"))
         return {"type": "text", "text": text if isinstance(text, str) else "" if text is None else str(text)}
@@ -540,8 +550,9 @@ def _read_embedding_texts(ctx: _Ctx, prefix: str) -> dict[str, Any] | None:
     if ctx.claim_only or not group:
         return None
     items = _unflatten(group)
-    texts = [i.get("embedding", {}).get("text") for i in items if isinstance(i, dict)] if isinstance(items, list) else []
-    texts = [t for t in texts if t is not None]
+    texts = [] if not isinstance(items, list) else [
+        e["text"] for e in (_nested(i, "embedding") for i in items) if isinstance(e, dict) and e.get("text") is not None
+    ]
     return {"input": texts} if texts else None
 
 
@@ -668,7 +679,9 @@ def _document(raw: Any) -> dict[str, Any] | None:
         return {"page_content": raw, "type": "Document", "metadata": {}}
     if not isinstance(raw, dict):
         return None
-    raw = raw.get("document", raw)  # OpenInference nesting
+    raw = _nested(raw, "document")  # OpenInference nesting
+    if not isinstance(raw, dict):
+        return None
     metadata = _json_value(raw.get("metadata"))
     metadata = dict(metadata) if isinstance(metadata, dict) else {}
     if raw.get("score") is not None:
@@ -829,5 +842,7 @@ def _tags(attributes: Mapping[str, Any], consumed: set[str]) -> list[str] | None
         if isinstance(raw, str):
             decoded = _json_value(raw)
             raw = decoded if isinstance(decoded, list) else [t.strip() for t in raw.split(",") if t.strip()]
+        elif not isinstance(raw, (list, tuple)):
+            raw = [raw]
         tags.extend(str(t) for t in raw if str(t) not in tags)
     return tags or None

@@ -1,0 +1,866 @@
+"""Pure tests of the attribute-mapping tables in ``_semconv``: one test (or
+parametrized case) per table row, per convention shape."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from otel_runs_exporter._semconv import Mapped, SpanEvent, map_span
+
+USER_HI = {"role": "user", "content": "hi"}
+ASSISTANT_HELLO = {"role": "assistant", "content": "Hello"}
+
+
+def ev(name: str, time_ns: int = 1, **attributes) -> SpanEvent:
+    return SpanEvent(name, attributes, time_ns)
+
+
+# ---------------------------------------------------------------------------
+# run_type table, in precedence order
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("attributes", "expected"),
+    [
+        ({"langsmith.span.kind": "LLM"}, "llm"),
+        ({"langsmith.span.kind": "retriever"}, "retriever"),
+        ({"langsmith.span.kind": "parser"}, "parser"),
+        ({"openinference.span.kind": "LLM"}, "llm"),
+        ({"openinference.span.kind": "EMBEDDING"}, "embedding"),
+        ({"openinference.span.kind": "RETRIEVER"}, "retriever"),
+        ({"openinference.span.kind": "RERANKER"}, "retriever"),
+        ({"openinference.span.kind": "TOOL"}, "tool"),
+        ({"openinference.span.kind": "PROMPT"}, "prompt"),
+        ({"openinference.span.kind": "AGENT"}, "chain"),
+        ({"openinference.span.kind": "CHAIN"}, "chain"),
+        ({"openinference.span.kind": "GUARDRAIL"}, "chain"),
+        ({"gen_ai.operation.name": "chat"}, "llm"),
+        ({"gen_ai.operation.name": "text_completion"}, "llm"),
+        ({"gen_ai.operation.name": "generate_content"}, "llm"),
+        ({"gen_ai.operation.name": "embeddings"}, "embedding"),
+        ({"gen_ai.operation.name": "retrieval"}, "retriever"),
+        ({"gen_ai.operation.name": "execute_tool"}, "tool"),
+        ({"gen_ai.operation.name": "invoke_agent"}, "chain"),
+        ({"gen_ai.operation.name": "create_agent"}, "chain"),
+        ({"gen_ai.operation.name": "invoke_workflow"}, "chain"),
+        ({"llm.request.type": "chat"}, "llm"),
+        ({"llm.request.type": "completion"}, "llm"),
+        ({"llm.request.type": "embedding"}, "embedding"),
+        ({"llm.request.type": "rerank"}, "retriever"),
+        ({"traceloop.span.kind": "tool"}, "tool"),
+        ({"traceloop.span.kind": "workflow"}, "chain"),
+        ({"traceloop.span.kind": "task"}, "chain"),
+        ({"gen_ai.request.model": "m"}, "llm"),
+        ({"gen_ai.provider.name": "openai"}, "llm"),
+        ({"gen_ai.system": "openai"}, "llm"),
+        ({"llm.model_name": "m"}, "llm"),
+        ({}, "chain"),
+        ({"some.other": 1}, "chain"),
+    ],
+)
+def test_run_type_rows(attributes, expected):
+    assert map_span(attributes).run_type == expected
+
+
+def test_run_type_first_match_wins_in_table_order():
+    attrs = {
+        "langsmith.span.kind": "tool",
+        "openinference.span.kind": "LLM",
+        "gen_ai.operation.name": "embeddings",
+        "gen_ai.request.model": "m",
+    }
+    assert map_span(attrs).run_type == "tool"
+    del attrs["langsmith.span.kind"]
+    assert map_span(attrs).run_type == "llm"
+    del attrs["openinference.span.kind"]
+    assert map_span(attrs).run_type == "embedding"
+    assert map_span({"llm.request.type": "embedding", "traceloop.span.kind": "tool"}).run_type == "embedding"
+
+
+def test_unknown_values_fall_through_to_the_next_rule():
+    # An unknown langsmith kind or GenAI operation does not decide; the model rule does.
+    assert map_span({"langsmith.span.kind": "bogus", "gen_ai.request.model": "m"}).run_type == "llm"
+    assert map_span({"gen_ai.operation.name": "chain", "gen_ai.system": "x"}).run_type == "llm"
+    assert map_span({"llm.request.type": "unknown"}).run_type == "chain"
+
+
+def test_deciding_kind_attribute_is_consumed():
+    m = map_span({"gen_ai.operation.name": "chat", "openinference.span.kind": "LLM"})
+    assert "openinference.span.kind" in m.consumed
+
+
+# ---------------------------------------------------------------------------
+# inputs/outputs: GenAI current shape
+# ---------------------------------------------------------------------------
+
+GENAI_IN = [
+    {"role": "user", "parts": [{"type": "text", "content": "hi"}]},
+]
+GENAI_OUT = [
+    {"role": "assistant", "parts": [{"type": "text", "content": "Hello"}], "finish_reason": "stop"},
+]
+
+
+@pytest.mark.parametrize("encode", [json.dumps, lambda v: v, lambda v: tuple(json.dumps(m) for m in v)],
+                         ids=["json-string", "structured", "tuple-of-json"])
+def test_genai_input_output_messages(encode):
+    m = map_span({"gen_ai.input.messages": encode(GENAI_IN), "gen_ai.output.messages": encode(GENAI_OUT)})
+    assert m.inputs == {"messages": [USER_HI]}
+    assert m.outputs == {"messages": [ASSISTANT_HELLO]}
+    assert {"gen_ai.input.messages", "gen_ai.output.messages"} <= m.consumed
+
+
+@pytest.mark.parametrize(
+    "instructions",
+    [json.dumps([{"type": "text", "content": "be brief"}]), [{"type": "text", "content": "be brief"}], "be brief"],
+    ids=["json-parts", "structured-parts", "plain-string"],
+)
+def test_genai_system_instructions_become_the_first_message(instructions):
+    m = map_span({"gen_ai.input.messages": json.dumps(GENAI_IN), "gen_ai.system_instructions": instructions})
+    assert m.inputs == {"messages": [{"role": "system", "content": "be brief"}, USER_HI]}
+    assert "gen_ai.system_instructions" in m.consumed
+
+
+def test_genai_system_instructions_alone_are_inputs():
+    m = map_span({"gen_ai.system_instructions": json.dumps([{"type": "text", "content": "s"}])})
+    assert m.inputs == {"messages": [{"role": "system", "content": "s"}]}
+
+
+def test_genai_tool_calls_and_tool_results():
+    messages = [
+        {"role": "user", "parts": [{"type": "text", "content": "weather?"}]},
+        {
+            "role": "assistant",
+            "parts": [{"type": "tool_call", "id": "c1", "name": "weather", "arguments": {"city": "Paris"}}],
+        },
+        {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1", "response": "sunny"}]},
+    ]
+    m = map_span({"gen_ai.input.messages": json.dumps(messages)})
+    assert m.inputs == {
+        "messages": [
+            {"role": "user", "content": "weather?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": '{"city":"Paris"}'}}
+                ],
+            },
+            {"role": "tool", "content": "sunny", "tool_call_id": "c1"},
+        ]
+    }
+
+
+def test_genai_multi_part_content_stays_a_block_list():
+    parts = [
+        {"type": "text", "content": "look:"},
+        {"type": "uri", "modality": "image", "uri": "https://x/img.png", "mime_type": None},
+    ]
+    m = map_span({"gen_ai.input.messages": [{"role": "user", "parts": parts}]})
+    assert m.inputs["messages"][0]["content"] == [
+        {"type": "text", "text": "look:"},
+        {"type": "uri", "modality": "image", "uri": "https://x/img.png", "mime_type": None},
+    ]
+
+
+def test_genai_text_and_tool_call_in_one_message():
+    out = [
+        {
+            "role": "assistant",
+            "parts": [{"type": "text", "content": "calling"}, {"type": "tool_call", "id": "t", "name": "f", "arguments": "{}"}],
+        }
+    ]
+    m = map_span({"gen_ai.output.messages": json.dumps(out)})
+    assert m.outputs["messages"] == [
+        {"role": "assistant", "content": "calling",
+         "tool_calls": [{"id": "t", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+    ]
+
+
+# ---------------------------------------------------------------------------
+# inputs/outputs: OpenInference flattened messages
+# ---------------------------------------------------------------------------
+
+
+def test_openinference_flattened_messages_with_tool_calls():
+    attrs = {
+        "llm.input_messages.0.message.role": "system",
+        "llm.input_messages.0.message.content": "be brief",
+        "llm.input_messages.1.message.role": "user",
+        "llm.input_messages.1.message.contents.0.message_content.type": "text",
+        "llm.input_messages.1.message.contents.0.message_content.text": "hi",
+        "llm.input_messages.2.message.role": "tool",
+        "llm.input_messages.2.message.content": "42",
+        "llm.input_messages.2.message.tool_call_id": "c0",
+        "llm.output_messages.0.message.role": "assistant",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.id": "c1",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "f",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments": '{"a": 1}',
+        "llm.output_messages.0.message.tool_calls.1.tool_call.id": "c2",
+        "llm.output_messages.0.message.tool_calls.1.tool_call.function.name": "g",
+        "llm.output_messages.0.message.tool_calls.1.tool_call.function.arguments": "{}",
+    }
+    m = map_span(attrs)
+    assert m.inputs == {
+        "messages": [
+            {"role": "system", "content": "be brief"},
+            USER_HI,
+            {"role": "tool", "content": "42", "tool_call_id": "c0"},
+        ]
+    }
+    assert m.outputs == {
+        "messages": [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}},
+                    {"id": "c2", "type": "function", "function": {"name": "g", "arguments": "{}"}},
+                ],
+            }
+        ]
+    }
+    assert set(attrs) <= m.consumed
+
+
+def test_openinference_indexes_are_ordered_numerically():
+    attrs = {}
+    for i in range(12):
+        attrs[f"llm.input_messages.{i}.message.role"] = "user"
+        attrs[f"llm.input_messages.{i}.message.content"] = str(i)
+    m = map_span(dict(reversed(list(attrs.items()))))
+    assert [msg["content"] for msg in m.inputs["messages"]] == [str(i) for i in range(12)]
+
+
+# ---------------------------------------------------------------------------
+# inputs/outputs: traceloop flattened gen_ai.prompt.N / gen_ai.completion.N
+# ---------------------------------------------------------------------------
+
+
+def test_traceloop_prompt_and_completion():
+    attrs = {
+        "gen_ai.prompt.0.role": "system",
+        "gen_ai.prompt.0.content": "be brief",
+        "gen_ai.prompt.1.role": "user",
+        "gen_ai.prompt.1.content": "hi",
+        "gen_ai.completion.0.role": "assistant",
+        "gen_ai.completion.0.content": "Hello",
+        "gen_ai.completion.0.finish_reason": "stop",
+        "gen_ai.prompt.name": "not-a-message",  # a GenAI attribute sharing the prefix
+    }
+    m = map_span(attrs)
+    assert m.inputs == {"messages": [{"role": "system", "content": "be brief"}, USER_HI]}
+    assert m.outputs == {"messages": [ASSISTANT_HELLO]}
+    assert "gen_ai.prompt.name" not in m.consumed
+    assert "gen_ai.completion.0.finish_reason" in m.consumed
+
+
+def test_traceloop_tool_calls_and_json_content_blocks():
+    attrs = {
+        "gen_ai.prompt.0.role": "user",
+        "gen_ai.prompt.0.content": json.dumps([{"type": "text", "text": "hi"}]),
+        "gen_ai.prompt.1.role": "tool",
+        "gen_ai.prompt.1.content": "[not json",
+        "gen_ai.prompt.1.tool_call_id": "c0",
+        "gen_ai.completion.0.role": "assistant",
+        "gen_ai.completion.0.tool_calls.0.id": "c1",
+        "gen_ai.completion.0.tool_calls.0.name": "f",
+        "gen_ai.completion.0.tool_calls.0.arguments": '{"x": 1}',
+    }
+    m = map_span(attrs)
+    assert m.inputs["messages"] == [USER_HI, {"role": "tool", "content": "[not json", "tool_call_id": "c0"}]
+    assert m.outputs["messages"][0]["tool_calls"] == [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}}
+    ]
+
+
+def test_text_that_looks_like_a_list_stays_text():
+    m = map_span({"gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": "[1, 2]"})
+    assert m.inputs["messages"][0]["content"] == "[1, 2]"
+
+
+# ---------------------------------------------------------------------------
+# inputs/outputs: older GenAI events
+# ---------------------------------------------------------------------------
+
+
+def test_content_prompt_and_completion_events():
+    events = [
+        ev("gen_ai.content.prompt", **{"gen_ai.prompt": json.dumps([USER_HI])}),
+        ev("other"),
+        ev("gen_ai.content.completion", **{"gen_ai.completion": json.dumps([ASSISTANT_HELLO])}),
+    ]
+    m = map_span({"gen_ai.system": "openai"}, events)
+    assert m.inputs == {"messages": [USER_HI]}
+    assert m.outputs == {"messages": [ASSISTANT_HELLO]}
+    assert m.consumed_events == {0, 2}
+
+
+def test_per_message_events_and_choice_events():
+    events = [
+        ev("gen_ai.system.message", **{"gen_ai.system": "openai", "content": "be brief"}),
+        ev("gen_ai.user.message", content="hi"),
+        ev(
+            "gen_ai.assistant.message",
+            tool_calls=json.dumps([{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]),
+        ),
+        ev("gen_ai.tool.message", content="42", id="c1"),
+        ev("gen_ai.choice", index=1, finish_reason="stop", message=json.dumps({"role": "assistant", "content": "B"})),
+        ev("gen_ai.choice", index=0, finish_reason="stop", **{"message.role": "assistant", "message.content": "A"}),
+    ]
+    m = map_span({}, events)
+    assert m.inputs == {
+        "messages": [
+            {"role": "system", "content": "be brief"},
+            USER_HI,
+            {"role": "assistant", "content": None,
+             "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "tool", "content": "42", "tool_call_id": "c1"},
+        ]
+    }
+    # Choices come out in index order, not event order.
+    assert m.outputs == {"messages": [{"role": "assistant", "content": "A"}, {"role": "assistant", "content": "B"}]}
+    assert m.consumed_events == set(range(6))
+
+
+def test_message_event_with_json_body_attribute():
+    m = map_span({}, [ev("gen_ai.user.message", body=json.dumps({"content": "hi"}))])
+    assert m.inputs == {"messages": [USER_HI]}
+
+
+def test_whole_prompt_attribute_on_the_span():
+    # The langsmith SDK's own OTel exporter writes the run's inputs/outputs here.
+    m = map_span({"gen_ai.prompt": json.dumps({"question": "q"}), "gen_ai.completion": json.dumps({"answer": "a"})})
+    assert m.inputs == {"question": "q"}
+    assert m.outputs == {"answer": "a"}
+    m = map_span({"gen_ai.prompt": json.dumps({"messages": [USER_HI], "model": "m"})})
+    assert m.inputs == {"messages": [USER_HI], "model": "m"}
+
+
+# ---------------------------------------------------------------------------
+# inputs/outputs: input.value / output.value and traceloop entities
+# ---------------------------------------------------------------------------
+
+
+def test_input_output_value():
+    m = map_span({"input.value": '{"q": 1}', "output.value": "plain answer", "output.mime_type": "text/plain"})
+    assert m.inputs == {"q": 1}
+    assert m.outputs == {"output": "plain answer"}
+    assert {"input.value", "output.value", "output.mime_type"} <= m.consumed
+
+
+def test_text_plain_value_is_not_decoded():
+    m = map_span({"input.value": '{"not": "decoded"}', "input.mime_type": "text/plain"})
+    assert m.inputs == {"input": '{"not": "decoded"}'}
+
+
+def test_input_value_with_openai_messages_is_normalized():
+    body = {"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}
+    assert map_span({"input.value": json.dumps(body)}).inputs == {"model": "m", "messages": [USER_HI]}
+
+
+def test_traceloop_entity_input_output():
+    m = map_span(
+        {
+            "traceloop.entity.input": json.dumps({"args": [1], "kwargs": {"x": 2}}),
+            "traceloop.entity.output": json.dumps([{"id": 1}, {"id": 2}]),
+        }
+    )
+    assert m.inputs == {"args": [1], "kwargs": {"x": 2}}
+    # A list of records is not mistaken for messages.
+    assert m.outputs == {"output": [{"id": 1}, {"id": 2}]}
+
+
+def test_scalar_entity_output():
+    assert map_span({"traceloop.entity.output": "42"}).outputs == {"output": "42"}
+
+
+# ---------------------------------------------------------------------------
+# source precedence
+# ---------------------------------------------------------------------------
+
+ALL_INPUT_SOURCES = [
+    ("gen_ai.input.messages", json.dumps([{"role": "user", "parts": [{"type": "text", "content": "genai"}]}])),
+    ("llm.input_messages.0.message.role", "user"),
+    ("llm.input_messages.0.message.content", "openinference"),
+    ("gen_ai.prompt.0.role", "user"),
+    ("gen_ai.prompt.0.content", "traceloop"),
+    ("input.value", json.dumps({"v": "input.value"})),
+    ("traceloop.entity.input", json.dumps({"v": "entity"})),
+]
+EXPECTED_INPUTS = [
+    {"messages": [{"role": "user", "content": "genai"}]},
+    {"messages": [{"role": "user", "content": "openinference"}]},
+    {"messages": [{"role": "user", "content": "traceloop"}]},
+    {"messages": [{"role": "user", "content": "event"}]},
+    {"v": "input.value"},
+    {"v": "entity"},
+]
+
+
+def test_input_sources_first_present_wins():
+    attrs = dict(ALL_INPUT_SOURCES)
+    events = [ev("gen_ai.user.message", content="event")]
+    drop = [["gen_ai.input.messages"], ["llm.input_messages.0.message.role", "llm.input_messages.0.message.content"],
+            ["gen_ai.prompt.0.role", "gen_ai.prompt.0.content"], None, ["input.value"]]
+    for step, expected in enumerate(EXPECTED_INPUTS):
+        m = map_span(attrs, events)
+        assert m.inputs == expected, step
+        # The shadowed sources are other encodings of the same content: consumed too.
+        assert set(attrs) <= m.consumed
+        if step < len(drop):
+            if drop[step] is None:
+                events = []
+            else:
+                for key in drop[step]:
+                    del attrs[key]
+
+
+def test_output_sources_first_present_wins():
+    attrs = {
+        "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "g"}]}]),
+        "llm.output_messages.0.message.role": "assistant",
+        "llm.output_messages.0.message.content": "o",
+        "gen_ai.completion.0.role": "assistant",
+        "gen_ai.completion.0.content": "t",
+        "output.value": json.dumps({"v": "output.value"}),
+        "traceloop.entity.output": json.dumps({"v": "entity"}),
+        "gen_ai.tool.call.result": json.dumps({"v": "tool"}),
+    }
+    events = [ev("gen_ai.choice", index=0, message={"role": "assistant", "content": "e"})]
+    expected = ["g", "o", "t", "e", {"v": "output.value"}, {"v": "entity"}, {"v": "tool"}]
+    keys = list(attrs)
+    order = [[keys[0]], keys[1:3], keys[3:5], None, [keys[5]], [keys[6]]]
+    for step, want in enumerate(expected):
+        m = map_span(attrs, events).outputs
+        if isinstance(want, str):
+            assert m == {"messages": [{"role": "assistant", "content": want}]}, step
+        else:
+            assert m == want, step
+        if step < len(order):
+            if order[step] is None:
+                events = []
+            else:
+                for key in order[step]:
+                    del attrs[key]
+
+
+def test_inputs_and_outputs_resolve_independently():
+    m = map_span({"gen_ai.input.messages": json.dumps(GENAI_IN), "output.value": '{"a": 1}'})
+    assert m.inputs == {"messages": [USER_HI]}
+    assert m.outputs == {"a": 1}
+
+
+# ---------------------------------------------------------------------------
+# usage table
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("attributes", "expected"),
+    [
+        (
+            {"gen_ai.usage.input_tokens": 10, "gen_ai.usage.output_tokens": 5},
+            {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15},
+        ),
+        (
+            {"gen_ai.usage.prompt_tokens": 10, "gen_ai.usage.completion_tokens": 5, "llm.usage.total_tokens": 16},
+            {"input_tokens": 10, "output_tokens": 5, "total_tokens": 16},
+        ),
+        (
+            {
+                "gen_ai.usage.input_tokens": 10,
+                "gen_ai.usage.output_tokens": 5,
+                "gen_ai.usage.cache_read.input_tokens": 3,
+                "gen_ai.usage.cache_creation.input_tokens": 2,
+                "gen_ai.usage.reasoning.output_tokens": 1,
+            },
+            {
+                "input_tokens": 10,
+                "output_tokens": 5,
+                "total_tokens": 15,
+                "input_token_details": {"cache_read": 3, "cache_creation": 2},
+                "output_token_details": {"reasoning": 1},
+            },
+        ),
+        (
+            {"gen_ai.usage.cache_read_input_tokens": 4, "gen_ai.usage.cache_creation_input_tokens": 6},
+            {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0,
+             "input_token_details": {"cache_read": 4, "cache_creation": 6}},
+        ),
+        (
+            {
+                "llm.token_count.prompt": 11,
+                "llm.token_count.completion": 7,
+                "llm.token_count.total": 18,
+                "llm.token_count.prompt_details.cache_read": 3,
+                "llm.token_count.prompt_details.cache_write": 1,
+                "llm.token_count.prompt_details.audio": 2,
+                "llm.token_count.completion_details.reasoning": 4,
+                "llm.token_count.completion_details.audio": 5,
+            },
+            {
+                "input_tokens": 11,
+                "output_tokens": 7,
+                "total_tokens": 18,
+                "input_token_details": {"cache_read": 3, "cache_creation": 1, "audio": 2},
+                "output_token_details": {"reasoning": 4, "audio": 5},
+            },
+        ),
+        ({"gen_ai.usage.input_tokens": "12"}, {"input_tokens": 12, "output_tokens": 0, "total_tokens": 12}),
+    ],
+    ids=["genai", "genai-old-names", "genai-details", "traceloop-cache", "openinference", "string-count"],
+)
+def test_usage_rows(attributes, expected):
+    m = map_span(attributes)
+    assert m.outputs == {"usage_metadata": expected}
+    assert set(attributes) <= m.consumed
+
+
+def test_usage_prefers_genai_over_openinference_and_lands_beside_outputs():
+    m = map_span(
+        {
+            "gen_ai.usage.input_tokens": 1,
+            "llm.token_count.prompt": 100,
+            "llm.token_count.completion": 2,
+            "output.value": '{"a": 1}',
+        }
+    )
+    assert m.outputs == {"a": 1, "usage_metadata": {"input_tokens": 1, "output_tokens": 2, "total_tokens": 3}}
+    assert "llm.token_count.prompt" in m.consumed
+
+
+def test_no_usage_no_usage_metadata():
+    assert map_span({"gen_ai.usage.input_tokens": "n/a"}).outputs is None
+
+
+# ---------------------------------------------------------------------------
+# model, provider, invocation params, metadata
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("attributes", "model", "provider"),
+    [
+        ({"gen_ai.request.model": "req", "gen_ai.response.model": "resp", "gen_ai.provider.name": "openai"}, "req", "openai"),
+        ({"gen_ai.response.model": "resp", "gen_ai.system": "anthropic"}, "resp", "anthropic"),
+        ({"llm.model_name": "oi", "llm.provider": "azure", "llm.system": "openai"}, "oi", "azure"),
+        ({"embedding.model_name": "emb", "llm.system": "openai"}, "emb", "openai"),
+        ({"gen_ai.provider.name": "p", "gen_ai.system": "s"}, None, "p"),
+    ],
+)
+def test_model_and_provider(attributes, model, provider):
+    m = map_span(attributes)
+    assert m.metadata.get("ls_model_name") == model
+    assert m.metadata.get("ls_provider") == provider
+
+
+def test_invocation_params_from_gen_ai_request_and_openinference():
+    m = map_span(
+        {
+            "llm.invocation_parameters": json.dumps({"temperature": 0.1, "tools": []}),
+            "gen_ai.request.model": "m",
+            "gen_ai.request.temperature": 0.5,
+            "gen_ai.request.max_tokens": 20,
+            "gen_ai.request.top_p": 0.9,
+            "gen_ai.request.top_k": 3,
+            "gen_ai.request.frequency_penalty": 0.2,
+            "gen_ai.request.presence_penalty": 0.3,
+            "gen_ai.request.seed": 7,
+            "gen_ai.request.stop_sequences": ("a", "b"),
+            "gen_ai.request.choice.count": 2,
+        }
+    )
+    assert m.invocation_params == {
+        "temperature": 0.5,
+        "tools": [],
+        "model": "m",
+        "max_tokens": 20,
+        "top_p": 0.9,
+        "top_k": 3,
+        "frequency_penalty": 0.2,
+        "presence_penalty": 0.3,
+        "seed": 7,
+        "stop": ["a", "b"],
+        "n": 2,
+    }
+    assert "gen_ai.request.top_k" in m.consumed and "llm.invocation_parameters" in m.consumed
+
+
+def test_embedding_invocation_params():
+    m = map_span({"embedding.invocation_parameters": '{"model": "e"}'})
+    assert m.invocation_params == {"model": "e"}
+
+
+def test_no_params_is_none():
+    assert map_span({}).invocation_params is None
+
+
+@pytest.mark.parametrize(
+    ("key", "target"),
+    [("gen_ai.conversation.id", "thread_id"), ("session.id", "session_id"), ("user.id", "user_id")],
+)
+def test_thread_and_session_ids_go_to_metadata(key, target):
+    m = map_span({key: "abc"})
+    assert m.metadata == {target: "abc"}
+    assert key in m.consumed
+
+
+def test_metadata_sources_and_explicit_metadata_wins():
+    m = map_span(
+        {
+            "gen_ai.request.model": "derived",
+            "metadata": json.dumps({"team": "a", "k": 1}),
+            "traceloop.association.properties.team": "b",
+            "langsmith.metadata.ls_model_name": "explicit",
+            "langsmith.metadata.tags_list": ("x", "y"),
+        }
+    )
+    assert m.metadata == {"ls_model_name": "explicit", "team": "b", "k": 1, "tags_list": ["x", "y"]}
+    assert {"metadata", "traceloop.association.properties.team", "langsmith.metadata.ls_model_name"} <= m.consumed
+
+
+def test_unmapped_attributes_are_not_consumed():
+    m = map_span({"http.method": "GET", "gen_ai.response.id": "r"})
+    assert m.consumed == set()
+
+
+# ---------------------------------------------------------------------------
+# langsmith.* name, session, tags
+# ---------------------------------------------------------------------------
+
+
+def test_langsmith_name_session_and_tags():
+    m = map_span(
+        {
+            "langsmith.trace.name": "N",
+            "langsmith.trace.session_name": "proj",
+            "langsmith.span.tags": "a, b,",
+            "tag.tags": ("b", "c"),
+        }
+    )
+    assert (m.name, m.session_name, m.tags) == ("N", "proj", ["a", "b", "c"])
+    assert map_span({"langsmith.span.tags": '["x"]'}).tags == ["x"]
+    assert map_span({}).tags is None
+
+
+# ---------------------------------------------------------------------------
+# retrieval documents
+# ---------------------------------------------------------------------------
+
+
+def test_openinference_retrieval_documents():
+    attrs = {
+        "openinference.span.kind": "RETRIEVER",
+        "input.value": "what is x",
+        "input.mime_type": "text/plain",
+        "retrieval.documents.0.document.id": "d0",
+        "retrieval.documents.0.document.content": "x is y",
+        "retrieval.documents.0.document.score": 0.9,
+        "retrieval.documents.0.document.metadata": json.dumps({"source": "wiki"}),
+        "retrieval.documents.1.document.content": "second",
+    }
+    m = map_span(attrs)
+    assert m.run_type == "retriever"
+    assert m.inputs == {"input": "what is x"}
+    assert m.outputs == {
+        "documents": [
+            {"page_content": "x is y", "type": "Document", "metadata": {"source": "wiki", "score": 0.9}, "id": "d0"},
+            {"page_content": "second", "type": "Document", "metadata": {}},
+        ]
+    }
+    assert set(attrs) <= m.consumed
+
+
+def test_reranker_output_documents():
+    m = map_span(
+        {"openinference.span.kind": "RERANKER", "reranker.output_documents.0.document.content": "top"}
+    )
+    assert m.outputs["documents"][0]["page_content"] == "top"
+
+
+@pytest.mark.parametrize("encode", [json.dumps, lambda v: v], ids=["json", "structured"])
+def test_genai_retrieval_documents_and_query(encode):
+    docs = [{"id": "a", "score": 0.5, "content": "alpha"}, {"id": "b", "score": 0.25}]
+    m = map_span(
+        {
+            "gen_ai.operation.name": "retrieval",
+            "gen_ai.retrieval.query.text": "q",
+            "gen_ai.retrieval.documents": encode(docs),
+        }
+    )
+    assert m.run_type == "retriever"
+    assert m.inputs == {"query": "q"}
+    assert m.outputs == {
+        "documents": [
+            {"page_content": "alpha", "type": "Document", "metadata": {"score": 0.5}, "id": "a"},
+            {"page_content": "", "type": "Document", "metadata": {"score": 0.25}, "id": "b"},
+        ]
+    }
+
+
+# ---------------------------------------------------------------------------
+# tools
+# ---------------------------------------------------------------------------
+
+
+def test_genai_tool_span():
+    m = map_span(
+        {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "weather",
+            "gen_ai.tool.call.id": "c1",
+            "gen_ai.tool.call.arguments": '{"city": "Paris"}',
+            "gen_ai.tool.call.result": "sunny",
+        }
+    )
+    assert (m.run_type, m.name) == ("tool", "weather")
+    assert m.inputs == {"city": "Paris"}
+    assert m.outputs == {"output": "sunny"}
+    assert "gen_ai.tool.call.id" not in m.consumed  # kept in metadata
+
+
+def test_openinference_tool_span_prefers_input_value_over_parameters():
+    base = {"openinference.span.kind": "TOOL", "tool.name": "add", "tool.parameters": '{"a": 1, "b": 2}'}
+    m = map_span({**base, "input.value": '{"a": 3}', "output.value": "5", "output.mime_type": "text/plain"})
+    assert (m.run_type, m.name, m.inputs, m.outputs) == ("tool", "add", {"a": 3}, {"output": "5"})
+    assert "tool.parameters" in m.consumed
+    assert map_span(base).inputs == {"a": 1, "b": 2}
+
+
+def test_tool_name_only_names_tool_runs_and_langsmith_name_wins():
+    assert map_span({"tool.name": "t"}).name is None
+    assert map_span({"traceloop.span.kind": "tool", "tool.name": "t", "langsmith.trace.name": "n"}).name == "n"
+
+
+# ---------------------------------------------------------------------------
+# embeddings
+# ---------------------------------------------------------------------------
+
+
+def test_openinference_embedding_texts_and_vectors():
+    attrs = {
+        "openinference.span.kind": "EMBEDDING",
+        "embedding.model_name": "e",
+        "embedding.embeddings.0.embedding.text": "a",
+        "embedding.embeddings.0.embedding.vector": (0.1, 0.2),
+        "embedding.embeddings.1.embedding.text": "b",
+    }
+    m = map_span(attrs)
+    assert m.inputs == {"input": ["a", "b"]}
+    assert set(attrs) <= m.consumed  # the vectors are not copied into metadata
+
+
+# ---------------------------------------------------------------------------
+# time to first token
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["new_token", "gen_ai.first_token", "first_token", "First Token Stream Event"])
+def test_first_token_event(name):
+    m = map_span({}, [ev("x", 5), ev(name, 10)])
+    assert m.first_token_time_ns == 10
+    assert m.consumed_events == {1}
+
+
+def test_first_token_takes_the_earliest():
+    m = map_span({}, [ev("new_token", 30), ev("first_token", 20), ev("gen_ai.first_token", 25)])
+    assert m.first_token_time_ns == 20
+    assert m.consumed_events == {0, 1, 2}
+
+
+def test_no_events_nothing_consumed():
+    m = map_span({"gen_ai.system": "openai"}, [ev("exception", 1, **{"exception.message": "x"})])
+    assert (m.first_token_time_ns, m.consumed_events) == (None, set())
+
+
+# ---------------------------------------------------------------------------
+# contract
+# ---------------------------------------------------------------------------
+
+
+def test_defaults():
+    m = map_span({})
+    assert m == Mapped()
+
+
+def test_consumed_attributes_all_exist():
+    attrs = dict(ALL_INPUT_SOURCES) | {"gen_ai.request.model": "m", "gen_ai.usage.input_tokens": 1, "x": 1}
+    assert map_span(attrs).consumed <= set(attrs)
+
+
+def test_input_is_not_mutated():
+    attrs = {"gen_ai.input.messages": GENAI_IN, "metadata": {"a": 1}}
+    snapshot = json.dumps(attrs, sort_keys=True)
+    map_span(attrs)
+    assert json.dumps(attrs, sort_keys=True) == snapshot
+
+
+def test_malformed_values_do_not_raise():
+    attrs = {
+        "gen_ai.input.messages": "{not json",
+        "gen_ai.output.messages": "[1, 2]",
+        "llm.input_messages.0.message.tool_calls.0.tool_call": "x",
+        "llm.input_messages.0.message.tool_calls.0.tool_call.id": "shadowed",
+        "retrieval.documents.0": 5,
+        "gen_ai.retrieval.documents": "nope",
+        "gen_ai.usage.input_tokens": None,
+        "metadata": "[1]",
+    }
+    assert isinstance(map_span(attrs, [ev("gen_ai.choice", message="{")]), Mapped)
+
+
+# ---------------------------------------------------------------------------
+# robustness: attributes come from code nobody here wrote
+# ---------------------------------------------------------------------------
+
+hypothesis = pytest.importorskip("hypothesis")
+st = hypothesis.strategies
+
+_KEYS = [
+    "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions", "gen_ai.prompt",
+    "gen_ai.completion", "input.value", "output.value", "traceloop.entity.input", "traceloop.entity.output",
+    "gen_ai.tool.call.arguments", "gen_ai.tool.call.result", "tool.parameters", "gen_ai.retrieval.documents",
+    "metadata", "langsmith.span.tags", "tag.tags", "llm.invocation_parameters", "gen_ai.usage.input_tokens",
+    "llm.token_count.total", "langsmith.span.kind", "gen_ai.operation.name", "gen_ai.request.model",
+    "llm.input_messages.0.message.content", "llm.input_messages.0.message", "llm.input_messages.0.message.contents",
+    "llm.input_messages.0.message.tool_calls.0.tool_call", "gen_ai.prompt.0", "gen_ai.prompt.0.tool_calls",
+    "retrieval.documents.0.document", "retrieval.documents.0", "embedding.embeddings.0.embedding",
+    "embedding.embeddings.0", "tool.parameters.a", "langsmith.metadata.x",
+]
+_json_leaf = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5)
+_json = st.recursive(
+    _json_leaf,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.sampled_from(["role", "content", "parts", "type", "message", "tool_calls", "tool_call", "function",
+                         "id", "name", "arguments", "response", "document", "embedding", "text", "metadata",
+                         "score", "index", "message_content", "contents"]),
+        inner,
+        max_size=4,
+    ),
+    max_leaves=8,
+)
+_value = _json_leaf | _json.map(json.dumps) | _json | st.tuples(st.text(max_size=3), st.text(max_size=3))
+
+
+@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.given(
+    attributes=st.dictionaries(st.sampled_from(_KEYS), _value, max_size=6),
+    events=st.lists(
+        st.builds(
+            SpanEvent,
+            st.sampled_from(["gen_ai.user.message", "gen_ai.choice", "gen_ai.content.prompt", "new_token", "x"]),
+            st.dictionaries(st.sampled_from(["content", "message", "body", "gen_ai.prompt", "tool_calls", "index"]),
+                            _value, max_size=3),
+            st.integers(min_value=0, max_value=10),
+        ),
+        max_size=3,
+    ),
+)
+def test_map_span_never_raises(attributes, events):
+    m = map_span(attributes, events)
+    assert m.consumed <= set(attributes)
+    assert m.consumed_events <= set(range(len(events)))
