@@ -11,7 +11,6 @@ Content-Encoding (415), then the endpoint itself (422 for rule violations).
 
 from __future__ import annotations
 
-import gzip
 import hmac
 import io
 import logging
@@ -341,7 +340,10 @@ class _Handler(BaseHTTPRequestHandler):
             hdrs = {}
             if decision.status in (429, 503) and decision.retry_after is not None:
                 hdrs["Retry-After"] = f"{decision.retry_after:g}"
-            msg = HTTPStatus(decision.status).phrase if decision.status in HTTPStatus._value2member_map_ else "Fault"
+            try:
+                msg = HTTPStatus(decision.status).phrase
+            except ValueError:
+                msg = "Injected status"
             return decision.status, _detail(f"{msg} (fault injection: {decision.reason})"), hdrs, False
 
         data = decode_body(raw, headers.get("content-encoding"), limit) if raw else raw
