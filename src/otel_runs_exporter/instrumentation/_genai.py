@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
+import orjson
 import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -135,8 +136,6 @@ def parse_arguments(arguments: Any) -> Any:
     """Tool-call arguments as an object when they are JSON text (models send strings)."""
     if isinstance(arguments, str):
         try:
-            import orjson
-
             return orjson.loads(arguments)
         except Exception:
             return arguments
@@ -561,7 +560,3 @@ def usage_attributes(
 def json_attr(value: Any) -> str:
     """Messages and parts as the JSON string the conventions ask for."""
     return json_dumps(value)
-
-
-def drop_none(items: Iterable[Any]) -> list[Any]:
-    return [i for i in items if i is not None]
