@@ -228,7 +228,25 @@ def cmd_runs_check(args: argparse.Namespace) -> int:
     return 1 if any(report.values()) else 0
 
 
-COMMANDS: list[Callable[[Any], None]] = [register_serve, register_runs]
+def register_demo(sub: Any) -> None:
+    """``otel-runs demo``: trace a small workload into an embedded local service and show it."""
+    p = sub.add_parser(
+        "demo",
+        help="trace a small workload into an embedded local service and print the tree",
+        description="Start the local service on a free port, trace a nested workload through the "
+        "exporter, and print what arrived. Nothing leaves this machine.",
+    )
+    p.add_argument("--db", default=":memory:", help="keep the demo's runs in this SQLite file (default: in memory)")
+    p.set_defaults(handler=cmd_demo)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(db=args.db)
+
+
+COMMANDS: list[Callable[[Any], None]] = [register_serve, register_runs, register_demo]
 """Sub-command registrars, in help order; append to add a command."""
 
 
