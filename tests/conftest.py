@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from otel_runs_exporter._transport import HttpClient
 from otel_runs_exporter.server import LocalService
 
 _PREFIXES = ("OTEL_", "LANGSMITH_", "LANGCHAIN_")
@@ -17,6 +18,13 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith(_PREFIXES):
             monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Backoff steps of 10 ms (Retry-After is still honoured as the service says)."""
+    monkeypatch.setattr(HttpClient, "backoff_base_s", 0.01)
+    monkeypatch.setattr(HttpClient, "backoff_max_s", 0.2)
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ service while it is still running, and children never wait for their parents.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections import OrderedDict
 from typing import Any, Callable
 
@@ -34,6 +35,17 @@ _RECENT_MAX = 16_384  # ended spans remembered for children that start after the
 # remote, return the remote run's ids (or None). Installed by the propagator module.
 remote_parent_lookup: Callable[[Context | None], RunIds | None] | None = None
 
+_live: "weakref.WeakSet[RunsSpanProcessor]" = weakref.WeakSet()
+
+
+def run_ids_for(span_id: int) -> RunIds | None:
+    """The run ids a live processor gave the span ``span_id`` (open or recently ended)."""
+    for processor in list(_live):
+        ids = processor._open.get(span_id) or processor._recent.get(span_id)
+        if ids is not None:
+            return ids
+    return None
+
 
 class RunsSpanProcessor(SpanProcessor):
     """Sends every sampled span to the service as a run, from a background thread.
@@ -50,6 +62,8 @@ class RunsSpanProcessor(SpanProcessor):
         self._open: dict[int, RunIds] = {}
         self._recent: OrderedDict[int, RunIds] = OrderedDict()
         self._batcher: Batcher | None = None if self._settings.disabled else Batcher(self._settings)
+        if self._batcher is not None:
+            _live.add(self)
 
     def __repr__(self) -> str:
         return f"RunsSpanProcessor(endpoint={self._settings.endpoint!r}, project={self._settings.project!r})"
@@ -110,6 +124,7 @@ class RunsSpanProcessor(SpanProcessor):
         if self._batcher is None:
             return
         timeout_s = self._settings.export_timeout_s if timeout_millis is None else timeout_millis / 1000.0
+        _live.discard(self)
         self._batcher.shutdown(timeout_s)
 
     def stats(self) -> ExporterStats:

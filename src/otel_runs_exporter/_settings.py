@@ -23,12 +23,15 @@ from urllib.parse import unquote, urlsplit
 
 from ._errors import ConfigError
 
-__all__ = ["Settings", "resolve", "SETTINGS_DOC", "US_ENDPOINT", "EU_ENDPOINT"]
+__all__ = ["Settings", "resolve", "SETTINGS_DOC", "US_ENDPOINT", "EU_ENDPOINT", "US_CONTROL_PLANE", "EU_CONTROL_PLANE"]
 
 logger = logging.getLogger(__name__)
 
 US_ENDPOINT = "https://api.smith.langchain.com"
 EU_ENDPOINT = "https://eu.api.smith.langchain.com"
+# The spec names {control_plane_url} without a value; these are the hosted service's.
+US_CONTROL_PLANE = "https://api.host.langchain.com"
+EU_CONTROL_PLANE = "https://eu.api.host.langchain.com"
 MiB = 1024 * 1024
 
 
@@ -130,6 +133,12 @@ _DECLS: dict[str, _Decl] = {
         "Base address of the service; paths such as /runs/multipart are appended. "
         "Default: the US address, or the EU one with OTEL_EXPORTER_RUNS_REGION=eu.",
     ),
+    "control_plane_url": _Decl(
+        ("OTEL_EXPORTER_RUNS_CONTROL_PLANE_URL",),
+        None,
+        _endpoint,
+        "Base address of the deployment control plane (/v2/...). Default: the region's hosted one.",
+    ),
     "region": _Decl(
         ("OTEL_EXPORTER_RUNS_REGION",),
         "us",
@@ -141,6 +150,12 @@ _DECLS: dict[str, _Decl] = {
         None,
         _str,
         "API key, sent as x-api-key. Never logged.",
+    ),
+    "bearer_token": _Decl(
+        ("OTEL_EXPORTER_RUNS_BEARER_TOKEN",),
+        None,
+        _str,
+        "Bearer credential for the control plane (Authorization: Bearer ...). Never logged.",
     ),
     "workspace_id": _Decl(
         ("OTEL_EXPORTER_RUNS_WORKSPACE_ID", "LANGSMITH_WORKSPACE_ID"),
@@ -262,8 +277,10 @@ class Settings:
     """Resolved settings; build with :func:`resolve`."""
 
     endpoint: str
+    control_plane_url: str
     region: str
     api_key: str | None = field(repr=False)
+    bearer_token: str | None = field(repr=False)
     workspace_id: str | None
     project: str
     project_id: str | None
@@ -288,7 +305,8 @@ class Settings:
             f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr
         )
         key = "set" if self.api_key else "unset"
-        return f"Settings({shown}, api_key=<{key}>)"
+        token = "set" if self.bearer_token else "unset"
+        return f"Settings({shown}, api_key=<{key}>, bearer_token=<{token}>)"
 
     @property
     def session(self) -> dict[str, str]:
@@ -332,10 +350,15 @@ def resolve(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] |
                 break
         else:
             values[name] = decl.default
-    if values["endpoint"] is None:
-        values["endpoint"] = EU_ENDPOINT if values["region"] == "eu" else US_ENDPOINT
-    else:
-        values["endpoint"] = _parse(_DECLS["endpoint"], str(values["endpoint"]), "endpoint")
+    eu = values["region"] == "eu"
+    for name, us_default, eu_default in (
+        ("endpoint", US_ENDPOINT, EU_ENDPOINT),
+        ("control_plane_url", US_CONTROL_PLANE, EU_CONTROL_PLANE),
+    ):
+        if values[name] is None:
+            values[name] = eu_default if eu else us_default
+        else:
+            values[name] = _parse(_DECLS[name], str(values[name]), name)
     settings = Settings(**values)
     return settings
 

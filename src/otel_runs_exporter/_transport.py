@@ -21,6 +21,10 @@ other 4xx               dropped (http_<status>)
 ======================  ==========================================================
 
 Our own requests are never traced: instrumentation is suppressed while we send.
+
+:class:`HttpClient` is the one retry loop (backoff, jitter, Retry-After,
+deadline, interruption, same-origin redirects). :class:`Transport` builds run
+requests on it; the API clients (``otel_runs_exporter.api``) use it too.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from ._encode import EncodedRun, basic_body, multipart_body, new_boundary
 from ._logging import RateLimitedLog
 from ._settings import Settings
 
-__all__ = ["Transport", "SendResult", "USER_AGENT"]
+__all__ = ["Transport", "SendResult", "HttpClient", "RetryLater", "USER_AGENT", "new_session"]
 
 logger = logging.getLogger(__name__)
 _rl = RateLimitedLog(logger)
@@ -76,21 +80,170 @@ class SendResult:
         self.dropped.setdefault(reason, []).extend(runs)
 
 
-class _RetryLater(Exception):
-    """The deadline (or an interruption) came before the request could succeed."""
+class RetryLater(Exception):
+    """The deadline (or an interruption) came before the request could succeed.
+
+    ``response`` is the last retryable answer, if there was one (for its status
+    and Retry-After), or None after connection errors.
+    """
+
+    def __init__(self, response: requests.Response | None = None) -> None:
+        super().__init__("gave up retrying before the deadline")
+        self.response = response
 
 
-class Transport:
-    """Sends encoded runs; owns the HTTP session, the retry loop and the mode.
+class HttpClient:
+    """One HTTP session with the one retry loop.
 
-    ``wake`` is an Event the caller may set to cut a backoff wait short (new work
-    arrived, or shutdown); the interrupted send hands its runs back to retry.
-    ``clock`` is a seam for tests, and so are the backoff bounds (class
-    attributes, so a test can shorten them for every transport it creates).
+    Retryable answers (408, 429, 5xx) and connection errors are retried with
+    exponential backoff and jitter until the deadline; Retry-After is honoured.
+    The backoff state is kept between calls, so a caller that comes back after
+    :class:`RetryLater` does not hammer a struggling service. ``wake`` cuts a
+    backoff wait short. Redirects are followed only within the base address's
+    scheme and host, so credentials never travel elsewhere.
+
+    ``backoff_base_s`` / ``backoff_max_s`` are class attributes so tests can
+    shorten them for every client at once.
     """
 
     backoff_base_s = 0.5
     backoff_max_s = 30.0
+
+    def __init__(
+        self,
+        session: requests.Session,
+        base_url: str,
+        timeout_s: float,
+        *,
+        wake: threading.Event | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.session = session
+        self.base = base_url.rstrip("/")
+        self.origin = _origin(self.base)
+        self._timeout_s = timeout_s
+        self._wake = wake or threading.Event()
+        self._clock = clock
+        self._attempt = 0
+        self._not_before = 0.0
+        self.requests = 0
+        self.retried = 0
+        self.failed = 0
+
+    def reset_backoff(self) -> None:
+        self._attempt = 0
+        self._not_before = 0.0
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        deadline: float,
+        *,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        params: dict[str, Any] | None = None,
+        retry: bool = True,
+    ) -> requests.Response:
+        """Send one request, retrying what is worth retrying until ``deadline``.
+
+        Returns the final response (2xx, or an answer the caller must judge).
+        Raises :class:`RetryLater` when the deadline comes first. With
+        ``retry=False`` (a non-idempotent call) a retryable answer is returned
+        as it is, and a connection error raises :class:`RetryLater` at once.
+        """
+        url = self.base + path
+        while True:
+            self._wait_until(self._not_before, deadline)
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                raise RetryLater()
+            retry_after: float | None = None
+            last: requests.Response | None = None
+            try:
+                resp = self._follow(method, url, body, headers or {}, params, min(self._timeout_s, remaining))
+                self.requests += 1
+            except requests.RequestException as exc:
+                self.requests += 1
+                _rl.warning("conn", "could not reach %s: %s", self.origin, type(exc).__name__)
+                if not retry:
+                    self.failed += 1
+                    raise RetryLater() from None
+            else:
+                if resp.status_code not in _RETRYABLE or not retry:
+                    if resp.status_code < 400:
+                        self.reset_backoff()
+                    else:
+                        self.failed += 1
+                    return resp
+                retry_after = _retry_after(resp)
+                _rl.warning("status_%d" % resp.status_code, "the service answered %d; retrying", resp.status_code)
+                resp.close()
+                last = resp
+            self.failed += 1
+            self.retried += 1  # now, or on a later call if the wait passes the deadline
+            delay = self._backoff(retry_after)
+            self._not_before = self._clock() + delay
+            if self._not_before >= deadline:
+                raise RetryLater(last)
+
+    def _backoff(self, retry_after: float | None) -> float:
+        # Exponential with "equal jitter": never less than half the step, so a
+        # crowd of clients spreads out without any of them hammering.
+        step = min(self.backoff_max_s, self.backoff_base_s * (2 ** min(self._attempt, 16)))
+        self._attempt += 1
+        delay = step / 2 + random.uniform(0, step / 2)
+        if retry_after is not None:
+            delay = max(delay, retry_after)
+        return delay
+
+    def _wait_until(self, when: float, deadline: float) -> None:
+        while True:
+            now = self._clock()
+            if now >= when:
+                return
+            if when >= deadline:
+                raise RetryLater()
+            if self._wake.wait(when - now):
+                raise RetryLater()  # new work or shutdown: let the caller decide
+
+    def _follow(
+        self,
+        method: str,
+        url: str,
+        body: bytes | None,
+        headers: dict[str, str],
+        params: dict[str, Any] | None,
+        timeout: float,
+    ) -> requests.Response:
+        """One request; redirects followed only within our own origin."""
+        for _ in range(_MAX_REDIRECTS + 1):
+            resp = self.session.request(
+                method, url, data=body, headers=headers, params=params, timeout=timeout, allow_redirects=False
+            )
+            if resp.status_code not in _REDIRECTS:
+                return resp
+            target = urljoin(url, resp.headers.get("Location", ""))
+            if _origin(target) != self.origin:
+                _rl.warning(
+                    "redirect",
+                    "refused to follow a redirect from %s to another host (%s); the API key stays here",
+                    self.origin,
+                    _origin(target),
+                )
+                return resp
+            resp.close()
+            url = target
+            params = None  # the Location carries its own query
+        return resp
+
+
+class Transport:
+    """Sends encoded runs: builds multipart or basic-tracing requests and judges the answers.
+
+    ``wake`` is an Event the caller may set to cut a backoff wait short (new work
+    arrived, or shutdown); the interrupted send hands its runs back to retry.
+    """
 
     def __init__(
         self,
@@ -101,21 +254,29 @@ class Transport:
         session: requests.Session | None = None,
     ) -> None:
         self._settings = settings
-        self._base = settings.endpoint.rstrip("/")
-        self._origin = _origin(self._base)
         self._wake = wake or threading.Event()
         self._clock = clock
-        self._session = session or _new_session(settings)
+        self._http = HttpClient(
+            session or new_session(settings), settings.endpoint, settings.timeout_s, wake=self._wake, clock=clock
+        )
+        self._base = self._http.base
         self._boundary = new_boundary()
         self._basic = settings.mode == "basic"
         self._auth_failed = False
-        self._attempt = 0
-        self._not_before = 0.0
         self._lock = threading.Lock()  # one send at a time: the backoff state is shared
-        self.requests = 0
-        self.retried = 0
-        self.failed = 0
         self._compress = _compressor(settings.compression)
+
+    @property
+    def requests(self) -> int:
+        return self._http.requests
+
+    @property
+    def retried(self) -> int:
+        return self._http.retried
+
+    @property
+    def failed(self) -> int:
+        return self._http.failed
 
     def __repr__(self) -> str:
         return f"Transport(endpoint={self._base!r}, mode={'basic' if self._basic else 'multipart'})"
@@ -125,14 +286,7 @@ class Transport:
         return "basic" if self._basic else "multipart"
 
     def close(self) -> None:
-        self._session.close()
-
-    def reset_after_fork(self) -> None:
-        """A forked child must not share the parent's sockets."""
-        self._session = _new_session(self._settings)
-        self._lock = threading.Lock()
-        self._attempt = 0
-        self._not_before = 0.0
+        self._http.session.close()
 
     # --- the public entry point ------------------------------------------------
 
@@ -164,7 +318,7 @@ class Transport:
         content_type, body = multipart_body(runs, self._boundary)
         try:
             resp = self._request("POST", "/runs/multipart", body, content_type, deadline)
-        except _RetryLater:
+        except RetryLater:
             result.retry.extend(runs)
             return
         status = resp.status_code
@@ -219,7 +373,7 @@ class Transport:
                 method, path = "PATCH", f"/runs/{run.run_id}"
             try:
                 resp = self._request(method, path, basic_body(run), "application/json", deadline)
-            except _RetryLater:
+            except RetryLater:
                 result.retry.extend(ordered[index:])
                 return
             status = resp.status_code
@@ -250,88 +404,13 @@ class Transport:
             _rl.warning("http_%d" % status, "the service answered %d: %s; %d runs dropped", status, _detail(resp), len(runs))
             result.drop(f"http_{status}", runs)
 
-    # --- the one retry loop ------------------------------------------------------
-
     def _request(self, method: str, path: str, body: bytes, content_type: str, deadline: float) -> requests.Response:
-        """Send one request, retrying what is worth retrying until ``deadline``.
-
-        Returns the final response (2xx or a status the caller handles) or
-        raises :class:`_RetryLater`.
-        """
         headers = {"Content-Type": content_type}
         if self._compress is not None:
             encoding, compress = self._compress
             body = compress(body)
             headers["Content-Encoding"] = encoding
-        url = self._base + path
-        while True:
-            self._wait_until(self._not_before, deadline)
-            remaining = deadline - self._clock()
-            if remaining <= 0:
-                raise _RetryLater
-            retry_after: float | None = None
-            try:
-                resp = self._follow(method, url, body, headers, min(self._settings.timeout_s, remaining))
-                self.requests += 1
-            except requests.RequestException as exc:
-                self.requests += 1
-                _rl.warning("conn", "could not reach %s: %s", self._origin, type(exc).__name__)
-            else:
-                if resp.status_code not in _RETRYABLE:
-                    if resp.status_code < 400:
-                        self._attempt = 0
-                        self._not_before = 0.0
-                    else:
-                        self.failed += 1
-                    return resp
-                retry_after = _retry_after(resp)
-                _rl.warning("status_%d" % resp.status_code, "the service answered %d; retrying", resp.status_code)
-                resp.close()
-            self.failed += 1
-            self.retried += 1  # now, or on a later flush if the wait passes the deadline
-            delay = self._backoff(retry_after)
-            self._not_before = self._clock() + delay
-            if self._not_before >= deadline:
-                raise _RetryLater
-
-    def _backoff(self, retry_after: float | None) -> float:
-        # Exponential with "equal jitter": never less than half the step, so a
-        # crowd of clients spreads out without any of them hammering.
-        step = min(self.backoff_max_s, self.backoff_base_s * (2 ** min(self._attempt, 16)))
-        self._attempt += 1
-        delay = step / 2 + random.uniform(0, step / 2)
-        if retry_after is not None:
-            delay = max(delay, retry_after)
-        return delay
-
-    def _wait_until(self, when: float, deadline: float) -> None:
-        while True:
-            now = self._clock()
-            if now >= when:
-                return
-            if when >= deadline:
-                raise _RetryLater
-            if self._wake.wait(when - now):
-                raise _RetryLater  # new work or shutdown: let the caller decide
-
-    def _follow(self, method: str, url: str, body: bytes, headers: dict[str, str], timeout: float) -> requests.Response:
-        """One request; redirects followed only within our own origin."""
-        for _ in range(_MAX_REDIRECTS + 1):
-            resp = self._session.request(method, url, data=body, headers=headers, timeout=timeout, allow_redirects=False)
-            if resp.status_code not in _REDIRECTS:
-                return resp
-            target = urljoin(url, resp.headers.get("Location", ""))
-            if _origin(target) != self._origin:
-                _rl.warning(
-                    "redirect",
-                    "refused to follow a redirect from %s to another host (%s); the API key stays here",
-                    self._origin,
-                    _origin(target),
-                )
-                return resp
-            resp.close()
-            url = target
-        return resp
+        return self._http.request(method, path, deadline, body=body, headers=headers)
 
 
 def _origin(url: str) -> str:
@@ -363,7 +442,8 @@ def _detail(resp: requests.Response) -> str:
     return text[:300]
 
 
-def _new_session(settings: Settings) -> requests.Session:
+def new_session(settings: Settings) -> requests.Session:
+    """A session carrying our User-Agent, the user's extra headers and the auth headers."""
     session = requests.Session()
     session.headers["User-Agent"] = USER_AGENT
     if settings.headers:

@@ -9,13 +9,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 
 from otel_runs_exporter import RunsSpanExporter
-from otel_runs_exporter._transport import Transport
 
-
-@pytest.fixture(autouse=True)
-def _fast_backoff(monkeypatch):
-    monkeypatch.setattr(Transport, "backoff_base_s", 0.02)
-    monkeypatch.setattr(Transport, "backoff_max_s", 0.2)
 
 
 def _spans():

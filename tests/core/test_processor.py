@@ -15,15 +15,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased, TraceIdRatioBased
 
 from otel_runs_exporter import ExporterStats, RunsSpanProcessor
-from otel_runs_exporter._transport import Transport
 
 from core.helpers import exporter_provider, processor_provider, tree
 
-
-@pytest.fixture(autouse=True)
-def _fast_backoff(monkeypatch):
-    monkeypatch.setattr(Transport, "backoff_base_s", 0.02)
-    monkeypatch.setattr(Transport, "backoff_max_s", 0.2)
 
 
 def _workload(tracer):

@@ -107,3 +107,16 @@ def test_plain_http_with_key_to_remote_host_warns(caplog):
         warn_if_unusable(resolve({"endpoint": "http://example.com", "api_key": "sk-x"}, env={}))
     assert any("plain HTTP" in r.message for r in caplog.records)
     assert not any("sk-x" in r.getMessage() for r in caplog.records)
+
+
+def test_control_plane_follows_the_region_unless_given():
+    from otel_runs_exporter._settings import EU_CONTROL_PLANE, US_CONTROL_PLANE
+
+    assert resolve(env={}).control_plane_url == US_CONTROL_PLANE
+    assert resolve(env={"OTEL_EXPORTER_RUNS_REGION": "eu"}).control_plane_url == EU_CONTROL_PLANE
+    assert resolve(env={"OTEL_EXPORTER_RUNS_CONTROL_PLANE_URL": "http://127.0.0.1:5/"}).control_plane_url == "http://127.0.0.1:5"
+
+
+def test_bearer_token_never_in_repr():
+    s = resolve({"bearer_token": "tok-secret"}, env={})
+    assert "tok-secret" not in repr(s) and "bearer_token=<set>" in repr(s)

@@ -18,11 +18,6 @@ from otel_runs_exporter.server import LocalService
 KEY = "sk-transport-test-key"
 
 
-@pytest.fixture(autouse=True)
-def _fast_backoff(monkeypatch):
-    monkeypatch.setattr(Transport, "backoff_base_s", 0.01)
-    monkeypatch.setattr(Transport, "backoff_max_s", 0.05)
-
 
 def make_runs(n: int, op: str = "post", payload: str = "", trace: int = 1) -> list:
     """A root and n-1 children, complete, as the batcher would encode them."""
