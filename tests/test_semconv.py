@@ -374,8 +374,13 @@ def test_traceloop_entity_input_output():
     assert m.outputs == {"output": [{"id": 1}, {"id": 2}]}
 
 
-def test_scalar_entity_output():
-    assert map_span({"traceloop.entity.output": "42"}).outputs == {"output": "42"}
+def test_traceloop_entities_are_always_json():
+    assert map_span({"traceloop.entity.output": "42"}).outputs == {"output": 42}
+    assert map_span({"traceloop.entity.output": '"text"'}).outputs == {"output": "text"}
+    assert map_span({"traceloop.entity.output": "not json"}).outputs == {"output": "not json"}
+    # input.value is decoded that far only when its mime type says JSON.
+    assert map_span({"input.value": '"q"', "input.mime_type": "application/json"}).inputs == {"input": "q"}
+    assert map_span({"input.value": '"q"'}).inputs == {"input": '"q"'}
 
 
 # ---------------------------------------------------------------------------

@@ -475,6 +475,9 @@ class _Ctx:
         return group
 
 
+#: Attributes that always hold JSON (traceloop encodes every input/output).
+_JSON_VALUE_KEYS = frozenset({"traceloop.entity.input", "traceloop.entity.output"})
+
 _Reader = Callable[[_Ctx, str], "dict[str, Any] | None"]
 
 
@@ -534,6 +537,13 @@ def _read_value(ctx: _Ctx, key: str) -> dict[str, Any] | None:
     default = "output" if "output" in key or "result" in key else "input"
     if mime == "text/plain":
         return {default: value}
+    if isinstance(value, str) and (mime == "application/json" or key in _JSON_VALUE_KEYS):
+        # Declared JSON: decode scalars too (traceloop json.dumps a returned
+        # string as '"text"'), keeping the raw text if it is not JSON after all.
+        try:
+            value = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            pass
     return _payload(value, default)
 
 
