@@ -186,6 +186,7 @@ _FLAT_PREFIXES = (
     "reranker.output_documents.",
     "tool.parameters.",
     "embedding.embeddings.",
+    _PARAM_PREFIX,
 ) + _METADATA_PREFIXES
 _DOCUMENT_PREFIXES = ("retrieval.documents.", "reranker.output_documents.")
 #: Of those, the ones whose next segment must be an index (``gen_ai.prompt.name``
@@ -651,7 +652,8 @@ def _usage(attributes: Mapping[str, Any], consumed: set[str]) -> dict[str, Any] 
     usage: dict[str, Any] = {}
     for path, keys in _USAGE_FIELDS:
         for key in keys:
-            count = _as_int(attributes.get(key))
+            raw = attributes.get(key)
+            count = None if raw is None else _as_int(raw)
             if count is not None:
                 consumed.update(k for k in keys if k in attributes)
                 if len(path) == 1:
@@ -667,18 +669,15 @@ def _usage(attributes: Mapping[str, Any], consumed: set[str]) -> dict[str, Any] 
     return usage
 
 
-def _invocation_params(attributes: Mapping[str, Any], consumed: set[str]) -> dict[str, Any] | None:
+def _invocation_params(ctx: _Ctx) -> dict[str, Any] | None:
     params: dict[str, Any] = {}
     for key in _PARAM_OBJECT_KEYS:
-        value = _json_value(attributes.get(key))
+        value = _json_value(ctx.attributes.get(key))
         if isinstance(value, dict):
             params.update(value)
-            consumed.add(key)
-    for key, value in attributes.items():
-        if key.startswith(_PARAM_PREFIX):
-            rest = key[len(_PARAM_PREFIX) :]
-            params[_PARAM_RENAMES.get(rest, rest)] = _plain(value)
-            consumed.add(key)
+            ctx.consumed.add(key)
+    for rest, value in (ctx.take_flat(_PARAM_PREFIX) or {}).items():
+        params[_PARAM_RENAMES.get(rest, rest)] = _plain(value)
     return params or None
 
 
@@ -800,7 +799,7 @@ def map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent] = ()) ->
     usage = _usage(attributes, consumed)
     if usage is not None:
         out.outputs = {**(out.outputs or {}), "usage_metadata": usage}
-    out.invocation_params = _invocation_params(attributes, consumed)
+    out.invocation_params = _invocation_params(ctx)
 
     metadata = out.metadata
     model = _first_str(attributes, _MODEL_NAME_KEYS)
