@@ -1,0 +1,93 @@
+"""Auto-configuration for ``opentelemetry-instrument``.
+
+``opentelemetry-instrument python app.py`` loads a *distro*, then one
+*configurator*, then every instrumentor (entry-point groups
+``opentelemetry_distro``, ``opentelemetry_configurator``,
+``opentelemetry_instrumentor``). This package registers:
+
+* ``opentelemetry_traces_exporter: runs`` → :class:`RunsSpanExporter`, so the
+  SDK's own configurator (``opentelemetry-distro``) can use it under a
+  ``BatchSpanProcessor``;
+* ``opentelemetry_configurator: runs`` → :class:`RunsConfigurator`, which does
+  what the SDK's configurator does, except that ``runs`` in
+  ``OTEL_TRACES_EXPORTER`` installs a :class:`RunsSpanProcessor` (the preferred
+  path, one queue) instead of an exporter under a second queue;
+* ``opentelemetry_distro: runs`` → :class:`RunsDistro`, which defaults
+  ``OTEL_TRACES_EXPORTER`` to ``runs`` and, when ``runs`` is selected, picks
+  our configurator.
+
+Next to ``opentelemetry-distro``: Python lists the two packages' entry points in
+no promised order, and ``opentelemetry-instrument`` takes the first distro and
+the first configurator it finds. Set ``OTEL_PYTHON_CONFIGURATOR=runs`` (or
+``OTEL_PYTHON_DISTRO=runs``) to be sure of the processor path. If the SDK's
+configurator is the one chosen, ``runs`` still works, as the exporter path.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from opentelemetry import trace
+from opentelemetry.instrumentation.distro import BaseDistro
+from opentelemetry.sdk._configuration import _OTelSDKConfigurator
+from opentelemetry.sdk.trace import TracerProvider
+
+from ._errors import ConfigError
+from ._processor import RunsSpanProcessor
+
+__all__ = ["RunsConfigurator", "RunsDistro"]
+
+logger = logging.getLogger(__name__)
+
+_TRACES_EXPORTER = "OTEL_TRACES_EXPORTER"
+_CONFIGURATOR = "OTEL_PYTHON_CONFIGURATOR"
+_NAME = "runs"
+
+
+def _split(value: str | None) -> list[str]:
+    return [part.strip() for part in (value or "").split(",") if part.strip()]
+
+
+class RunsConfigurator(_OTelSDKConfigurator):
+    """The SDK's configurator, with ``runs`` installed as a span processor.
+
+    The SDK builds the provider (resource, sampler, id generator, other
+    exporters, metrics and logs) from the environment as usual; ``runs`` is
+    taken out of ``OTEL_TRACES_EXPORTER`` for that step and added afterwards as
+    a :class:`RunsSpanProcessor` on the provider the SDK set.
+    """
+
+    def _configure(self, **kwargs: object) -> None:
+        exporters = _split(os.environ.get(_TRACES_EXPORTER))
+        if _NAME not in exporters:
+            super()._configure(**kwargs)
+            return
+        others = [name for name in exporters if name != _NAME]
+        original = os.environ.get(_TRACES_EXPORTER)
+        os.environ[_TRACES_EXPORTER] = ",".join(others) or "none"
+        try:
+            super()._configure(**kwargs)
+        finally:
+            if original is None:
+                os.environ.pop(_TRACES_EXPORTER, None)
+            else:
+                os.environ[_TRACES_EXPORTER] = original
+        provider = trace.get_tracer_provider()
+        if not isinstance(provider, TracerProvider):
+            logger.error("no SDK tracer provider after configuration (%r); runs will not be exported", provider)
+            return
+        try:
+            provider.add_span_processor(RunsSpanProcessor())
+        except ConfigError as exc:
+            # A bad variable must not take the application down: say what is wrong and run untraced.
+            logger.error("runs exporter not installed: %s", exc)
+
+
+class RunsDistro(BaseDistro):
+    """Defaults for ``opentelemetry-instrument`` when this package is the distro."""
+
+    def _configure(self, **kwargs: object) -> None:
+        os.environ.setdefault(_TRACES_EXPORTER, _NAME)
+        if _NAME in _split(os.environ.get(_TRACES_EXPORTER)):
+            os.environ.setdefault(_CONFIGURATOR, _NAME)

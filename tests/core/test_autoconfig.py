@@ -1,0 +1,149 @@
+"""Auto-configuration as users run it: opentelemetry-instrument, entry points, propagation."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+APPS = Path(__file__).parent / "apps"
+BIN = Path(sys.executable).parent
+
+
+def _env(service, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LANGSMITH_"))}
+    env.update(
+        {
+            "OTEL_EXPORTER_RUNS_ENDPOINT": service.url,
+            "OTEL_EXPORTER_RUNS_API_KEY": "k",
+            "OTEL_SERVICE_NAME": "plain-app",
+            "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+        }
+    )
+    env.update(extra)
+    return env
+
+
+def _instrument(service, **extra: str) -> subprocess.CompletedProcess:
+    exe = shutil.which("opentelemetry-instrument", path=str(BIN))
+    assert exe, "opentelemetry-instrument is installed with opentelemetry-instrumentation"
+    return subprocess.run(
+        [exe, sys.executable, str(APPS / "plain_app.py")],
+        env=_env(service, **extra),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def _names(runs):
+    by_id = {r["id"]: r for r in runs}
+    return {r["name"]: by_id[r["parent_run_id"]]["name"] if r.get("parent_run_id") else None for r in runs}
+
+
+def test_opentelemetry_instrument_with_env_vars_only(service):
+    proc = _instrument(service, OTEL_TRACES_EXPORTER="runs")
+    assert proc.returncode == 0 and "app done" in proc.stdout, proc.stderr
+    runs = service.wait_for_runs(3)
+    assert _names(runs) == {"handle-request": None, "query-db": "handle-request", "render": "handle-request"}
+    assert service.violations() == []
+    root = next(r for r in runs if r["name"] == "handle-request")
+    assert root["extra"]["metadata"]["otel_resource"]["service.name"] == "plain-app"
+    # The processor path (not an exporter under a BatchSpanProcessor): the long root was
+    # posted while it ran and completed by a patch.
+    parts = [p for req in service.requests() for p in (req.get("part_names") or [])]
+    assert f"post.{root['id']}" in parts and f"patch.{root['id']}" in parts
+
+
+def test_the_sdk_configurator_uses_the_exporter_path(service):
+    """What opentelemetry-distro's configurator does with OTEL_TRACES_EXPORTER=runs."""
+    code = (
+        "from opentelemetry.sdk._configuration import _OTelSDKConfigurator\n"
+        "_OTelSDKConfigurator().configure()\n"
+        f"exec(open({str(APPS / 'plain_app.py')!r}).read())\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env=_env(service, OTEL_TRACES_EXPORTER="runs", OTEL_BSP_SCHEDULE_DELAY="50"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    runs = service.wait_for_runs(3)
+    assert _names(runs) == {"handle-request": None, "query-db": "handle-request", "render": "handle-request"}
+    parts = [p for req in service.requests() for p in (req.get("part_names") or [])]
+    assert not any(p.startswith("patch.") for p in parts)  # ended spans: one post each
+    assert service.violations() == []
+
+
+def test_runs_next_to_another_traces_exporter(service):
+    proc = _instrument(service, OTEL_TRACES_EXPORTER="console,runs")
+    assert proc.returncode == 0, proc.stderr
+    assert '"name": "query-db"' in proc.stdout  # the console exporter got the spans too
+    assert len(service.wait_for_runs(3)) == 3
+
+
+def test_bad_setting_does_not_take_the_app_down(service):
+    proc = _instrument(service, OTEL_TRACES_EXPORTER="runs", OTEL_BSP_MAX_QUEUE_SIZE="lots")
+    assert proc.returncode == 0 and "app done" in proc.stdout
+    assert "OTEL_BSP_MAX_QUEUE_SIZE='lots' is not valid: expected a whole number greater than 0" in proc.stderr
+
+
+def test_instrumentors_can_be_disabled_by_name(service):
+    code = (
+        "import wrapt\n"
+        "from openai.resources.chat.completions import Completions\n"
+        "print('wrapped' if isinstance(Completions.__dict__['create'], wrapt.ObjectProxy) else 'plain')\n"
+    )
+    exe = shutil.which("opentelemetry-instrument", path=str(BIN))
+    for disabled, expected in (("openai", "wrapped"), ("openai,runs_openai", "plain")):
+        proc = subprocess.run(
+            [exe, sys.executable, "-c", code],
+            env=_env(service, OTEL_TRACES_EXPORTER="runs", OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=disabled),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip().splitlines()[-1] == expected
+
+
+def test_two_processes_linked_by_http_make_one_run_tree(service):
+    env = _env(service, OTEL_PROPAGATORS="tracecontext,baggage,runs", OTEL_BSP_SCHEDULE_DELAY="50")
+    server = subprocess.Popen(
+        [sys.executable, str(APPS / "hop_server.py")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        port = server.stdout.readline().strip()
+        assert port.isdigit(), server.stderr.read()
+        client = subprocess.run(
+            [sys.executable, str(APPS / "hop_client.py"), port], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert client.returncode == 0, client.stderr
+        assert server.wait(timeout=30) == 0, server.stderr.read()
+    finally:
+        if server.poll() is None:
+            server.kill()
+    runs = service.wait_for_runs(3)
+    assert _names(runs) == {"client-call": None, "server-handle": "client-call", "server-work": "server-handle"}
+    assert len({r["trace_id"] for r in runs}) == 1
+    assert service.violations() == [] and service.check()["missing_parents"] == []
+
+
+def test_propagator_ignores_malformed_headers():
+    from opentelemetry import context as otel_context
+
+    from otel_runs_exporter.propagation import RunsPropagator, _remote_parent
+
+    prop = RunsPropagator()
+    for bad in ("nonsense", "2023T1Zx", "x" * 100_000):
+        ctx = prop.extract({"langsmith-trace": bad})
+        assert _remote_parent(ctx) is None
+    good = "20231114T221320000001Z018bcfe5-6800-7000-8000-000000000001.20231114T221320000002Z018bcfe5-6800-7000-8000-000000000002"
+    ids = _remote_parent(prop.extract({"langsmith-trace": good}, otel_context.Context()))
+    assert ids.run_id.endswith("0002") and ids.trace_id.endswith("0001") and ids.parent_run_id.endswith("0001")
