@@ -164,6 +164,9 @@ def span_to_run(span: Any, ids: RunIds, opts: ConvertOptions, *, mapped: Mapped 
         for i, e in enumerate(events)
         if i not in mapped.consumed_events
     ]
+    if mapped.first_token_time_ns is not None:
+        # The service reads time to first token from the first new_token event, as its client records it.
+        run_events.insert(0, {"name": "new_token", "time": iso_time(mapped.first_token_time_ns), "kwargs": {}})
     if run_events:
         run["events"] = run_events
     return run

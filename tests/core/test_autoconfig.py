@@ -98,7 +98,7 @@ def test_instrumentors_can_be_disabled_by_name(service):
     code = (
         "import wrapt\n"
         "from openai.resources.chat.completions import Completions\n"
-        "print('wrapped' if isinstance(Completions.__dict__['create'], wrapt.ObjectProxy) else 'plain')\n"
+        "print('wrapped' if isinstance(Completions.__dict__['create'], wrapt.FunctionWrapper) else 'plain')\n"
     )
     exe = shutil.which("opentelemetry-instrument", path=str(BIN))
     for disabled, expected in (("openai", "wrapped"), ("openai,runs_openai", "plain")):

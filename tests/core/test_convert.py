@@ -139,3 +139,13 @@ def test_id_scheme_otlp(capture):
     span = _by_name(exporter)["s"]
     ids = span_ids(span, None, "otlp")
     assert ids.run_id == f"00000000-0000-0000-{format(span.context.span_id, '016x')[:4]}-{format(span.context.span_id, '016x')[4:]}"
+
+
+def test_first_token_becomes_a_new_token_event(capture):
+    tracer, exporter = capture
+    with tracer.start_as_current_span("chat m", attributes={"gen_ai.operation.name": "chat"}) as span:
+        span.add_event("gen_ai.first_token", timestamp=1_700_000_000_500_000_000)
+    span = _by_name(exporter)["chat m"]
+    run = span_to_run(span, span_ids(span, None), ConvertOptions())
+    assert run["events"][0] == {"name": "new_token", "time": "2023-11-14T22:13:20.500000+00:00", "kwargs": {}}
+    assert [e["name"] for e in run["events"]].count("gen_ai.first_token") == 0
