@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from ._control import ControlPlane, ServiceClock, is_control_route
 from ._faults import FaultConfig, FaultDecision
 from ._multipart import MultipartError, boundary_from_content_type, parse
 from ._ratelimit import DEFAULT_RULES, SPEC_RULES, RateLimiter, RateRule
@@ -321,7 +322,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._discard_body()
                 raise _Reply(429, _detail(refusal.message), {"Retry-After": str(refusal.retry_after)})
         if route not in _PUBLIC_ROUTES and method != "OPTIONS":
-            self._authenticate(service, headers)
+            self._authenticate(service, headers, control_plane=urlsplit(self.path).path.startswith("/v2/"))
 
         tracing = _is_tracing(method, route)
         decision = service.faults.decide() if tracing else FaultDecision()
@@ -352,8 +353,18 @@ class _Handler(BaseHTTPRequestHandler):
             return 0, None, {}, True
         return status, body, {}, False
 
-    def _authenticate(self, service: LocalService, headers: dict[str, str]) -> None:
+    def _authenticate(self, service: LocalService, headers: dict[str, str], control_plane: bool = False) -> None:
         key = service._api_key
+        bearer = service._bearer_token
+        # Spec 5: the control plane also lists a Bearer scheme; a right bearer token
+        # stands in for the API key there (and a wrong one is refused, not ignored).
+        given_bearer = headers.get("authorization", "")
+        if control_plane and bearer is not None and given_bearer:
+            scheme, _, value = given_bearer.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), bearer.encode()):
+                self._discard_body()
+                raise _Reply(401, _detail("invalid bearer token"))
+            key = None
         if key is not None:
             given = headers.get("x-api-key", "")
             if not hmac.compare_digest(given.encode(), key.encode()):
@@ -369,6 +380,12 @@ class _Handler(BaseHTTPRequestHandler):
     ) -> tuple[int, Any]:
         if route == "/ok" and method in ("GET", "HEAD"):
             return 200, {"ok": True}
+        parts = urlsplit(self.path)
+        if is_control_route(parts.path, route):
+            reply = service.control.handle(method, parts.path, route, parts.query, headers, data, service._stopping)
+            if reply.headers:
+                raise _Reply(reply.status, reply.body, reply.headers)
+            return reply.status, reply.body
         if route == "/info" and method in ("GET", "HEAD"):
             return 200, service.info()
         if route in ("/runs/multipart", "/runs/multipart/"):
@@ -441,7 +458,11 @@ class LocalService:
     ``x-api-key``, 403 for a missing or wrong ``x-tenant-id``). ``lenient`` records
     rule violations and stores the runs anyway instead of answering 422.
     ``rate_limits`` is True for spec 8.1's table or a sequence of :class:`RateRule`
-    to use instead. ``multipart=False`` hides the multipart endpoint (404) so a client
+    to use instead. ``clock_speed`` runs bulk exports, deployments and auth waits
+    (:attr:`control`, a :class:`~._control.ControlPlane`) that many times faster than
+    real time; ``deploy_delay_s`` is how long a revision takes to reach DEPLOYED;
+    ``bearer_token`` is accepted as ``Authorization: Bearer`` on ``/v2`` paths.
+    ``multipart=False`` hides the multipart endpoint (404) so a client
     must fall back to basic tracing. ``max_body_bytes`` answers larger bodies, raw or
     decompressed, with 413.
     """
@@ -458,6 +479,9 @@ class LocalService:
         multipart: bool = True,
         max_body_bytes: int | None = None,
         faults: FaultConfig | None = None,
+        clock_speed: float = 1.0,
+        deploy_delay_s: float = 3.0,
+        bearer_token: str | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -468,6 +492,8 @@ class LocalService:
         self.multipart = multipart
         self.max_body_bytes = max_body_bytes
         self.faults = faults if faults is not None else FaultConfig()
+        self._bearer_token = bearer_token
+        self.control = ControlPlane(ServiceClock(clock_speed), deploy_delay_s=deploy_delay_s)
         if rate_limits is True:
             self.rate_limiter: RateLimiter | None = RateLimiter(SPEC_RULES, DEFAULT_RULES)
         elif rate_limits:
@@ -645,8 +671,9 @@ class LocalService:
         return self.store.check()
 
     def reset(self) -> None:
-        """Forget runs, violations, feedback, the request log and rate-limit windows."""
+        """Forget runs, violations, feedback, the request log, rate-limit windows, exports, deployments and auth waits."""
         self.store.reset()
+        self.control.reset()
         with self._log_lock:
             self._log.clear()
         if self.rate_limiter is not None:
