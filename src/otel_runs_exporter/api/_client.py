@@ -1,0 +1,345 @@
+"""``ServiceClient``: bulk exports, deployments and auth waits over the exporter's own HTTP stack.
+
+One :class:`requests.Session` (from :func:`~otel_runs_exporter._transport.new_session`:
+x-api-key, x-tenant-id, User-Agent, the user's extra headers) is shared by two
+:class:`~otel_runs_exporter._transport.HttpClient` objects, one per base address,
+so retries, backoff and redirect rules are the exporter's, not a second copy.
+
+What each answer does:
+
+- GET: 408, 429 and 5xx are retried with backoff (Retry-After honoured) until the
+  call's deadline; then the last answer is raised as its typed error.
+- POST and PATCH: sent once (``retry=False``); a 429 or 5xx is raised at once,
+  since repeating a create could make two exports or deployments.
+- Any other 4xx: raised via :func:`~otel_runs_exporter._errors.error_for_status` with
+  the parsed JSON body as ``detail`` (a 422's loc/msg/type list is ``err.errors``).
+- No answer at all (connection refused, every attempt timed out): :class:`NoAnswerError`.
+
+Bulk-export paths are ``/api/v1/bulk-exports...`` under ``endpoint``. An endpoint
+that already ends in ``/api/v1`` (as self-hosted addresses often do) is not
+doubled: the suffix is taken off first, so ``https://host/api/v1`` and
+``https://host`` reach the same ``https://host/api/v1/bulk-exports``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Mapping
+
+import orjson
+import requests
+
+from .._errors import RunsExporterError, ServiceError, error_for_status
+from .._settings import Settings, resolve
+from .._transport import HttpClient, RetryLater, _retry_after, new_session
+from ._models import AuthWaitResult, Deployment, Export, ExportRun, Revision
+
+__all__ = ["ServiceClient", "NoAnswerError", "WaitTimeoutError", "DeploymentFailedError", "exports_base"]
+
+logger = logging.getLogger(__name__)
+
+_API_V1 = "/api/v1"
+_JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
+
+
+class NoAnswerError(RunsExporterError, ConnectionError):
+    """No answer before the call's deadline: the service could not be reached or never replied."""
+
+    def __init__(self, method: str, path: str, base: str) -> None:
+        self.method, self.path, self.base = method, path, base
+        super().__init__(f"{method} {path}: no answer from {base} (could not connect, or timed out)")
+
+
+class WaitTimeoutError(RunsExporterError, TimeoutError):
+    """A ``wait_*`` call ran out of time; ``last`` is the last state seen (an Export or a Revision)."""
+
+    def __init__(self, what: str, timeout: float, last: Any) -> None:
+        self.what, self.timeout, self.last = what, timeout, last
+        status = getattr(last, "status", None)
+        super().__init__(f"{what} not finished after {timeout:g}s (last status {status})")
+
+
+class DeploymentFailedError(RunsExporterError):
+    """A revision reached a failed status (``BUILD_FAILED``, ``DEPLOY_FAILED``, ...) instead of DEPLOYED."""
+
+    def __init__(self, revision: Revision) -> None:
+        self.revision = revision
+        message = revision.raw.get("status_message") if isinstance(revision.raw, Mapping) else None
+        super().__init__(
+            f"revision {revision.id} of deployment {revision.deployment_id} failed with status {revision.status}"
+            + (f": {message}" if message else "")
+        )
+
+
+def exports_base(endpoint: str) -> str:
+    """The base address bulk-export paths (``/api/v1/bulk-exports``) are appended to.
+
+    >>> exports_base("https://host/api/v1/")
+    'https://host'
+    >>> exports_base("https://api.smith.langchain.com")
+    'https://api.smith.langchain.com'
+    """
+    base = endpoint.rstrip("/")
+    return base[: -len(_API_V1)] if base.endswith(_API_V1) else base
+
+
+class ServiceClient:
+    """Bulk exports (spec 4.3), the deployment control plane (4.2) and auth waits (4.1).
+
+    Built from the same settings as the exporter (``OTEL_EXPORTER_RUNS_ENDPOINT``,
+    ``..._CONTROL_PLANE_URL``, ``..._API_KEY``, ``..._WORKSPACE_ID``,
+    ``..._BEARER_TOKEN``, ``..._TIMEOUT``), or keyword overrides of them::
+
+        client = ServiceClient(endpoint="http://127.0.0.1:1984", api_key="...")
+        export = client.wait_for_export(export_id, timeout=3600, poll_interval=10)
+        if export.status is not ExportStatus.COMPLETED:
+            for run in client.list_export_runs(export_id):
+                print(run.status, run.errors)
+
+    ``call_timeout_s`` bounds one call with its retries (default: the exporter's
+    ``OTEL_BSP_EXPORT_TIMEOUT``, 30 s). One client per thread: the session and the
+    backoff state are not locked.
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        call_timeout_s: float | None = None,
+        session: requests.Session | None = None,
+        **overrides: Any,
+    ) -> None:
+        if settings is not None and overrides:
+            raise TypeError("pass either settings or keyword overrides of them, not both")
+        self.settings = settings if settings is not None else resolve(overrides)
+        self._session = session or new_session(self.settings)
+        self.call_timeout_s = call_timeout_s if call_timeout_s is not None else self.settings.export_timeout_s
+        self._api = HttpClient(self._session, exports_base(self.settings.endpoint), self.settings.timeout_s)
+        self._control = HttpClient(self._session, self.settings.control_plane_url, self.settings.timeout_s)
+
+    def __repr__(self) -> str:
+        return f"ServiceClient(endpoint={self._api.base!r}, control_plane_url={self._control.base!r})"
+
+    def close(self) -> None:
+        self._session.close()
+
+    def __enter__(self) -> ServiceClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- bulk exports ----------------------------------------------------------------
+
+    def get_export(self, export_id: str) -> Export:
+        """``GET /api/v1/bulk-exports/{export_id}``."""
+        return Export.from_json(self._call(self._api, "GET", f"{_API_V1}/bulk-exports/{_seg(export_id)}"))
+
+    def list_exports(self) -> list[Export]:
+        """``GET /api/v1/bulk-exports``: every export of the workspace."""
+        return [Export.from_json(item) for item in _items(self._call(self._api, "GET", f"{_API_V1}/bulk-exports"))]
+
+    def list_export_runs(self, export_id: str) -> list[ExportRun]:
+        """``GET /api/v1/bulk-exports/{export_id}/runs``: one per date partition, errors in retry order."""
+        body = self._call(self._api, "GET", f"{_API_V1}/bulk-exports/{_seg(export_id)}/runs")
+        return [ExportRun.from_json(item) for item in _items(body)]
+
+    def create_export(self, body: Mapping[str, Any]) -> Export:
+        """``POST /api/v1/bulk-exports`` (not in the spec; what the local service and the hosted one accept).
+
+        >>> client.create_export({"start_time": "2025-01-01T00:00:00Z", "end_time": "2025-01-08T00:00:00Z",
+        ...                       "bulk_export_destination_id": dest_id})  # doctest: +SKIP
+        """
+        return Export.from_json(self._call(self._api, "POST", f"{_API_V1}/bulk-exports", body=body))
+
+    def cancel_export(self, export_id: str) -> Export:
+        """``PATCH /api/v1/bulk-exports/{export_id}`` with ``{"status": "Cancelled"}``.
+
+        A final export cannot be cancelled; the service's error (409 locally) is raised.
+        """
+        path = f"{_API_V1}/bulk-exports/{_seg(export_id)}"
+        body = self._call(self._api, "PATCH", path, body={"status": "Cancelled"})
+        if isinstance(body, Mapping) and "status" in body:
+            return Export.from_json(body)
+        return self.get_export(export_id)  # the answer's shape is not shown; read it back
+
+    def wait_for_export(
+        self,
+        export_id: str,
+        timeout: float = 3600.0,
+        poll_interval: float = 10.0,
+        progress: Callable[[Export], None] | None = None,
+    ) -> Export:
+        """Poll until the export is final and return it (whatever the final status).
+
+        ``progress`` is called with each export read. Raises :class:`WaitTimeoutError`
+        (carrying the last export) when ``timeout`` seconds pass first.
+        """
+        return self._poll(
+            f"export {export_id}",
+            lambda: self.get_export(export_id),
+            lambda export: export.is_final,
+            timeout,
+            poll_interval,
+            progress,
+        )
+
+    # --- deployments ------------------------------------------------------------------
+
+    def create_deployment(self, body: Mapping[str, Any]) -> Deployment:
+        """``POST /v2/deployments``; the answer carries ``id`` and ``latest_revision_id``."""
+        return Deployment.from_json(self._call(self._control, "POST", "/v2/deployments", body=body))
+
+    def get_deployment(self, deployment_id: str) -> Deployment:
+        """``GET /v2/deployments/{deployment_id}``."""
+        return Deployment.from_json(self._call(self._control, "GET", f"/v2/deployments/{_seg(deployment_id)}"))
+
+    def get_revision(self, deployment_id: str, revision_id: str) -> Revision:
+        """``GET /v2/deployments/{deployment_id}/revisions/{revision_id}``."""
+        path = f"/v2/deployments/{_seg(deployment_id)}/revisions/{_seg(revision_id)}"
+        return Revision.from_json(self._call(self._control, "GET", path), deployment_id=deployment_id)
+
+    def update_deployment(self, deployment_id: str, patch: Mapping[str, Any]) -> Deployment:
+        """``PATCH /v2/deployments/{deployment_id}`` (payload as the service defines it)."""
+        return Deployment.from_json(self._call(self._control, "PATCH", f"/v2/deployments/{_seg(deployment_id)}", body=patch))
+
+    def wait_until_deployed(
+        self,
+        deployment_id: str,
+        revision_id: str | None = None,
+        timeout: float = 900.0,
+        poll_interval: float = 5.0,
+        progress: Callable[[Revision], None] | None = None,
+    ) -> Revision:
+        """Poll a revision (the deployment's latest when none is given) until ``DEPLOYED``.
+
+        Raises :class:`DeploymentFailedError` on a failed status and
+        :class:`WaitTimeoutError` when ``timeout`` passes first.
+        """
+        if revision_id is None:
+            revision_id = self.get_deployment(deployment_id).latest_revision_id
+            if not revision_id:
+                raise ServiceError(200, "GET", f"/v2/deployments/{deployment_id}", "the deployment has no latest_revision_id")
+        rev_id = revision_id
+
+        def read() -> Revision:
+            revision = self.get_revision(deployment_id, rev_id)
+            if revision.is_failed:
+                raise DeploymentFailedError(revision)
+            return revision
+
+        return self._poll(
+            f"revision {rev_id} of deployment {deployment_id}",
+            read,
+            lambda revision: revision.is_deployed,
+            timeout,
+            poll_interval,
+            progress,
+        )
+
+    # --- auth wait --------------------------------------------------------------------
+
+    def wait_for_auth(self, auth_id: str, timeout: int = 30) -> AuthWaitResult:
+        """``GET /v2/auth/wait/{auth_id}?timeout=N``: the service waits up to ``timeout`` seconds.
+
+        ``timeout`` and ``not_found`` come back as statuses, not exceptions; a 422
+        raises :class:`~otel_runs_exporter.ValidationError` with the ``detail`` list.
+        The token is a credential and never appears in a repr, log or message.
+        """
+        # The service holds the request for up to `timeout` seconds, so this one call
+        # needs a longer read timeout than the shared client's: a client of its own on
+        # the same session (no second retry loop; same HttpClient code).
+        wait_s = timeout if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) else 0
+        http = HttpClient(self._session, self.settings.control_plane_url, self.settings.timeout_s + max(0, wait_s))
+        body = self._call(
+            http,
+            "GET",
+            f"/v2/auth/wait/{_seg(auth_id)}",
+            params={"timeout": timeout},
+            call_timeout_s=self.call_timeout_s + max(0, wait_s),
+        )
+        return AuthWaitResult.from_json(body if isinstance(body, Mapping) else {})
+
+    # --- plumbing -----------------------------------------------------------------------
+
+    def _call(
+        self,
+        http: HttpClient,
+        method: str,
+        path: str,
+        *,
+        body: Mapping[str, Any] | None = None,
+        params: Mapping[str, Any] | None = None,
+        call_timeout_s: float | None = None,
+    ) -> Any:
+        headers = dict(_JSON_HEADERS)
+        if http is not self._api and self.settings.bearer_token:
+            # Only to the control plane: the main API has no bearer scheme, and the
+            # credential should not travel further than it must.
+            headers["Authorization"] = f"Bearer {self.settings.bearer_token}"
+        data = orjson.dumps(dict(body)) if body is not None else None
+        deadline = time.monotonic() + (call_timeout_s if call_timeout_s is not None else self.call_timeout_s)
+        retry = method in ("GET", "HEAD")
+        try:
+            resp = http.request(
+                method, path, deadline, body=data, headers=headers, params=dict(params) if params else None, retry=retry
+            )
+        except RetryLater as later:
+            if later.response is None:
+                raise NoAnswerError(method, path, http.origin) from None
+            resp = later.response
+        logger.debug("%s %s -> %d", method, path, resp.status_code)
+        if resp.status_code >= 300:
+            raise error_for_status(resp.status_code, method, path, _parse(resp), _retry_after(resp))
+        return _parse(resp)
+
+    def _poll(
+        self,
+        what: str,
+        read: Callable[[], Any],
+        done: Callable[[Any], bool],
+        timeout: float,
+        poll_interval: float,
+        progress: Callable[[Any], None] | None,
+    ) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            current = read()
+            if progress is not None:
+                progress(current)
+            if done(current):
+                return current
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WaitTimeoutError(what, timeout, current)
+            time.sleep(min(poll_interval, left))
+
+
+def _seg(value: str) -> str:
+    """One path segment: ids are quoted so a stray '/' or '?' cannot change the path."""
+    from urllib.parse import quote
+
+    return quote(str(value), safe="")
+
+
+def _parse(resp: requests.Response) -> Any:
+    """The JSON body, or the text when it is not JSON (kept short), or None when empty."""
+    content = resp.content
+    if not content:
+        return None
+    try:
+        return orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return resp.text[:500]
+
+
+def _items(body: Any) -> list[Mapping[str, Any]]:
+    """A list answer, or the first list inside an object (the spec does not show the envelope)."""
+    if isinstance(body, list):
+        return [item for item in body if isinstance(item, Mapping)]
+    if isinstance(body, Mapping):
+        for key in ("items", "exports", "runs", "data", "results"):
+            if isinstance(body.get(key), list):
+                return [item for item in body[key] if isinstance(item, Mapping)]
+    return []
