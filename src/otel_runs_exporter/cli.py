@@ -1,4 +1,4 @@
-"""The ``otel-runs`` command: ``serve`` the local service and look at its ``runs``.
+"""The ``otel-runs`` command: ``serve`` the local service, look at its ``runs``, drive the API.
 
 Each sub-command is a ``register_*`` function that adds its parser and a
 ``handler(args) -> int``; :func:`main` dispatches. Adding a command (``demo``,
@@ -8,6 +8,12 @@ Each sub-command is a ``register_*`` function that adds its parser and a
     otel-runs runs list
     otel-runs runs tree <trace-id>
     otel-runs runs check
+    otel-runs exports wait EXPORT_ID --timeout 7200 --json
+    otel-runs deployments wait DEPLOYMENT_ID
+    otel-runs auth wait AUTH_ID
+
+The API commands (exports, deployments, auth) read the exporter's settings and
+exit with codes a CI job can branch on (see ``EXIT_CODES_HELP``).
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-__all__ = ["main", "default_db_path", "build_parser", "COMMANDS", "ENV_SERVER_DB", "ENV_SERVER_API_KEY"]
+__all__ = ["main", "default_db_path", "build_parser", "COMMANDS", "ENV_SERVER_DB", "ENV_SERVER_API_KEY", "EXIT_CODES_HELP"]
 
 logger = logging.getLogger(__name__)
 
@@ -246,7 +252,384 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(db=args.db)
 
 
-COMMANDS: list[Callable[[Any], None]] = [register_serve, register_runs, register_demo]
+# --- exports, deployments, auth: the API client from a shell or a CI job --------
+
+EXIT_OK = 0
+"""Done: export COMPLETED, revision DEPLOYED, auth completed, or a read/command that worked."""
+EXIT_ERROR = 1
+"""Any other error (an unexpected answer, a bad --json-body file)."""
+EXIT_USAGE = 2
+"""Bad arguments or a bad setting (e.g. OTEL_EXPORTER_RUNS_ENDPOINT is not a URL)."""
+EXIT_UNAUTHORIZED = 3
+"""401/403: the API key, workspace or bearer token was refused."""
+EXIT_NOT_FOUND = 4
+"""404, or an auth wait that answered not_found."""
+EXIT_INVALID = 5
+"""422 (or another 4xx): the service rejected the request; the detail list is printed."""
+EXIT_RATE_LIMITED = 6
+"""429: rate limited (Retry-After is printed when given)."""
+EXIT_SERVER = 7
+"""5xx, or no answer at all (connection refused, timed out)."""
+EXIT_CONFLICT = 8
+"""409, e.g. cancelling an export that is already final."""
+EXIT_FAILED = 10
+"""Export FAILED, or the revision reached a failed status."""
+EXIT_TIMEDOUT = 11
+"""Export TIMEDOUT, or the auth wait answered timeout."""
+EXIT_CANCELLED = 12
+"""Export CANCELLED."""
+EXIT_WAIT_TIMEOUT = 13
+"""Our own --timeout ran out while waiting (the export or revision may still finish); auth still pending."""
+
+EXIT_CODES_HELP = """exit codes:
+   0  completed / deployed / auth completed (or the command worked)
+   1  other error            2  usage or bad setting
+   3  unauthorized (401/403) 4  not found (404, auth not_found)
+   5  rejected (422, 4xx)    6  rate limited (429)
+   7  server error or no answer (5xx, connection)
+   8  conflict (409: e.g. cancelling a final export)
+  10  export FAILED / revision failed
+  11  export TIMEDOUT / auth timeout
+  12  export CANCELLED
+  13  --timeout ran out while waiting / auth still pending
+
+Settings come from the exporter's environment variables: OTEL_EXPORTER_RUNS_ENDPOINT,
+OTEL_EXPORTER_RUNS_CONTROL_PLANE_URL, OTEL_EXPORTER_RUNS_API_KEY,
+OTEL_EXPORTER_RUNS_WORKSPACE_ID, OTEL_EXPORTER_RUNS_BEARER_TOKEN, OTEL_EXPORTER_RUNS_REGION,
+OTEL_EXPORTER_RUNS_TIMEOUT (and the LANGSMITH_* fallbacks)."""
+
+_FINAL_EXIT = {"COMPLETED": EXIT_OK, "FAILED": EXIT_FAILED, "TIMEDOUT": EXIT_TIMEDOUT, "CANCELLED": EXIT_CANCELLED}
+
+
+def _api_parser(sub: Any, name: str, help_text: str) -> Any:
+    parser = sub.add_parser(
+        name,
+        help=help_text,
+        description=help_text[0].upper() + help_text[1:] + ".",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser
+
+
+_ApiRun = Callable[[Any, argparse.Namespace], int]
+
+
+def _leaf(sub: Any, name: str, help_text: str, run: _ApiRun, wait: bool = False) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help=help_text, description=help_text, epilog=EXIT_CODES_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", action="store_true", help="print JSON on stdout (for scripts) instead of a table")
+    if wait:
+        p.add_argument("--timeout", type=float, default=None, metavar="S", help="give up waiting after S seconds (exit 13)")
+        p.add_argument("--poll-interval", type=float, default=None, metavar="S", help="seconds between polls")
+        p.add_argument("--quiet", action="store_true", help="no progress display on stderr")
+    p.set_defaults(handler=_api_handler(run))
+    return p
+
+
+def register_exports(sub: Any) -> None:
+    """``otel-runs exports list|get|runs|cancel|wait``: bulk exports (spec 4.3)."""
+    p = _api_parser(sub, "exports", "read, cancel and wait for bulk exports")
+    ex = p.add_subparsers(dest="exports_command", metavar="{list,get,runs,cancel,wait}")
+    ex.required = True
+    _leaf(ex, "list", "every export of the workspace", _cmd_exports_list)
+    _leaf(ex, "get", "one export and its status", _cmd_exports_get).add_argument("export_id")
+    _leaf(ex, "runs", "the export's runs (one per day) with their retry errors", _cmd_exports_runs).add_argument("export_id")
+    _leaf(ex, "cancel", "cancel an export (PATCH status Cancelled)", _cmd_exports_cancel).add_argument("export_id")
+    _leaf(ex, "wait", "wait until the export is final; the exit code says how it ended", _cmd_exports_wait, wait=True).add_argument("export_id")
+
+
+def register_deployments(sub: Any) -> None:
+    """``otel-runs deployments create|get|wait|update``: the deployment control plane (spec 4.2)."""
+    p = _api_parser(sub, "deployments", "create, read, update and wait for deployments")
+    dep = p.add_subparsers(dest="deployments_command", metavar="{create,get,wait,update}")
+    dep.required = True
+    create = _leaf(dep, "create", "create a deployment (POST /v2/deployments)", _cmd_deployments_create)
+    create.add_argument("--json-body", metavar="FILE", default=None, help="request body as a JSON file ('-' for stdin)")
+    _leaf(dep, "get", "one deployment", _cmd_deployments_get).add_argument("deployment_id")
+    wait = _leaf(dep, "wait", "wait until a revision (default: the latest) is DEPLOYED", _cmd_deployments_wait, wait=True)
+    wait.add_argument("deployment_id")
+    wait.add_argument("--revision", default=None, metavar="REV", help="revision id (default: latest_revision_id)")
+    update = _leaf(dep, "update", "update a deployment (PATCH)", _cmd_deployments_update)
+    update.add_argument("deployment_id")
+    update.add_argument("--json-body", metavar="FILE", required=True, help="patch as a JSON file ('-' for stdin)")
+
+
+def register_auth(sub: Any) -> None:
+    """``otel-runs auth wait AUTH_ID``: wait for an OAuth authentication (spec 4.1)."""
+    p = _api_parser(sub, "auth", "wait for an OAuth authentication to complete")
+    auth = p.add_subparsers(dest="auth_command", metavar="{wait}")
+    auth.required = True
+    wait = _leaf(auth, "wait", "wait for an authentication (the service waits up to --timeout seconds)", _cmd_auth_wait)
+    wait.add_argument("auth_id")
+    wait.add_argument("--timeout", type=int, default=30, metavar="S", help="seconds the service waits (default 30)")
+    wait.add_argument("--show-token", action="store_true", help="print the token (it is a credential: hidden by default)")
+    wait.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+
+
+def _api_handler(run: _ApiRun) -> Handler:
+    """Build the client from the environment, run, and turn errors into exit codes and one stderr line."""
+
+    def handler(args: argparse.Namespace) -> int:
+        from . import _errors
+        from .api import DeploymentFailedError, NoAnswerError, ServiceClient, WaitTimeoutError
+
+        prog = "otel-runs " + args.command
+        try:
+            client = ServiceClient()
+        except _errors.ConfigError as exc:
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        try:
+            return run(client, args)
+        except DeploymentFailedError as exc:
+            if args.json:
+                _print_json(exc.revision.raw)
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        except WaitTimeoutError as exc:
+            if args.json and exc.last is not None:
+                _print_json(exc.last.raw)
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return EXIT_WAIT_TIMEOUT
+        except _errors.ServiceError as exc:
+            print(f"{prog}: {exc}", file=sys.stderr)
+            if isinstance(exc, _errors.ValidationError):
+                for err in exc.errors:
+                    if isinstance(err, dict):
+                        print(f"  {'.'.join(str(x) for x in err.get('loc', []))}: {err.get('msg')} [{err.get('type')}]", file=sys.stderr)
+            if isinstance(exc, _errors.RateLimitedError) and exc.retry_after is not None:
+                print(f"  retry after {exc.retry_after:g}s", file=sys.stderr)
+            return _exit_for_status(exc.status)
+        except NoAnswerError as exc:
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return EXIT_SERVER
+        except _BadInput as exc:
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+        finally:
+            client.close()
+
+    return handler
+
+
+class _BadInput(Exception):
+    """A --json-body file that cannot be read or parsed."""
+
+
+def _exit_for_status(status: int) -> int:
+    if status in (401, 403):
+        return EXIT_UNAUTHORIZED
+    if status == 404:
+        return EXIT_NOT_FOUND
+    if status == 409:
+        return EXIT_CONFLICT
+    if status == 429:
+        return EXIT_RATE_LIMITED
+    if status >= 500:
+        return EXIT_SERVER
+    if 400 <= status < 500:
+        return EXIT_INVALID
+    return EXIT_ERROR
+
+
+def _print_json(value: Any) -> None:
+    import orjson
+
+    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n")
+    sys.stdout.flush()
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[("" if c is None else str(c)) for c in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    return "\n".join(lines)
+
+
+def _read_body(path: str | None) -> dict[str, Any]:
+    import orjson
+
+    if path is None:
+        return {}
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        body = orjson.loads(text)
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise _BadInput(f"cannot read a JSON object from {path}: {exc}") from None
+    if not isinstance(body, dict):
+        raise _BadInput(f"{path} must hold a JSON object")
+    return body
+
+
+class _Progress:
+    """Waiting shown on stderr, so stdout stays clean for --json.
+
+    On a terminal one line is rewritten in place with the elapsed time; otherwise
+    (CI logs) a line is printed each time the state changes.
+    """
+
+    def __init__(self, quiet: bool) -> None:
+        import time
+
+        self._quiet = quiet
+        self._tty = sys.stderr.isatty()
+        self._last = ""
+        self._clock = time.monotonic
+        self._started = time.monotonic()
+
+    def show(self, text: str) -> None:
+        if self._quiet:
+            return
+        elapsed = self._clock() - self._started
+        if self._tty:
+            sys.stderr.write(f"\r{text}  ({elapsed:.0f}s)\033[K")
+        elif text != self._last:
+            sys.stderr.write(f"[{elapsed:6.1f}s] {text}\n")
+        sys.stderr.flush()
+        self._last = text
+
+    def done(self) -> None:
+        if self._tty and not self._quiet and self._last:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def _export_row(export: Any) -> list[Any]:
+    raw = export.raw
+    runs = f"{raw['runs_completed']}/{raw['runs_total']}" if "runs_total" in raw and "runs_completed" in raw else ""
+    return [export.id, export.status, export.created_at, runs]
+
+
+def _export_text(export: Any) -> str:
+    row = _export_row(export)
+    return f"export {export.id}: {export.status}" + (f"  runs completed {row[3]}" if row[3] else "")
+
+
+def _cmd_exports_list(client: Any, args: argparse.Namespace) -> int:
+    exports = client.list_exports()
+    if args.json:
+        _print_json([e.raw for e in exports])
+    else:
+        print(_table(["ID", "STATUS", "CREATED", "RUNS"], [_export_row(e) for e in exports]) if exports else "no exports")
+    return EXIT_OK
+
+
+def _cmd_exports_get(client: Any, args: argparse.Namespace) -> int:
+    export = client.get_export(args.export_id)
+    if args.json:
+        _print_json(export.raw)
+    else:
+        print(_table(["ID", "STATUS", "CREATED", "RUNS"], [_export_row(export)]))
+    return EXIT_OK
+
+
+def _cmd_exports_runs(client: Any, args: argparse.Namespace) -> int:
+    runs = client.list_export_runs(args.export_id)
+    if args.json:
+        _print_json([{**r.raw, "errors": dict(r.errors)} for r in runs])
+        return EXIT_OK
+    rows = [[r.id, r.raw.get("partition", ""), r.status, r.rows_exported, r.retries, (r.last_error or "")[:60]] for r in runs]
+    print(_table(["ID", "PARTITION", "STATUS", "ROWS", "RETRIES", "LAST ERROR"], rows) if runs else "no runs")
+    return EXIT_OK
+
+
+def _cmd_exports_cancel(client: Any, args: argparse.Namespace) -> int:
+    export = client.cancel_export(args.export_id)
+    if args.json:
+        _print_json(export.raw)
+    else:
+        print(f"export {export.id}: {export.status}")
+    return EXIT_OK
+
+
+def _cmd_exports_wait(client: Any, args: argparse.Namespace) -> int:
+    progress = _Progress(args.quiet)
+    try:
+        export = client.wait_for_export(
+            args.export_id,
+            timeout=args.timeout if args.timeout is not None else 3600.0,
+            poll_interval=args.poll_interval if args.poll_interval is not None else 10.0,
+            progress=lambda e: progress.show(_export_text(e)),
+        )
+    finally:
+        progress.done()
+    if args.json:
+        _print_json(export.raw)
+    else:
+        print(f"export {export.id}: {export.status}")
+    return _FINAL_EXIT.get(str(export.status), EXIT_ERROR)
+
+
+def _deployment_out(deployment: Any, args: argparse.Namespace) -> None:
+    if args.json:
+        _print_json(deployment.raw)
+    else:
+        print(_table(["ID", "NAME", "LATEST REVISION"], [[deployment.id, deployment.name, deployment.latest_revision_id]]))
+
+
+def _cmd_deployments_create(client: Any, args: argparse.Namespace) -> int:
+    _deployment_out(client.create_deployment(_read_body(args.json_body)), args)
+    return EXIT_OK
+
+
+def _cmd_deployments_get(client: Any, args: argparse.Namespace) -> int:
+    _deployment_out(client.get_deployment(args.deployment_id), args)
+    return EXIT_OK
+
+
+def _cmd_deployments_update(client: Any, args: argparse.Namespace) -> int:
+    _deployment_out(client.update_deployment(args.deployment_id, _read_body(args.json_body)), args)
+    return EXIT_OK
+
+
+def _cmd_deployments_wait(client: Any, args: argparse.Namespace) -> int:
+    progress = _Progress(args.quiet)
+    try:
+        revision = client.wait_until_deployed(
+            args.deployment_id,
+            args.revision,
+            timeout=args.timeout if args.timeout is not None else 900.0,
+            poll_interval=args.poll_interval if args.poll_interval is not None else 5.0,
+            progress=lambda r: progress.show(f"revision {r.id}: {r.status}"),
+        )
+    finally:
+        progress.done()
+    if args.json:
+        _print_json(revision.raw)
+    else:
+        print(f"revision {revision.id}: {revision.status}")
+    return EXIT_OK
+
+
+def _cmd_auth_wait(client: Any, args: argparse.Namespace) -> int:
+    if not args.quiet:
+        print(f"waiting up to {args.timeout}s for authentication {args.auth_id} ...", file=sys.stderr, flush=True)
+    result = client.wait_for_auth(args.auth_id, timeout=args.timeout)
+    status = str(result.status)
+    if args.json:
+        out: dict[str, Any] = {**result.raw, "status": status, "token_present": result.token is not None}
+        if args.show_token:
+            out["token"] = result.token
+        _print_json(out)
+    else:
+        print(f"status: {status}")
+        if result.token is not None:
+            print(f"token:  {result.token if args.show_token else '<hidden; --show-token prints it>'}")
+    return {"completed": EXIT_OK, "pending": EXIT_WAIT_TIMEOUT, "timeout": EXIT_TIMEDOUT, "not_found": EXIT_NOT_FOUND}.get(
+        status, EXIT_ERROR
+    )
+
+
+COMMANDS: list[Callable[[Any], None]] = [
+    register_serve,
+    register_runs,
+    register_demo,
+    register_exports,
+    register_deployments,
+    register_auth,
+]
 """Sub-command registrars, in help order; append to add a command."""
 
 
