@@ -1,0 +1,116 @@
+"""Fixtures for the API client and CLI tests: a real local service with a fast clock.
+
+Each test gets its own service (cheap: in-memory store, a free port), so clock
+speed, limits and injected failures never leak between tests. Service time runs
+1000x real time by default; tests that need exact timing freeze it
+(``frozen`` fixture) and move it with ``advance``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from otel_runs_exporter.api import ServiceClient
+from otel_runs_exporter.server import LocalService
+
+API_KEY = "sk-test-api-key-0123456789"
+BEARER = "bearer-test-credential-9876"
+SPEED = 1000.0
+
+
+@pytest.fixture
+def svc() -> Iterator[LocalService]:
+    """A local service requiring API_KEY (and accepting BEARER on /v2), clock at 1000x."""
+    with LocalService(api_key=API_KEY, bearer_token=BEARER, clock_speed=SPEED) as service:
+        yield service
+
+
+@pytest.fixture
+def client(svc: LocalService) -> Iterator[ServiceClient]:
+    """A client of ``svc`` for both the main API and the control plane."""
+    with ServiceClient(endpoint=svc.url, control_plane_url=svc.url, api_key=API_KEY, call_timeout_s=5.0) as c:
+        yield c
+
+
+@pytest.fixture
+def frozen(svc: LocalService) -> Callable[[float], None]:
+    """Stop ``svc``'s clock; the returned function moves it forward by service seconds."""
+    svc.control.clock.speed = 0
+    return svc.control.clock.advance
+
+
+def export_body(days: int = 3, **local: Any) -> dict[str, Any]:
+    """A create body for ``days`` daily partitions from 2025-01-01, with local knobs (``fail_runs``, ...)."""
+    start = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    body: dict[str, Any] = {
+        "start_time": start.isoformat(),
+        "end_time": (start + timedelta(days=days)).isoformat(),
+        "destination": {"type": "s3", "bucket_name": "exports", "prefix": "runs/"},
+    }
+    if local:
+        body["local"] = local
+    return body
+
+
+@pytest.fixture
+def client(svc: LocalService) -> Iterator[ServiceClient]:
+    """A client of ``svc`` for both the main API and the control plane."""
+    with ServiceClient(endpoint=svc.url, control_plane_url=svc.url, api_key=API_KEY, call_timeout_s=5.0) as c:
+        yield c
+
+
+@pytest.fixture
+def frozen(svc: LocalService) -> Callable[[float], None]:
+    """Stop ``svc``'s clock; the returned function moves it forward by service seconds."""
+    svc.control.clock.speed = 0
+    return svc.control.clock.advance
+
+
+def export_body(days: int = 3, **local: Any) -> dict[str, Any]:
+    """A create body for ``days`` daily partitions from 2025-01-01, with local knobs."""
+    body: dict[str, Any] = {
+        "start_time": "2025-01-01T00:00:00Z",
+        "end_time": f"2025-01-{1 + days:02d}T00:00:00Z" if days < 31 else "2025-01-01T00:00:00Z",
+        "destination": {"type": "s3", "bucket_name": "exports", "prefix": "runs/"},
+    }
+    if days >= 31:
+        from datetime import datetime, timedelta, timezone
+
+        body["end_time"] = (datetime(2025, 1, 1, tzinfo=timezone.utc) + timedelta(days=days)).isoformat()
+    if local:
+        body["local"] = local
+    return body
+
+
+@pytest.fixture
+def cli(svc: LocalService) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run ``otel-runs`` as a real process configured for ``svc`` by environment variables."""
+
+    def run(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LANGSMITH_", "LANGCHAIN_"))}
+        base.update(
+            {
+                "OTEL_EXPORTER_RUNS_ENDPOINT": svc.url,
+                "OTEL_EXPORTER_RUNS_CONTROL_PLANE_URL": svc.url,
+                "OTEL_EXPORTER_RUNS_API_KEY": API_KEY,
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        base.update(env or {})
+        return subprocess.run(
+            [sys.executable, "-m", "otel_runs_exporter.cli", *args],
+            env=base,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+
+    return run
