@@ -1,0 +1,44 @@
+"""Fixtures of the reliability tests: a fresh local service per test, logs not rate-limited across tests."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from otel_runs_exporter import _batcher, _processor, _transport
+from otel_runs_exporter.server import FaultConfig, LocalService
+
+
+@pytest.fixture
+def make_service() -> Iterator[Callable[..., LocalService]]:
+    """Start LocalServices with the given options; each is stopped after the test.
+
+    A fresh service per test (rather than the session one) so a worker still
+    retrying from an earlier test can never add runs to this test's counts.
+    """
+    started: list[LocalService] = []
+
+    def make(**options: Any) -> LocalService:
+        svc = LocalService(**options).start()
+        started.append(svc)
+        return svc
+
+    yield make
+    for svc in started:
+        svc.faults.clear()
+        svc.stop()
+
+
+@pytest.fixture
+def svc(make_service: Callable[..., LocalService]) -> LocalService:
+    return make_service(faults=FaultConfig(seed=7))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_log_limits() -> None:
+    # Repeated warnings are rate-limited per process (30 s per key); a test that
+    # asserts a drop is logged must not find the line swallowed because an
+    # earlier test logged the same key.
+    for module in (_batcher, _processor, _transport):
+        module._rl.reset()

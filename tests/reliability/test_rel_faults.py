@@ -1,0 +1,253 @@
+"""Faults survived: each test runs against a real loopback LocalService that misbehaves.
+
+Every test checks the same three things: every run created arrives (completed at
+the service), the exporter's ``stats()`` agrees with what the service stored,
+and duplicates are zero where the fault happens before the service reads the
+request (at-least-once elsewhere: the count is reported).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from rel_helpers import completed_names, processor_provider, report, spans, tally
+
+# The issue asks for a 60-second outage. The env var exists only so CI can
+# shorten it when the whole suite would otherwise exceed its time budget
+# (see RELIABILITY.md for the measured decision); read at import because the
+# test fixtures clear OTEL_* variables.
+OUTAGE_S = float(os.environ.get("OTEL_RUNS_REL_OUTAGE_S", "60"))
+
+
+def _assert_all_arrived(t, names, service, *, duplicates_allowed: bool) -> None:
+    assert completed_names(service) == sorted(names), "a run created by the app did not arrive"
+    assert t.dropped == {}, "nothing may be dropped under a retryable fault"
+    assert t.posted_incomplete == 0
+    # The exporter counts a run's end once, whatever the resends; the service merged by id.
+    assert t.stats_completed == t.delivered == t.created
+    assert service.violations() == []
+    if not duplicates_allowed:
+        assert service.duplicate_posts() == {}
+
+
+@pytest.mark.parametrize("status", [500, 502, 503])
+def test_burst_of_5xx_is_retried_until_delivered(svc, status):
+    # A burst longer than one backoff step, answered without Retry-After.
+    svc.faults.update(status_sequence=[status] * 8, retry_after=None)
+    provider, processor = processor_provider(svc.url, max_export_batch_size=50)
+    began = time.monotonic()
+    names = spans(provider.get_tracer("t"), 300, f"burst{status}")
+    assert processor.force_flush(20_000)
+    t = tally(f"burst of 8x{status}", len(names), svc, processor.stats(), began)
+    report(t)
+    _assert_all_arrived(t, names, svc, duplicates_allowed=False)
+    assert t.statuses.get(str(status)) == 8
+    assert t.retried >= 8
+    provider.shutdown()
+
+
+def test_mixed_5xx_burst(svc):
+    svc.faults.update(status_sequence=[500, 502, 503, 504, 503, 502, 500], retry_after=None)
+    provider, processor = processor_provider(svc.url, max_export_batch_size=40)
+    began = time.monotonic()
+    names = spans(provider.get_tracer("t"), 200, "mixed")
+    assert processor.force_flush(20_000)
+    t = tally("burst 500/502/503/504 mixed", len(names), svc, processor.stats(), began)
+    report(t)
+    _assert_all_arrived(t, names, svc, duplicates_allowed=False)
+    assert sum(t.statuses.get(s, 0) for s in ("500", "502", "503", "504")) == 7
+
+
+def test_429_with_retry_after_is_honoured(svc):
+    # Three 429s each saying "retry after 0.3 s": the backoff (10 ms in tests) must
+    # give way to the service's wish, so the waits add up to at least 0.9 s.
+    svc.faults.update(status_sequence=[429, 429, 429], retry_after=0.3)
+    provider, processor = processor_provider(svc.url, max_export_batch_size=100, schedule_delay_s=5.0)
+    names = spans(provider.get_tracer("t"), 100, "ra")
+    began = time.monotonic()
+    assert processor.force_flush(20_000)
+    waited = time.monotonic() - began
+    t = tally("429 x3 with Retry-After: 0.3", len(names), svc, processor.stats(), began, waited_s=round(waited, 2))
+    report(t)
+    _assert_all_arrived(t, names, svc, duplicates_allowed=False)
+    assert t.statuses.get("429") == 3
+    # A lower bound, not a speed test: it proves the header was obeyed.
+    assert waited >= 0.85, f"Retry-After ignored: three 0.3 s waits took {waited:.2f} s"
+
+
+def test_429_without_retry_after_backs_off_and_delivers(svc):
+    svc.faults.update(status_sequence=[429] * 10, retry_after=None)
+    provider, processor = processor_provider(svc.url, max_export_batch_size=50)
+    began = time.monotonic()
+    names = spans(provider.get_tracer("t"), 300, "no-ra")
+    assert processor.force_flush(20_000)
+    t = tally("429 x10 without Retry-After", len(names), svc, processor.stats(), began)
+    report(t)
+    _assert_all_arrived(t, names, svc, duplicates_allowed=False)
+    assert t.statuses.get("429") == 10
+
+
+def test_connection_dropped_after_read_is_at_least_once(svc):
+    # The service stores the request, then closes without answering: the exporter
+    # cannot know and resends. Nothing may be lost; duplicates are reported.
+    svc.faults.update(rate_drop=0.3, seed=11)
+    provider, processor = processor_provider(svc.url, max_export_batch_size=25)
+    began = time.monotonic()
+    names = spans(provider.get_tracer("t"), 500, "drop-after")
+    assert processor.force_flush(30_000)
+    svc.faults.clear()
+    t = tally("connection dropped after read (30%)", len(names), svc, processor.stats(), began)
+    report(t)
+    _assert_all_arrived(t, names, svc, duplicates_allowed=True)
+    assert t.statuses.get("0", 0) >= 1, "the fault never fired; the test proves nothing"
+    # Every duplicate is a resend of a run that is stored once: the merge by id holds.
+    assert set(svc.duplicate_posts()) <= {r["id"] for r in svc.runs()}
+    assert t.duplicates >= 1
+
+
+def test_connection_dropped_before_read_never_duplicates(svc):
+    svc.faults.update(rate_drop_before_read=0.3, seed=12)
+    provider, processor = processor_provider(svc.url, max_export_batch_size=25)
+    began = time.monotonic()
+    names = spans(provider.get_tracer("t"), 500, "drop-before")
+    assert processor.force_flush(30_000)
+    svc.faults.clear()
+    t = tally("connection dropped before read (30%)", len(names), svc, processor.stats(), began)
+    report(t)
+    assert t.faults_fired.get("rate_drop_before_read", 0) >= 1
+    _assert_all_arrived(t, names, svc, duplicates_allowed=False)
+    assert t.duplicates == 0
+
+
+def test_server_slower_than_the_request_timeout(svc):
+    # 30% of answers come 1 s late; the client gives up after 0.25 s. The service
+    # still stores a late request after the client left, so a resend may duplicate.
+    svc.faults.update(rate_slow=0.3, slow_seconds=1.0, seed=13)
+    provider, processor = processor_provider(svc.url, max_export_batch_size=25, timeout_s=0.25)
+    began = time.monotonic()
+    names = spans(provider.get_tracer("t"), 300, "slow")
+    assert processor.force_flush(60_000)
+    svc.faults.clear()
+    # A late request the client abandoned may land after the flush returned.
+    svc.store.wait(lambda: len(completed_names(svc)) >= len(names), 5)
+    t = tally("server slower than timeout_s (30% x 1 s, timeout 0.25 s)", len(names), svc, processor.stats(), began)
+    report(t)
+    assert t.faults_fired.get("rate_slow", 0) >= 1
+    _assert_all_arrived(t, names, svc, duplicates_allowed=True)
+    provider.shutdown()
+
+
+def test_outage_then_recovery_delivers_everything(svc):
+    # The app keeps producing through an outage several times longer than the
+    # export timeout; what could not be sent stays queued and goes out on recovery.
+    provider, processor = processor_provider(svc.url, export_timeout_s=5.0)
+    tracer = provider.get_tracer("t")
+    began = time.monotonic()
+    names = spans(tracer, 100, "before")
+    assert processor.force_flush(10_000)
+    svc.faults.update(outage=True)  # 503 with Retry-After: 1, as a service in maintenance says
+    stop = time.monotonic() + OUTAGE_S
+    during: list[str] = []
+    while time.monotonic() < stop:
+        during += spans(tracer, 20, f"during-{len(during)}")
+        time.sleep(0.1)
+    stats_during = processor.stats()
+    svc.faults.update(outage=False)
+    assert processor.force_flush(60_000)
+    names += during
+    names += spans(tracer, 100, "after")
+    assert processor.force_flush(10_000)
+    t = tally(
+        f"outage {OUTAGE_S:g} s (503 + Retry-After 1) then recovery",
+        len(names),
+        svc,
+        processor.stats(),
+        began,
+        created_during_outage=len(during),
+        queued_at_outage_end=stats_during.queued,
+        outage_s=OUTAGE_S,
+    )
+    report(t)
+    assert stats_during.queued > 0, "nothing was held during the outage; the test proves nothing"
+    assert t.faults_fired.get("outage", 0) >= 1
+    _assert_all_arrived(t, names, svc, duplicates_allowed=False)
+    provider.shutdown()
+
+
+def test_outage_longer_than_export_timeout_never_blocks_the_app(svc):
+    # Export timeout 0.5 s, outage 4 s: each send gives up several times. The
+    # app thread must never wait on the exporter (a blocking check with a generous
+    # bound, not a benchmark), and nothing is lost while the caps hold.
+    provider, processor = processor_provider(svc.url, export_timeout_s=0.5, max_queue_size=100_000)
+    tracer = provider.get_tracer("t")
+    svc.faults.update(outage=True, retry_after=None)
+    began = time.monotonic()
+    worst = 0.0
+    names: list[str] = []
+    stop = began + 4.0
+    i = 0
+    while time.monotonic() < stop:
+        t0 = time.perf_counter()
+        with tracer.start_as_current_span(f"o-{i}", attributes={"input.value": "x" * 200}):
+            pass
+        worst = max(worst, time.perf_counter() - t0)
+        names.append(f"o-{i}")
+        i += 1
+        # A busy service's pace (about 1k spans/s): the worker must get to the
+        # sender to meet the outage (test_rel_load covers a producer that never pauses).
+        time.sleep(0.001)
+    stats_during = processor.stats()
+    svc.faults.update(outage=False)
+    assert processor.force_flush(60_000)
+    t = tally(
+        "outage 4 s > export timeout 0.5 s, app thread timed",
+        len(names),
+        svc,
+        processor.stats(),
+        began,
+        max_span_start_end_s=round(worst, 4),
+        retried_during_outage=stats_during.retried,
+    )
+    report(t)
+    assert stats_during.retried >= 3, "the outage never hit the sender"
+    assert worst < 0.5, f"a span start+end took {worst:.3f} s on the app thread"
+    _assert_all_arrived(t, names, svc, duplicates_allowed=False)
+    provider.shutdown()
+
+
+def test_app_threads_keep_running_when_queue_caps_overflow(svc):
+    # Past the byte cap during an outage, runs are dropped and counted, never
+    # blocking the app; what the service ends up with plus what was reported
+    # dropped accounts for every span created.
+    provider, processor = processor_provider(
+        svc.url, export_timeout_s=0.3, max_queue_bytes=300_000, max_export_batch_size=100
+    )
+    tracer = provider.get_tracer("t")
+    svc.faults.update(outage=True, retry_after=None)
+    began = time.monotonic()
+    names: list[str] = []
+    worst = 0.0
+    for i in range(5000):
+        t0 = time.perf_counter()
+        span = tracer.start_span(f"cap-{i}", attributes={"input.value": "y" * 300})
+        span.end()
+        worst = max(worst, time.perf_counter() - t0)
+        names.append(f"cap-{i}")
+        time.sleep(0.0005)  # paced, so the worker reaches the sender and the outage
+    time.sleep(0.5)  # the worker converts what is queued and meets the cap
+    svc.faults.update(outage=False)
+    processor.force_flush(60_000)
+    t = tally("byte cap overflow during outage (300 kB cap)", len(names), svc, processor.stats(), began,
+              max_span_start_end_s=round(worst, 4))
+    report(t)
+    assert t.dropped.get("queue_bytes_full", 0) > 0, "the cap was never reached; the test proves nothing"
+    assert worst < 0.5
+    assert t.delivered + t.dropped_total + t.posted_incomplete >= t.created
+    # Each drop is one run operation; a run whose merged post was dropped is wholly missing.
+    assert t.delivered + t.dropped_total == t.created, (t.delivered, t.dropped, t.posted_incomplete)
+    assert svc.duplicate_posts() == {}
+    provider.shutdown()
