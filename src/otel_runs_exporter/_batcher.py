@@ -32,12 +32,13 @@ from typing import Any, Callable
 from opentelemetry import context as otel_context
 
 from ._convert import ConvertOptions, early_post_summary, patch_fields, span_to_run
+from ._delivery import Delivery
 from ._encode import EncodedRun, encode_run
 from ._ids import RunIds
 from ._logging import RateLimitedLog
 from ._settings import Settings
 from ._stats import Counters, ExporterStats
-from ._transport import SendResult, Transport, suppressed_context
+from ._transport import Transport, suppressed_context
 
 __all__ = ["Batcher"]
 
@@ -65,7 +66,7 @@ class Batcher:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._settings = settings
-        self._opts = ConvertOptions(session=settings.session, id_scheme=settings.id_scheme)
+        self._opts = ConvertOptions.from_settings(settings)
         self._transport_factory = transport_factory or (lambda s, wake: Transport(s, wake=wake))
         self._clock = clock
         self._counters = Counters()
@@ -78,14 +79,13 @@ class Batcher:
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._flush_requests: list[_FlushRequest] = []
-        self._backlog: deque[EncodedRun] = deque()
-        self._backlog_bytes = 0
         self._early: dict[str, tuple[str, str, bool]] = {}
         self._merged: dict[str, None] = {}
         self._stopping = False
         self._stopped = False
         self._stop_deadline = 0.0
         self._transport = self._transport_factory(self._settings, self._wake)
+        self._delivery = Delivery(self._settings, self._transport, lambda: self._counters, self._clock)
         self._worker: threading.Thread | None = None
 
     def _start_worker(self) -> None:
@@ -123,7 +123,7 @@ class Batcher:
     def force_flush(self, timeout_s: float) -> bool:
         """Deliver everything queued so far; False when ``timeout_s`` runs out first or delivery failed."""
         if self._stopped or self._worker is None or not self._worker.is_alive():
-            return not self._queue and not self._backlog
+            return not self._queue and not len(self._delivery)
         request = _FlushRequest(self._clock() + timeout_s)
         with self._lock:
             self._flush_requests.append(request)
@@ -141,10 +141,11 @@ class Batcher:
         if worker is not None and worker.is_alive() and worker is not threading.current_thread():
             worker.join(timeout_s + 0.5)
         self._stopped = True
-        left = len(self._queue) + len(self._backlog)
+        left = len(self._queue) + len(self._delivery)
         if left:
+            # Only when the worker did not finish (stuck in a request past the timeout).
+            runs = {ids.run_id for _, _, ids in self._queue} | self._delivery.run_ids()
             self._counters.drop("shutdown", left)
-            runs = {ids.run_id for _, _, ids in self._queue} | {r.run_id for r in self._backlog}
             logger.warning(
                 "shutdown: gave up %d runs (%d operations) that could not be delivered within %.1f s",
                 len(runs),
@@ -152,16 +153,18 @@ class Batcher:
                 timeout_s,
             )
             self._queue.clear()
-            self._backlog.clear()
+            self._delivery.clear()
         self._transport.close()
 
     def stats(self) -> ExporterStats:
         c = self._counters
         t = self._transport
         return ExporterStats(
-            queued=len(self._queue) + len(self._backlog),
+            queued=len(self._queue) + len(self._delivery),
             sent=c.sent,
             completed=c.completed,
+            spooled=c.spooled,
+            replayed=c.replayed,
             retried=t.retried,
             failed=t.failed,
             requests=t.requests,
@@ -182,7 +185,8 @@ class Batcher:
             self._wake.clear()
             try:
                 if self._stopping:
-                    self._cycle(self._stop_deadline)
+                    if not self._cycle(self._stop_deadline):
+                        self._spool_leftovers()
                     self._finish_flush_requests()
                     return
                 with self._lock:
@@ -202,50 +206,41 @@ class Batcher:
         with self._lock:
             requests, self._flush_requests = self._flush_requests, []
         for r in requests:
-            r.ok = not self._queue and not self._backlog
+            r.ok = not self._queue and not len(self._delivery)
             r.done.set()
+
+    def _spool_leftovers(self) -> None:
+        """At shutdown, what could not be delivered goes to the spool (when there is one)."""
+        if self._delivery.spool is None:
+            return
+        self._convert_queued(everything=True)
+        runs = self._delivery.run_ids()
+        spooled = self._delivery.spool_everything()
+        if spooled:
+            logger.warning(
+                "shutdown: %d runs (%d operations) could not be delivered in time; written to the spool at %s "
+                "for the next process to send",
+                len(runs),
+                spooled,
+                self._delivery.spool.dir,
+            )
 
     def _cycle(self, deadline: float) -> bool:
         """Convert what is queued and send it all; True when nothing is left."""
         self._convert_queued()
-        while self._backlog:
-            batch = self._take_batch()
-            result = self._transport.send(batch, deadline)
-            self._account(result)
-            if result.retry:
-                for run in reversed(result.retry):
-                    self._backlog.appendleft(run)
-                    self._backlog_bytes += run.size
-                return False
-            self._convert_queued()
-        return not self._queue
+        batch = self._settings.max_export_batch_size
+        busy = lambda: len(self._queue) >= batch  # noqa: E731
+        return self._delivery.deliver(deadline, between=self._convert_queued, busy=busy) and not self._queue
 
-    def _take_batch(self) -> list[EncodedRun]:
-        batch: list[EncodedRun] = []
-        size = 0
-        max_items = self._settings.max_export_batch_size
-        max_bytes = self._settings.max_batch_bytes
-        backlog = self._backlog
-        while backlog and len(batch) < max_items:
-            run = backlog[0]
-            if batch and size + run.size > max_bytes:
-                break
-            backlog.popleft()
-            batch.append(run)
-            size += run.size
-        self._backlog_bytes -= size
-        return batch
+    def _convert_queued(self, everything: bool = False) -> None:
+        """Convert up to one batch of queued operations (all of them with ``everything``).
 
-    def _account(self, result: SendResult) -> None:
-        if result.delivered:
-            self._counters.delivered(len(result.delivered), sum(1 for r in result.delivered if r.completes))
-        for reason, runs in result.dropped.items():
-            self._counters.drop(reason, len(runs))
-
-    def _convert_queued(self) -> None:
+        Bounded so that a producer faster than conversion cannot keep the worker
+        converting forever without sending.
+        """
         queue = self._queue
-        cap = self._settings.max_queue_bytes
-        while queue:
+        budget = len(queue) if everything else min(len(queue), self._settings.max_export_batch_size)
+        for _ in range(budget):
             kind, span, ids = queue.popleft()
             try:
                 encoded = self._convert(kind, span, ids)
@@ -253,18 +248,8 @@ class Batcher:
                 logger.exception("could not convert span %r; dropped", getattr(span, "name", "?"))
                 self._counters.drop("convert_error")
                 continue
-            if encoded is None:
-                continue
-            if self._backlog_bytes + encoded.size > cap:
-                self._counters.drop("queue_bytes_full")
-                _rl.warning(
-                    "queue_bytes_full",
-                    "undelivered runs hold %d bytes, the cap (OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES); dropping new runs",
-                    cap,
-                )
-                continue
-            self._backlog.append(encoded)
-            self._backlog_bytes += encoded.size
+            if encoded is not None:
+                self._delivery.add(encoded)
 
     def _convert(self, kind: str, span: Any, ids: RunIds) -> EncodedRun | None:
         limit = self._settings.max_value_chars

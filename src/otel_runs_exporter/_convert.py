@@ -18,12 +18,14 @@ user recorded is lost.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from opentelemetry.trace import SpanKind, StatusCode
 
 from ._ids import RunIds, child_ids, iso_time, make_run_id, root_ids
+from ._redact import make_redactor
 from ._semconv import Mapped, SpanEvent, map_span
+from ._settings import Settings
 
 __all__ = ["ConvertOptions", "span_ids", "span_to_run", "patch_fields", "early_post_summary", "RUN_TYPES", "snapshot_attributes"]
 
@@ -39,6 +41,15 @@ class ConvertOptions:
 
     session: Mapping[str, str] = field(default_factory=lambda: {"session_name": "default"})
     id_scheme: str = "v7"
+    redact: Callable[[dict[str, Any]], None] | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "ConvertOptions":
+        return cls(
+            session=settings.session,
+            id_scheme=settings.id_scheme,
+            redact=make_redactor(settings.hide_inputs, settings.hide_outputs, settings.mask, settings.scrub_secrets),
+        )
 
 
 def span_ids(span: Any, parent: RunIds | None, id_scheme: str = "v7") -> RunIds:
@@ -151,6 +162,8 @@ def span_to_run(span: Any, ids: RunIds, opts: ConvertOptions, *, mapped: Mapped 
         run["tags"] = mapped.tags
     run["inputs"] = mapped.inputs if mapped.inputs is not None else {}
     if not ended:
+        if opts.redact is not None:
+            opts.redact(run)
         return run
 
     # The chain never goes back in time: an end before the (clamped) start is raised to it.
@@ -169,6 +182,8 @@ def span_to_run(span: Any, ids: RunIds, opts: ConvertOptions, *, mapped: Mapped 
         run_events.insert(0, {"name": "new_token", "time": iso_time(mapped.first_token_time_ns), "kwargs": {}})
     if run_events:
         run["events"] = run_events
+    if opts.redact is not None:
+        opts.redact(run)
     return run
 
 

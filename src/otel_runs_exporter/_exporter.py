@@ -24,7 +24,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ._convert import ConvertOptions, span_ids, span_to_run
-from ._encode import EncodedRun, encode_run
+from ._delivery import Delivery
+from ._encode import encode_run
 from ._ids import RunIds
 from ._logging import RateLimitedLog
 from ._settings import Settings, resolve, warn_if_unusable
@@ -54,7 +55,7 @@ class RunsSpanExporter(SpanExporter):
     def __init__(self, settings: Settings | None = None, **overrides: Any) -> None:
         self._settings = settings if settings is not None else resolve(overrides)
         warn_if_unusable(self._settings)
-        self._opts = ConvertOptions(session=self._settings.session, id_scheme=self._settings.id_scheme)
+        self._opts = ConvertOptions.from_settings(self._settings)
         self._wake = threading.Event()
         self._transport = Transport(self._settings, wake=self._wake)
         self._counters = Counters()
@@ -65,8 +66,8 @@ class RunsSpanExporter(SpanExporter):
         self._held_order: deque[tuple[_Key, int, float]] = deque()
         self._held_parent: dict[_Key, _Key] = {}  # held span -> its parent's key
         self._held_count = 0
-        self._pending: deque[EncodedRun] = deque()
-        self._pending_bytes = 0
+        self._delivery = Delivery(self._settings, self._transport, lambda: self._counters)
+        self._send_lock = threading.Lock()  # export() and force_flush() may race; one sender at a time
         self._shut = False
 
     def __repr__(self) -> str:
@@ -112,20 +113,25 @@ class RunsSpanExporter(SpanExporter):
             self._deliver(time.monotonic() + timeout_s)
         except Exception:  # noqa: BLE001
             logger.exception("shutdown could not deliver the remaining runs")
-        left = len(self._pending)
+        spooled = self._delivery.spool_everything()
+        if spooled:
+            logger.warning(
+                "shutdown: %d runs could not be delivered within %.1f s; written to the spool at %s",
+                spooled,
+                timeout_s,
+                self._delivery.spool.dir if self._delivery.spool else "",
+            )
+        left = self._delivery.clear()
         if left:
             self._counters.drop("shutdown", left)
-            logger.warning(
-                "shutdown: gave up %d runs that could not be delivered within %.1f s", left, timeout_s
-            )
-            self._pending.clear()
+            logger.warning("shutdown: gave up %d runs that could not be delivered within %.1f s", left, timeout_s)
         self._transport.close()
 
     def stats(self) -> ExporterStats:
         c = self._counters
         t = self._transport
         return ExporterStats(
-            queued=len(self._pending),
+            queued=len(self._delivery),
             sent=c.sent,
             completed=c.completed,
             retried=t.retried,
@@ -134,6 +140,8 @@ class RunsSpanExporter(SpanExporter):
             dropped=c.dropped(),
             held=self._held_count,
             orphaned=c.orphaned,
+            spooled=c.spooled,
+            replayed=c.replayed,
         )
 
     # --- the holding area ----------------------------------------------------------
@@ -209,7 +217,6 @@ class RunsSpanExporter(SpanExporter):
 
     def _enqueue(self, ready: list[tuple[ReadableSpan, RunIds]]) -> None:
         limit = self._settings.max_value_chars
-        cap = self._settings.max_queue_bytes
         for span, ids in ready:
             try:
                 encoded = encode_run("post", span_to_run(span, ids, self._opts), limit, completes=True)
@@ -217,42 +224,9 @@ class RunsSpanExporter(SpanExporter):
                 logger.exception("could not convert span %r; dropped", span.name)
                 self._counters.drop("convert_error")
                 continue
-            if self._pending_bytes + encoded.size > cap:
-                self._counters.drop("queue_bytes_full")
-                _rl.warning("queue_bytes_full", "undelivered runs exceed OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES; dropping")
-                continue
-            self._pending.append(encoded)
-            self._pending_bytes += encoded.size
+            self._delivery.add(encoded)
 
     def _deliver(self, deadline: float) -> bool:
         """Send pending runs in batches until done or the deadline; True when nothing is left."""
-        with self._lock:
-            pending = list(self._pending)
-            self._pending.clear()
-            self._pending_bytes = 0
-        max_items = self._settings.max_export_batch_size
-        max_bytes = self._settings.max_batch_bytes
-        index = 0
-        keep: list[EncodedRun] = []
-        while index < len(pending):
-            batch, size = [], 0
-            while index < len(pending) and len(batch) < max_items:
-                run = pending[index]
-                if batch and size + run.size > max_bytes:
-                    break
-                batch.append(run)
-                size += run.size
-                index += 1
-            result = self._transport.send(batch, deadline)
-            if result.delivered:
-                self._counters.delivered(len(result.delivered), len(result.delivered))
-            for reason, runs in result.dropped.items():
-                self._counters.drop(reason, len(runs))
-            if result.retry:
-                keep = result.retry + pending[index:]
-                break
-        if keep:
-            with self._lock:
-                self._pending.extendleft(reversed(keep))
-                self._pending_bytes += sum(r.size for r in keep)
-        return not keep
+        with self._send_lock:
+            return self._delivery.deliver(deadline)

@@ -261,6 +261,63 @@ _DECLS: dict[str, _Decl] = {
         _seconds,
         "Exporter path: longest a span is held waiting for its ancestors.",
     ),
+    "certificate": _Decl(
+        ("OTEL_EXPORTER_RUNS_CERTIFICATE",),
+        None,
+        _str,
+        "CA bundle (PEM file) to verify the service's TLS certificate with; verification is always on.",
+    ),
+    "client_certificate": _Decl(
+        ("OTEL_EXPORTER_RUNS_CLIENT_CERTIFICATE",),
+        None,
+        _str,
+        "Client certificate (PEM) for mutual TLS.",
+    ),
+    "client_key": _Decl(
+        ("OTEL_EXPORTER_RUNS_CLIENT_KEY",),
+        None,
+        _str,
+        "Private key (PEM) of the client certificate.",
+    ),
+    "spool_dir": _Decl(
+        ("OTEL_EXPORTER_RUNS_SPOOL_DIR",),
+        None,
+        _str,
+        "Directory for the durable spool: batches that could not be delivered within the export "
+        "timeout are written here and replayed later (also by the next process). Off when unset.",
+    ),
+    "spool_max_bytes": _Decl(
+        ("OTEL_EXPORTER_RUNS_SPOOL_MAX_BYTES",),
+        512 * MiB,
+        _positive_int,
+        "Most bytes the spool may hold; past it the oldest files are dropped and counted.",
+    ),
+    "hide_inputs": _Decl(
+        ("OTEL_EXPORTER_RUNS_HIDE_INPUTS",),
+        False,
+        _bool,
+        "True: send runs without inputs. As an argument it may be a callable inputs -> inputs.",
+    ),
+    "hide_outputs": _Decl(
+        ("OTEL_EXPORTER_RUNS_HIDE_OUTPUTS",),
+        False,
+        _bool,
+        "True: send runs without outputs. As an argument it may be a callable outputs -> outputs.",
+    ),
+    "mask": _Decl(
+        (),
+        None,
+        _str,
+        "Argument only: a callable applied to inputs, outputs, metadata, events and error text "
+        "before anything leaves the process or reaches the spool.",
+    ),
+    "scrub_secrets": _Decl(
+        ("OTEL_EXPORTER_RUNS_SCRUB_SECRETS",),
+        False,
+        _bool,
+        "Replace common secret shapes (API keys, bearer tokens, values of password/secret/token "
+        "attributes) with [REDACTED]. Off by default.",
+    ),
     "disabled": _Decl(
         ("OTEL_SDK_DISABLED",),
         False,
@@ -298,6 +355,15 @@ class Settings:
     max_value_chars: int
     hold_max_spans: int
     hold_max_s: float
+    certificate: str | None
+    client_certificate: str | None
+    client_key: str | None = field(repr=False)
+    spool_dir: str | None
+    spool_max_bytes: int
+    hide_inputs: Any
+    hide_outputs: Any
+    mask: Any
+    scrub_secrets: bool
     disabled: bool
 
     def __repr__(self) -> str:

@@ -19,6 +19,8 @@ class ExporterStats:
     reached the service. ``dropped`` maps a reason (``queue_full``,
     ``queue_bytes_full``, ``rejected``, ``too_large``, ``unauthorized``,
     ``shutdown``, ...) to a count: nothing is dropped without a reason here.
+    ``spooled`` counts operations written to the durable spool, ``replayed``
+    those delivered from it (by this process, whoever wrote them).
     """
 
     queued: int = 0
@@ -30,6 +32,8 @@ class ExporterStats:
     dropped: Mapping[str, int] = field(default_factory=dict)
     held: int = 0
     orphaned: int = 0
+    spooled: int = 0
+    replayed: int = 0
 
     @property
     def dropped_total(self) -> int:
@@ -44,6 +48,8 @@ class Counters:
         self.sent = 0
         self.completed = 0
         self.orphaned = 0
+        self.spooled = 0
+        self.replayed = 0
         self._dropped: dict[str, int] = {}
 
     def drop(self, reason: str, count: int = 1) -> None:

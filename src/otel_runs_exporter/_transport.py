@@ -75,6 +75,9 @@ class SendResult:
     delivered: list[EncodedRun] = field(default_factory=list)
     dropped: dict[str, list[EncodedRun]] = field(default_factory=dict)
     retry: list[EncodedRun] = field(default_factory=list)
+    # True when the retry runs were handed back because the caller woke us, not
+    # because the retry budget ran out (only the latter sends them to the spool).
+    interrupted: bool = False
 
     def drop(self, reason: str, runs: Sequence[EncodedRun]) -> None:
         self.dropped.setdefault(reason, []).extend(runs)
@@ -87,9 +90,10 @@ class RetryLater(Exception):
     and Retry-After), or None after connection errors.
     """
 
-    def __init__(self, response: requests.Response | None = None) -> None:
-        super().__init__("gave up retrying before the deadline")
+    def __init__(self, response: requests.Response | None = None, interrupted: bool = False) -> None:
+        super().__init__("interrupted" if interrupted else "gave up retrying before the deadline")
         self.response = response
+        self.interrupted = interrupted
 
 
 class HttpClient:
@@ -205,7 +209,7 @@ class HttpClient:
             if when >= deadline:
                 raise RetryLater()
             if self._wake.wait(when - now):
-                raise RetryLater()  # new work or shutdown: let the caller decide
+                raise RetryLater(interrupted=True)  # new work or shutdown: let the caller decide
 
     def _follow(
         self,
@@ -318,8 +322,9 @@ class Transport:
         content_type, body = multipart_body(runs, self._boundary)
         try:
             resp = self._request("POST", "/runs/multipart", body, content_type, deadline)
-        except RetryLater:
+        except RetryLater as later:
             result.retry.extend(runs)
+            result.interrupted |= later.interrupted
             return
         status = resp.status_code
         if 200 <= status < 300:
@@ -373,8 +378,9 @@ class Transport:
                 method, path = "PATCH", f"/runs/{run.run_id}"
             try:
                 resp = self._request(method, path, basic_body(run), "application/json", deadline)
-            except RetryLater:
+            except RetryLater as later:
                 result.retry.extend(ordered[index:])
+                result.interrupted |= later.interrupted
                 return
             status = resp.status_code
             if 200 <= status < 300 or (status == 409 and run.op == "post"):
@@ -452,6 +458,13 @@ def new_session(settings: Settings) -> requests.Session:
         session.headers["x-api-key"] = settings.api_key
     if settings.workspace_id:
         session.headers["x-tenant-id"] = settings.workspace_id
+    # TLS verification stays on (requests' default); a CA bundle only narrows what is trusted.
+    if settings.certificate:
+        session.verify = settings.certificate
+    if settings.client_certificate:
+        session.cert = (
+            (settings.client_certificate, settings.client_key) if settings.client_key else settings.client_certificate
+        )
     return session
 
 
