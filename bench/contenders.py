@@ -226,6 +226,17 @@ def _trace_many(t: Tracing, shape: str, pool: list[Variant], first: int, traces:
             out.extend(spent)
 
 
+def _warm_up(t: Tracing, wl: Workload, pool: list[Variant], sink: str) -> None:
+    # Not measured: first connection, langsmith's GET /info, lazily built state,
+    # and enough spans for allocator pools and caches to reach their steady state.
+    n = wl.spans_per_trace
+    traces = max(2, 200 // n)
+    _trace_many(t, wl.shape, pool, 0, traces, None)
+    t.flush()
+    if t.name != "floor":
+        _sink(sink, f"/_bench/wait?n={traces * n}&timeout=30")
+
+
 def _pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -236,11 +247,7 @@ def _pct(values: list[float], q: float) -> float:
 def throughput(t: Tracing, wl: Workload, spans: int, sink: str) -> dict:
     pool = variants(wl.payload)
     n = wl.spans_per_trace
-    # Warm up: first connection, langsmith's GET /info, lazily built state; not measured.
-    _trace_many(t, wl.shape, pool, 0, 2, None)
-    t.flush()
-    if t.name != "floor":
-        _sink(sink, f"/_bench/wait?n={2 * n}&timeout=30")
+    _warm_up(t, wl, pool, sink)
     _sink(sink, "/_bench/reset")
     gc.collect()
 
@@ -289,10 +296,7 @@ def throughput(t: Tracing, wl: Workload, spans: int, sink: str) -> dict:
 def latency(t: Tracing, wl: Workload, spans: int, sink: str, interval: float) -> dict:
     pool = variants(wl.payload)
     n = wl.spans_per_trace
-    _trace_many(t, wl.shape, pool, 0, 2, None)
-    t.flush()
-    if t.name != "floor":
-        _sink(sink, f"/_bench/wait?n={2 * n}&timeout=30")
+    _warm_up(t, wl, pool, sink)
     _sink(sink, "/_bench/reset?latency=1")
     traces = max(1, spans // n)
     per_span: list[int] = []
@@ -324,10 +328,7 @@ def _sink_list(sink: str, path: str) -> list[float]:
 def memory(t: Tracing, wl: Workload, spans: int, sink: str, settle_s: float) -> dict:
     pool = variants(wl.payload)
     n = wl.spans_per_trace
-    _trace_many(t, wl.shape, pool, 0, 2, None)
-    t.flush()
-    if t.name != "floor":
-        _sink(sink, f"/_bench/wait?n={2 * n}&timeout=30")
+    _warm_up(t, wl, pool, sink)
     _sink(sink, "/_bench/reset?down=503")
     gc.collect()
     time.sleep(0.3)
