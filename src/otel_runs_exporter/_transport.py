@@ -123,6 +123,9 @@ class HttpClient:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.session = session
+        # requests lets REQUESTS_CA_BUNDLE override a session's CA bundle; a bundle
+        # the user configured for this exporter must win, so it goes on each request.
+        self._verify = session.verify if isinstance(session.verify, str) else None
         self.base = base_url.rstrip("/")
         self.origin = _origin(self.base)
         self._timeout_s = timeout_s
@@ -222,8 +225,9 @@ class HttpClient:
     ) -> requests.Response:
         """One request; redirects followed only within our own origin."""
         for _ in range(_MAX_REDIRECTS + 1):
+            extra = {"verify": self._verify} if self._verify else {}
             resp = self.session.request(
-                method, url, data=body, headers=headers, params=params, timeout=timeout, allow_redirects=False
+                method, url, data=body, headers=headers, params=params, timeout=timeout, allow_redirects=False, **extra
             )
             if resp.status_code not in _REDIRECTS:
                 return resp
