@@ -29,11 +29,13 @@ from ._exporter import RunsSpanExporter
 from ._processor import RunsSpanProcessor
 from ._settings import Settings, resolve as resolve_settings
 from ._stats import ExporterStats
+from .instrumentation import traceable
 
 __version__ = "0.1.0"
 
 __all__ = [
     "configure",
+    "traceable",
     "RunsSpanProcessor",
     "RunsSpanExporter",
     "ExporterStats",
