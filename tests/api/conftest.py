@@ -90,6 +90,34 @@ def export_body(days: int = 3, **local: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
+def run_cli(svc: LocalService, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
+    """Run ``otel-runs`` in this process (same settings by environment); returns (exit code, stdout, stderr).
+
+    Cheaper than a process, for the many table/JSON checks; the process-level
+    contract (exit status, streams) is pinned by the ``cli`` fixture's tests.
+    """
+    from otel_runs_exporter import cli as cli_module
+
+    monkeypatch.setenv("OTEL_EXPORTER_RUNS_ENDPOINT", svc.url)
+    monkeypatch.setenv("OTEL_EXPORTER_RUNS_CONTROL_PLANE_URL", svc.url)
+    monkeypatch.setenv("OTEL_EXPORTER_RUNS_API_KEY", API_KEY)
+
+    def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+        capsys.readouterr()
+        with monkeypatch.context() as patch:
+            for name, value in (env or {}).items():
+                patch.setenv(name, value)
+            try:
+                code = cli_module.main(list(args))
+            except SystemExit as exc:  # argparse refusing the arguments
+                code = int(exc.code or 0)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+@pytest.fixture
 def cli(svc: LocalService) -> Callable[..., subprocess.CompletedProcess[str]]:
     """Run ``otel-runs`` as a real process configured for ``svc`` by environment variables."""
 

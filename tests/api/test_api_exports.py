@@ -187,8 +187,8 @@ def test_at_most_15_exports_per_workspace_the_rest_queue(client: ServiceClient, 
 
 def test_wait_for_export_reports_progress_and_returns_the_final_export(client: ServiceClient) -> None:
     seen: list[str] = []
-    export = client.create_export(export_body(days=5))
-    final = client.wait_for_export(export.id, timeout=10, poll_interval=0.002, progress=lambda e: seen.append(str(e.status)))
+    export = client.create_export(export_body(days=5, run_seconds=200))  # 0.2 s of real time
+    final = client.wait_for_export(export.id, timeout=10, poll_interval=0.01, progress=lambda e: seen.append(str(e.status)))
     assert final.status is ExportStatus.COMPLETED
     assert seen[-1] == "COMPLETED" and len(seen) >= 2
 

@@ -1,0 +1,217 @@
+"""``otel-runs exports|deployments|auth``: exit codes, --json on stdout, progress on stderr.
+
+A few tests run the command as a real process (the contract a CI job sees:
+exit status and clean streams); the rest call ``main`` in process, which is the
+same code without half a second of interpreter start-up each.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import API_KEY, export_body
+
+from otel_runs_exporter import cli as cli_module
+from otel_runs_exporter.server import LocalService
+
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+Main = Callable[..., tuple[int, str, str]]
+FAST = ("--poll-interval", "0.01")
+
+
+# --- as a real process ------------------------------------------------------------
+
+
+def test_process_exports_wait_completed_json_stdout_progress_stderr(cli: Cli, svc: LocalService) -> None:
+    export = svc.control.create_export(export_body(days=3))
+    done = cli("exports", "wait", export["id"], "--json", *FAST)
+    assert done.returncode == cli_module.EXIT_OK, done.stderr
+    assert json.loads(done.stdout)["status"] == "COMPLETED"  # stdout is only the JSON
+    assert "COMPLETED" in done.stderr and export["id"] in done.stderr
+    assert API_KEY not in done.stdout + done.stderr
+
+
+def test_process_exit_codes_failed_cancelled_and_wait_timeout(cli: Cli, svc: LocalService) -> None:
+    svc.control.clock.speed = 100_000
+    failed = svc.control.create_export(export_body(days=2, fail_runs={"0": 21}))
+    cancelled = svc.control.create_export(export_body(days=1, run_seconds=10**6))
+    svc.control.cancel_export(cancelled["id"])
+
+    result = cli("exports", "wait", failed["id"], *FAST)
+    assert result.returncode == cli_module.EXIT_FAILED, result.stderr
+    assert result.stdout.strip().endswith("FAILED")
+    assert cli("exports", "wait", cancelled["id"], *FAST).returncode == cli_module.EXIT_CANCELLED
+    svc.control.clock.speed = 0
+    stuck = svc.control.create_export(export_body(days=1))  # never starts on a stopped clock
+    timed = cli("exports", "wait", stuck["id"], "--timeout", "0.3", "--poll-interval", "0.1", "--json")
+    assert timed.returncode == cli_module.EXIT_WAIT_TIMEOUT
+    assert json.loads(timed.stdout)["status"] == "CREATED"  # the last state seen, for the script
+    assert "not finished" in timed.stderr
+
+
+def test_process_unauthorized_is_3_and_the_key_is_not_printed(cli: Cli) -> None:
+    refused = cli("exports", "list", env={"OTEL_EXPORTER_RUNS_API_KEY": "wrong-key-123"})
+    assert refused.returncode == cli_module.EXIT_UNAUTHORIZED and "401" in refused.stderr
+    assert "wrong-key-123" not in refused.stdout + refused.stderr
+
+
+def test_process_deployments_and_auth(cli: Cli, svc: LocalService) -> None:
+    created = cli("deployments", "create", "--json-body", "-", "--json", stdin='{"name": "agent"}')
+    assert created.returncode == 0, created.stderr
+    deployment = json.loads(created.stdout)
+    waited = cli("deployments", "wait", deployment["id"], "--json", *FAST)
+    assert waited.returncode == 0, waited.stderr
+    assert json.loads(waited.stdout)["status"] == "DEPLOYED" and "DEPLOYED" in waited.stderr
+
+    token = "tok-cli-secret-42"
+    auth = cli("auth", "wait", svc.control.start_auth(token=token), "--json")
+    assert auth.returncode == 0 and json.loads(auth.stdout) == {"status": "completed", "token_present": True}
+    assert token not in auth.stdout + auth.stderr
+
+
+# --- in process ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("local", "advance", "code", "status"),
+    [
+        ({}, 0, cli_module.EXIT_OK, "COMPLETED"),
+        ({"fail_runs": {"0": 21}}, 0, cli_module.EXIT_FAILED, "FAILED"),
+        ({"run_seconds": 100 * 3600}, 73 * 3600, cli_module.EXIT_TIMEDOUT, "TIMEDOUT"),
+    ],
+)
+def test_exports_wait_exit_code_per_final_status(
+    run_cli: Main, svc: LocalService, local: dict, advance: float, code: int, status: str
+) -> None:
+    svc.control.clock.speed = 100_000
+    export = svc.control.create_export(export_body(days=2, **local))
+    svc.control.clock.advance(advance)
+    rc, out, err = run_cli("exports", "wait", export["id"], *FAST)
+    assert rc == code, err
+    assert out.strip() == f"export {export['id']}: {status}"
+    assert status in err  # the progress line
+
+
+def test_exports_cancel_then_wait_then_cancel_again(run_cli: Main, svc: LocalService) -> None:
+    svc.control.clock.speed = 0
+    export = svc.control.create_export(export_body(days=1))
+    rc, out, _ = run_cli("exports", "cancel", export["id"])
+    assert rc == 0 and "CANCELLED" in out
+    assert run_cli("exports", "wait", export["id"], *FAST)[0] == cli_module.EXIT_CANCELLED
+    rc, _, err = run_cli("exports", "cancel", export["id"])
+    assert rc == cli_module.EXIT_CONFLICT and "409" in err and "already CANCELLED" in err
+
+
+def test_exports_list_get_runs_tables_and_json(run_cli: Main, svc: LocalService) -> None:
+    svc.control.clock.speed = 0
+    export = svc.control.create_export(export_body(days=2, fail_runs={"1": 1}))
+    svc.control.clock.advance(100)
+    rc, out, _ = run_cli("exports", "list")
+    assert rc == 0
+    assert out.splitlines()[0].split() == ["ID", "STATUS", "CREATED", "RUNS"]
+    assert export["id"] in out and "COMPLETED" in out and "2/2" in out
+    assert json.loads(run_cli("exports", "get", export["id"], "--json")[1])["destination"]["bucket_name"] == "exports"
+    rc, out, _ = run_cli("exports", "runs", export["id"])
+    assert "2025-01-02" in out and "injected failure" in out
+    runs = json.loads(run_cli("exports", "runs", export["id"], "--json")[1])
+    assert list(runs[1]["errors"]) == ["retry_0"]
+    assert json.loads(run_cli("exports", "list", "--json")[1])[0]["id"] == export["id"]
+
+
+def test_error_exit_codes(run_cli: Main, svc: LocalService, tmp_path: Path) -> None:
+    assert run_cli("exports", "get", "nope")[0] == cli_module.EXIT_NOT_FOUND
+    rc, _, err = run_cli("exports", "list", env={"OTEL_EXPORTER_RUNS_ENDPOINT": "not a url"})
+    assert rc == cli_module.EXIT_USAGE and "OTEL_EXPORTER_RUNS_ENDPOINT" in err
+    rc, _, err = run_cli("deployments", "create", "--json-body", str(tmp_path / "missing.json"))
+    assert rc == cli_module.EXIT_ERROR and "missing.json" in err  # nothing was sent
+    assert svc.requests() == [] or all("/v2/" not in e["path"] for e in svc.requests())
+    svc.control.fail_next(429, 503, retry_after=0.05)
+    assert run_cli("deployments", "get", "d")[0] == cli_module.EXIT_NOT_FOUND  # the GET retried past both
+
+
+def test_post_errors_map_to_their_codes(run_cli: Main, svc: LocalService, tmp_path: Path) -> None:
+    body = tmp_path / "d.json"
+    body.write_text('{"name": "x"}')
+    for status, code in ((429, cli_module.EXIT_RATE_LIMITED), (503, cli_module.EXIT_SERVER), (403, cli_module.EXIT_UNAUTHORIZED)):
+        svc.control.fail_next(status, retry_after=4)
+        rc, _, err = run_cli("deployments", "create", "--json-body", str(body))
+        assert rc == code, (status, err)
+        assert f"answered {status}" in err
+        if status == 429:
+            assert "retry after 4s" in err
+
+
+def test_deployments_create_wait_update_get(run_cli: Main, svc: LocalService, tmp_path: Path) -> None:
+    body = tmp_path / "deployment.json"
+    body.write_text(json.dumps({"name": "agent", "source": "github"}))
+    rc, out, err = run_cli("deployments", "create", "--json-body", str(body), "--json")
+    assert rc == 0, err
+    deployment = json.loads(out)
+    patch = tmp_path / "patch.json"
+    patch.write_text(json.dumps({"source": "gitlab"}))
+    rc, out, _ = run_cli("deployments", "update", deployment["id"], "--json-body", str(patch))
+    assert rc == 0 and "LATEST REVISION" in out
+    got = json.loads(run_cli("deployments", "get", deployment["id"], "--json")[1])
+    assert got["source"] == "gitlab" and got["latest_revision_id"] != deployment["latest_revision_id"]
+    rc, out, err = run_cli("deployments", "wait", deployment["id"], "--revision", deployment["latest_revision_id"], *FAST)
+    assert rc == 0 and out.strip().endswith("DEPLOYED") and "revision" in err
+    assert run_cli("deployments", "wait", deployment["id"], "--quiet", *FAST)[2] == ""
+
+
+def test_deployments_failed_revision_and_invalid_body(run_cli: Main, svc: LocalService, tmp_path: Path) -> None:
+    body = tmp_path / "broken.json"
+    body.write_text('{"name": "x", "local": {"fail": "BUILD_FAILED"}}')
+    deployment = json.loads(run_cli("deployments", "create", "--json-body", str(body), "--json")[1])
+    rc, out, err = run_cli("deployments", "wait", deployment["id"], "--json", *FAST)
+    assert rc == cli_module.EXIT_FAILED and "BUILD_FAILED" in err
+    assert json.loads(out)["status"] == "BUILD_FAILED"
+    rc, _, err = run_cli("deployments", "create")  # no name
+    assert rc == cli_module.EXIT_INVALID
+    assert "body.name: Field required [missing]" in err
+
+
+@pytest.mark.parametrize(
+    ("setup", "args", "code", "status"),
+    [
+        ("completed", (), cli_module.EXIT_OK, "completed"),
+        ("pending", ("--timeout", "5"), cli_module.EXIT_WAIT_TIMEOUT, "pending"),
+        ("expired", (), cli_module.EXIT_TIMEDOUT, "timeout"),
+        ("missing", (), cli_module.EXIT_NOT_FOUND, "not_found"),
+    ],
+)
+def test_auth_wait_outcomes(run_cli: Main, svc: LocalService, setup: str, args: tuple, code: int, status: str) -> None:
+    token = "tok-cli-secret-42"
+    if setup == "completed":
+        auth_id = svc.control.start_auth(token=token)
+    elif setup == "pending":
+        auth_id = svc.control.start_auth(token=token, complete_after_s=None, expires_after_s=None)
+    elif setup == "expired":
+        auth_id = svc.control.start_auth(token=token, complete_after_s=None, expires_after_s=0)
+    else:
+        auth_id = "missing"
+    rc, out, err = run_cli("auth", "wait", auth_id, "--json", *args)
+    assert rc == code, err
+    result = json.loads(out)
+    assert result["status"] == status and result["token_present"] is (setup == "completed")
+    assert token not in out + err  # hidden unless asked for
+    rc, out, err = run_cli("auth", "wait", auth_id, *args)
+    assert rc == code and f"status: {status}" in out and token not in out + err
+    if setup == "completed":
+        assert f"token:  {token}" in run_cli("auth", "wait", auth_id, "--show-token")[1]
+        assert json.loads(run_cli("auth", "wait", auth_id, "--show-token", "--json")[1])["token"] == token
+
+
+def test_auth_wait_non_integer_timeout_is_a_usage_error(run_cli: Main) -> None:
+    rc, _, err = run_cli("auth", "wait", "x", "--timeout", "soon")
+    assert rc == cli_module.EXIT_USAGE and "invalid int value" in err
+
+
+def test_help_documents_the_exit_codes(run_cli: Main) -> None:
+    rc, out, _ = run_cli("exports", "wait", "--help")
+    assert rc == 0
+    for line in ("0  completed", "10  export FAILED", "11  export TIMEDOUT", "12  export CANCELLED", "13  --timeout ran out"):
+        assert line in out
