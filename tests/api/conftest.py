@@ -12,17 +12,13 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta, timezone
-from typing import Any
 
 import pytest
 
+from api_helpers import API_KEY, BEARER, SPEED
+
 from otel_runs_exporter.api import ServiceClient
 from otel_runs_exporter.server import LocalService
-
-API_KEY = "sk-test-api-key-0123456789"
-BEARER = "bearer-test-credential-9876"
-SPEED = 1000.0
 
 
 @pytest.fixture
@@ -44,49 +40,6 @@ def frozen(svc: LocalService) -> Callable[[float], None]:
     """Stop ``svc``'s clock; the returned function moves it forward by service seconds."""
     svc.control.clock.speed = 0
     return svc.control.clock.advance
-
-
-def export_body(days: int = 3, **local: Any) -> dict[str, Any]:
-    """A create body for ``days`` daily partitions from 2025-01-01, with local knobs (``fail_runs``, ...)."""
-    start = datetime(2025, 1, 1, tzinfo=timezone.utc)
-    body: dict[str, Any] = {
-        "start_time": start.isoformat(),
-        "end_time": (start + timedelta(days=days)).isoformat(),
-        "destination": {"type": "s3", "bucket_name": "exports", "prefix": "runs/"},
-    }
-    if local:
-        body["local"] = local
-    return body
-
-
-@pytest.fixture
-def client(svc: LocalService) -> Iterator[ServiceClient]:
-    """A client of ``svc`` for both the main API and the control plane."""
-    with ServiceClient(endpoint=svc.url, control_plane_url=svc.url, api_key=API_KEY, call_timeout_s=5.0) as c:
-        yield c
-
-
-@pytest.fixture
-def frozen(svc: LocalService) -> Callable[[float], None]:
-    """Stop ``svc``'s clock; the returned function moves it forward by service seconds."""
-    svc.control.clock.speed = 0
-    return svc.control.clock.advance
-
-
-def export_body(days: int = 3, **local: Any) -> dict[str, Any]:
-    """A create body for ``days`` daily partitions from 2025-01-01, with local knobs."""
-    body: dict[str, Any] = {
-        "start_time": "2025-01-01T00:00:00Z",
-        "end_time": f"2025-01-{1 + days:02d}T00:00:00Z" if days < 31 else "2025-01-01T00:00:00Z",
-        "destination": {"type": "s3", "bucket_name": "exports", "prefix": "runs/"},
-    }
-    if days >= 31:
-        from datetime import datetime, timedelta, timezone
-
-        body["end_time"] = (datetime(2025, 1, 1, tzinfo=timezone.utc) + timedelta(days=days)).isoformat()
-    if local:
-        body["local"] = local
-    return body
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import socket
 
 import pytest
 import requests
-from conftest import API_KEY, BEARER, export_body
+from api_helpers import API_KEY, BEARER, export_body
 
 from otel_runs_exporter import (
     NotFoundError,
