@@ -42,3 +42,13 @@ def _fresh_log_limits() -> None:
     # earlier test logged the same key.
     for module in (_batcher, _processor, _transport):
         module._rl.reset()
+
+
+@pytest.fixture
+def service_process() -> Iterator[Any]:
+    """A LocalService in a child process (see rel_service_proc), stopped after the test."""
+    from rel_service_proc import ServiceProcess
+
+    proc = ServiceProcess(seed=2024)
+    yield proc
+    proc.close()

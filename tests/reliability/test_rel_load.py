@@ -1,0 +1,111 @@
+"""Load: a soak of 200k spans from 8 threads under random faults, and delivery under a producer that never pauses."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from rel_helpers import processor_provider, report, tally
+
+SOAK_SPANS = 200_000
+SOAK_THREADS = 8
+TRACE_SIZE = 5  # a root with four children: early posts, patches and merged posts all occur
+
+
+def test_soak_200k_spans_8_threads_random_faults(service_process):
+    # Seeded faults at a few percent each; the ones chosen never store a request
+    # they do not answer, so zero duplicates is required, and every span must be
+    # either completed at the service or counted in stats().dropped. The service
+    # runs in its own process (same LocalService) so the two share the two cores.
+    svc = service_process
+    svc.faults(rate_500=0.02, rate_429=0.02, rate_drop_before_read=0.02, retry_after=0.05)
+    provider, processor = processor_provider(svc.url, max_queue_size=SOAK_SPANS * 2 + 1000)
+    tracer = provider.get_tracer("soak")
+    per_thread = SOAK_SPANS // SOAK_THREADS // TRACE_SIZE
+    errors: list[BaseException] = []
+    half = threading.Barrier(SOAK_THREADS + 1)
+
+    def work(k: int) -> None:
+        try:
+            for i in range(per_thread):
+                if i == per_thread // 2:
+                    half.wait(120)
+                with tracer.start_as_current_span(f"t{k}-{i}"):
+                    for c in range(TRACE_SIZE - 1):
+                        with tracer.start_as_current_span(f"t{k}-{i}-{c}", attributes={"k": k, "i": i}):
+                            pass
+                if i % 10 == 0:
+                    time.sleep(0.01)  # an app that breathes; delivery runs alongside production
+        except BaseException as exc:  # noqa: BLE001 - reported below; a thread's exception is otherwise lost
+            errors.append(exc)
+
+    began = time.monotonic()
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(SOAK_THREADS)]
+    for t in threads:
+        t.start()
+    # Half-way, 429s stop carrying Retry-After, so both kinds are exercised.
+    half.wait(120)
+    svc.faults(retry_after=None)
+    for t in threads:
+        t.join()
+    produced_s = time.monotonic() - began
+    sent_when_produced = processor.stats().sent
+    assert processor.force_flush(300_000)
+    svc.faults(rate_500=0.0, rate_429=0.0, rate_drop_before_read=0.0)
+    stats = processor.stats()
+    created = per_thread * SOAK_THREADS * TRACE_SIZE
+    at_service = svc.tally()
+    figures = {
+        "case": f"soak: {created} spans, {SOAK_THREADS} threads, 2% each 500 / 429 / drop-before-read",
+        "created": created,
+        "delivered": at_service["completed"],
+        "dropped": dict(stats.dropped),
+        "duplicates": at_service["duplicates"],
+        "stats_completed": stats.completed,
+        "retried": stats.retried,
+        "requests": stats.requests,
+        "faults_fired": at_service["faults_fired"],
+        "statuses": at_service["statuses"],
+        "elapsed_s": round(time.monotonic() - began, 1),
+        "extra": {"production_s": round(produced_s, 1), "sent_when_production_ended": sent_when_produced},
+    }
+    report(figures)
+    assert errors == []
+    assert created >= 200_000
+    for fault in ("rate_500", "rate_429", "rate_drop_before_read"):
+        assert at_service["faults_fired"].get(fault, 0) >= 1, f"{fault} never fired"
+    assert at_service["completed"] + stats.dropped_total == created, figures
+    assert at_service["posted"] == at_service["completed"]
+    assert stats.completed == at_service["completed"]
+    assert at_service["duplicates"] == 0
+    assert at_service["missing_parents"] == 0 and at_service["patched_not_posted"] == 0
+    assert at_service["violations"] == 0
+    provider.shutdown()
+
+
+def test_producer_that_never_pauses_still_gets_runs_delivered(svc):
+    # One app thread creating spans flat out for 3 s against a healthy service.
+    # Runs must reach the service while the app is busy, not only once it stops:
+    # a worker that only converts while spans keep coming delivers nothing and
+    # grows its backlog until the byte cap drops runs.
+    provider, processor = processor_provider(svc.url, max_queue_size=1_000_000)
+    tracer = provider.get_tracer("flat-out")
+    began = time.monotonic()
+    n = 0
+    while time.monotonic() - began < 3.0:
+        with tracer.start_as_current_span(f"f-{n}"):
+            pass
+        n += 1
+    during = processor.stats()
+    requests_during = len(svc.requests())
+    assert processor.force_flush(120_000)
+    t = tally("producer that never pauses, 3 s, healthy service", n, svc, processor.stats(), began,
+              requests_while_producing=requests_during, sent_while_producing=during.sent,
+              queued_when_producing_ended=during.queued)
+    report(t)
+    assert t.delivered == n and t.dropped == {}
+    assert requests_during > 0, (
+        f"{n} spans created in 3 s and not one request sent meanwhile "
+        f"({during.queued} operations waiting when the app paused)"
+    )
+    provider.shutdown()
