@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from otel_runs_exporter._logging import reset_all as reset_rate_limited_logs
 from otel_runs_exporter._transport import HttpClient
 from otel_runs_exporter.server import LocalService
 
@@ -18,6 +19,12 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith(_PREFIXES):
             monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rate_limited_logs() -> None:
+    """A line another test already logged must not be held back in this one."""
+    reset_rate_limited_logs()
 
 
 @pytest.fixture(autouse=True)

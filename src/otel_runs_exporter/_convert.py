@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping
 
 from opentelemetry.trace import SpanKind, StatusCode
 
-from ._ids import RunIds, child_ids, iso_time, make_run_id, root_ids
+from ._ids import RunIds, child_ids, iso_time, root_ids, run_id_str
 from ._redact import make_redactor
 from ._semconv import Mapped, SpanEvent, map_span
 from ._settings import Settings
@@ -60,7 +60,7 @@ def span_ids(span: Any, parent: RunIds | None, id_scheme: str = "v7") -> RunIds:
     """
     ctx = span.get_span_context() if hasattr(span, "get_span_context") else span.context
     start = span.start_time or 0
-    run_id = make_run_id(id_scheme, ctx.trace_id, ctx.span_id, start)  # type: ignore[arg-type]
+    run_id = run_id_str(id_scheme, ctx.trace_id, ctx.span_id, start)  # type: ignore[arg-type]
     if parent is None:
         return root_ids(run_id, start)
     return child_ids(parent, run_id, start)

@@ -28,9 +28,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Literal
+from typing import Literal, NamedTuple
 from uuid import UUID
 
 __all__ = [
@@ -40,6 +39,7 @@ __all__ = [
     "run_id_v7",
     "run_id_otlp",
     "make_run_id",
+    "run_id_str",
     "format_entry",
     "iso_time",
     "root_ids",
@@ -62,6 +62,10 @@ def run_id_v7(trace_id: int, span_id: int, start_time_ns: int) -> UUID:
     start time at microsecond precision; the 62 random bits come from a hash of
     the trace id and span id.
     """
+    return UUID(int=_v7_int(trace_id, span_id, start_time_ns))
+
+
+def _v7_int(trace_id: int, span_id: int, start_time_ns: int) -> int:
     start_us = start_time_ns // 1000
     ms, us_rem = divmod(start_us, 1000)
     sub_ms = (us_rem * 4096) // 1000  # RFC 9562 6.2 method 3: fraction of a ms in 12 bits
@@ -69,8 +73,7 @@ def run_id_v7(trace_id: int, span_id: int, start_time_ns: int) -> UUID:
         trace_id.to_bytes(16, "big") + span_id.to_bytes(8, "big"), digest_size=8
     ).digest()
     rand_b = int.from_bytes(digest, "big") & _RAND_B_MASK
-    value = ((ms & 0xFFFF_FFFF_FFFF) << 80) | _VERSION_7 | (sub_ms << 64) | _VARIANT_RFC | rand_b
-    return UUID(int=value)
+    return ((ms & 0xFFFF_FFFF_FFFF) << 80) | _VERSION_7 | (sub_ms << 64) | _VARIANT_RFC | rand_b
 
 
 def run_id_otlp(trace_id: int, span_id: int, start_time_ns: int) -> UUID:
@@ -91,10 +94,41 @@ def make_run_id(scheme: IdScheme, trace_id: int, span_id: int, start_time_ns: in
     return _SCHEMES[scheme](trace_id, span_id, start_time_ns)
 
 
+def run_id_str(scheme: IdScheme, trace_id: int, span_id: int, start_time_ns: int) -> str:
+    """:func:`make_run_id` as a hyphenated string, without building a UUID object.
+
+    This runs on the application thread for every span, so it skips ``uuid.UUID``.
+
+    >>> run_id_str("v7", 1, 2, 3_000_000) == str(make_run_id("v7", 1, 2, 3_000_000))
+    True
+    """
+    value = _v7_int(trace_id, span_id, start_time_ns) if scheme == "v7" else span_id
+    h = "%032x" % value
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def _utc(time_ns: int) -> datetime:
     # Integer arithmetic first: a float of nanoseconds since 1970 loses microseconds.
     seconds, rem_ns = divmod(time_ns, 1_000_000_000)
     return datetime.fromtimestamp(seconds, tz=timezone.utc).replace(microsecond=rem_ns // 1000)
+
+
+# Spans arrive in bursts within the same second, so the formatted second is
+# cached: strftime is the costliest step of placing a span on the app thread.
+_last_second: tuple[int, str, str] = (-1, "", "")
+
+
+def _second(seconds: int) -> tuple[str, str]:
+    """``(compact, iso)`` renderings of a whole UTC second, cached for the last one seen."""
+    global _last_second
+    cached = _last_second
+    if cached[0] == seconds:
+        return cached[1], cached[2]
+    moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    compact = moment.strftime("%Y%m%dT%H%M%S")
+    iso = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    _last_second = (seconds, compact, iso)  # one tuple swap: safe across threads
+    return compact, iso
 
 
 def format_entry(start_time_ns: int, run_id: UUID | str) -> str:
@@ -103,7 +137,8 @@ def format_entry(start_time_ns: int, run_id: UUID | str) -> str:
     >>> format_entry(1_700_000_000_123_456_789, "018bcfe5-68e3-7000-8000-000000000001")
     '20231114T221320123456Z018bcfe5-68e3-7000-8000-000000000001'
     """
-    return _utc(start_time_ns).strftime("%Y%m%dT%H%M%S%fZ") + str(run_id)
+    seconds, rem_ns = divmod(start_time_ns, 1_000_000_000)
+    return f"{_second(seconds)[0]}{rem_ns // 1000:06d}Z{run_id}"
 
 
 def iso_time(time_ns: int) -> str:
@@ -112,16 +147,17 @@ def iso_time(time_ns: int) -> str:
     >>> iso_time(1_700_000_000_123_456_789)
     '2023-11-14T22:13:20.123456+00:00'
     """
-    return _utc(time_ns).isoformat(timespec="microseconds")
+    seconds, rem_ns = divmod(time_ns, 1_000_000_000)
+    return f"{_second(seconds)[1]}.{rem_ns // 1000:06d}+00:00"
 
 
-@dataclass(frozen=True, slots=True)
-class RunIds:
+class RunIds(NamedTuple):
     """Where a run sits in its tree.
 
     ``start_time_ns`` is the effective start: a child that claims to start before
     its parent (clock skew, remote parents) is raised to the parent's start so
     the chain never goes back in time and start_time always matches its entry.
+    A NamedTuple because one is built for every span on the application thread.
     """
 
     run_id: str

@@ -5,8 +5,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 
-__all__ = ["RateLimitedLog"]
+__all__ = ["RateLimitedLog", "reset_all"]
+
+_instances: "weakref.WeakSet[RateLimitedLog]" = weakref.WeakSet()
+
+
+def reset_all() -> None:
+    """Forget what every rate-limited log has said (tests start from a clean slate)."""
+    for instance in list(_instances):
+        instance.reset()
 
 
 class RateLimitedLog:
@@ -22,6 +31,7 @@ class RateLimitedLog:
         self._last: dict[str, float] = {}
         self._held: dict[str, int] = {}
         self._lock = threading.Lock()
+        _instances.add(self)
 
     def _allow(self, key: str) -> int | None:
         now = time.monotonic()

@@ -9,6 +9,10 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from otel_runs_exporter import RunsSpanExporter, RunsSpanProcessor
 
+# Providers made by a test, shut down after it even when it fails, so that no
+# worker thread of one test keeps sending into the next test's service.
+created: list[TracerProvider] = []
+
 
 def processor_provider(url: str, **settings: Any) -> tuple[TracerProvider, RunsSpanProcessor]:
     settings.setdefault("api_key", "test-key")
@@ -16,6 +20,7 @@ def processor_provider(url: str, **settings: Any) -> tuple[TracerProvider, RunsS
     processor = RunsSpanProcessor(endpoint=url, **settings)
     provider = TracerProvider()
     provider.add_span_processor(processor)
+    created.append(provider)
     return provider, processor
 
 
@@ -24,6 +29,7 @@ def exporter_provider(url: str, **settings: Any) -> tuple[TracerProvider, RunsSp
     exporter = RunsSpanExporter(endpoint=url, **settings)
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=50))
+    created.append(provider)
     return provider, exporter
 
 
