@@ -1,6 +1,6 @@
 """The queue and the worker thread of the processor path.
 
-Application threads only append ``(kind, span, ids)`` to a bounded deque and,
+Application threads only append ``(kind, span, node)`` to a bounded deque and,
 when a batch is ready, set an Event. The named daemon worker does the rest:
 it converts spans to runs, merges a post with its patch when the span ended
 before its post was sent, encodes, and hands batches to the transport.
@@ -31,10 +31,9 @@ from typing import Any, Callable
 
 from opentelemetry import context as otel_context
 
-from ._convert import ConvertOptions, early_post_summary, patch_fields, span_to_run
+from ._convert import ConvertOptions, RunNode, early_post_summary, patch_fields, span_to_run
 from ._delivery import Delivery
 from ._encode import EncodedRun, encode_run
-from ._ids import RunIds
 from ._logging import RateLimitedLog
 from ._settings import Settings
 from ._stats import Counters, ExporterStats
@@ -75,7 +74,7 @@ class Batcher:
         self._start_worker()
 
     def _init_state(self) -> None:
-        self._queue: deque[tuple[str, Any, RunIds]] = deque()
+        self._queue: deque[tuple[str, Any, RunNode]] = deque()
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._flush_requests: list[_FlushRequest] = []
@@ -102,7 +101,7 @@ class Batcher:
 
     # --- application threads -----------------------------------------------------
 
-    def submit(self, kind: str, span: Any, ids: RunIds) -> None:
+    def submit(self, kind: str, span: Any, node: RunNode) -> None:
         """Queue a span operation; never blocks, never raises."""
         if self._stopping:
             self._counters.drop("after_shutdown")
@@ -116,7 +115,7 @@ class Batcher:
                 self._settings.max_queue_size,
             )
             return
-        queue.append((kind, span, ids))
+        queue.append((kind, span, node))
         if len(queue) >= self._settings.max_export_batch_size and not self._wake.is_set():
             self._wake.set()
 
@@ -144,7 +143,8 @@ class Batcher:
         left = len(self._queue) + len(self._delivery)
         if left:
             # Only when the worker did not finish (stuck in a request past the timeout).
-            runs = {ids.run_id for _, _, ids in self._queue} | self._delivery.run_ids()
+            runs = {node.resolve(self._settings.id_scheme).run_id for _, _, node in self._queue}
+            runs |= self._delivery.run_ids()
             self._counters.drop("shutdown", left)
             logger.warning(
                 "shutdown: gave up %d runs (%d operations) that could not be delivered within %.1f s",
@@ -241,9 +241,9 @@ class Batcher:
         queue = self._queue
         budget = len(queue) if everything else min(len(queue), self._settings.max_export_batch_size)
         for _ in range(budget):
-            kind, span, ids = queue.popleft()
+            kind, span, node = queue.popleft()
             try:
-                encoded = self._convert(kind, span, ids)
+                encoded = self._convert(kind, span, node.resolve(self._settings.id_scheme))
             except Exception:  # noqa: BLE001 - one bad span must not stop the others
                 logger.exception("could not convert span %r; dropped", getattr(span, "name", "?"))
                 self._counters.drop("convert_error")
@@ -251,7 +251,7 @@ class Batcher:
             if encoded is not None:
                 self._delivery.add(encoded)
 
-    def _convert(self, kind: str, span: Any, ids: RunIds) -> EncodedRun | None:
+    def _convert(self, kind: str, span: Any, ids: Any) -> EncodedRun | None:
         limit = self._settings.max_value_chars
         if kind == "post":
             run = span_to_run(span, ids, self._opts)

@@ -17,6 +17,7 @@ user recorded is lost.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -27,7 +28,16 @@ from ._redact import make_redactor
 from ._semconv import Mapped, SpanEvent, map_span
 from ._settings import Settings
 
-__all__ = ["ConvertOptions", "span_ids", "span_to_run", "patch_fields", "early_post_summary", "RUN_TYPES", "snapshot_attributes"]
+__all__ = [
+    "ConvertOptions",
+    "RunNode",
+    "span_ids",
+    "span_to_run",
+    "patch_fields",
+    "early_post_summary",
+    "RUN_TYPES",
+    "snapshot_attributes",
+]
 
 RUN_TYPES = frozenset({"tool", "chain", "llm", "retriever", "embedding", "prompt", "parser"})
 
@@ -64,6 +74,43 @@ def span_ids(span: Any, parent: RunIds | None, id_scheme: str = "v7") -> RunIds:
     if parent is None:
         return root_ids(run_id, start)
     return child_ids(parent, run_id, start)
+
+
+class RunNode:
+    """A started span's place in its run tree, resolved to :class:`RunIds` on demand.
+
+    The processor's ``on_start`` only links a node to its parent's node (a dict
+    lookup); the ids are computed later, on the worker thread, parents first
+    (or on the app thread by the propagator, for the rare outgoing call). Once
+    resolved, a node drops its parent link so chains of ancestors are not kept
+    alive by long-lived descendants.
+    """
+
+    __slots__ = ("span", "parent", "remote", "ids")
+    _lock = threading.Lock()  # the worker and a propagating app thread may resolve at once
+
+    def __init__(self, span: Any, parent: "RunNode | None", remote: RunIds | None = None) -> None:
+        self.span = span
+        self.parent = parent
+        self.remote = remote
+        self.ids: RunIds | None = None
+
+    def resolve(self, id_scheme: str) -> RunIds:
+        ids = self.ids
+        if ids is not None:
+            return ids
+        with RunNode._lock:
+            chain: list[RunNode] = []
+            node: RunNode | None = self
+            while node is not None and node.ids is None:
+                chain.append(node)
+                node = node.parent
+            above = node.ids if node is not None else None
+            for current in reversed(chain):
+                current.ids = above = span_ids(current.span, above if above is not None else current.remote, id_scheme)
+                current.parent = None
+                current.remote = None
+            return self.ids  # type: ignore[return-value]
 
 
 def snapshot_attributes(span: Any) -> dict[str, Any]:

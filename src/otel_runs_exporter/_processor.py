@@ -1,7 +1,8 @@
 """``RunsSpanProcessor``: the preferred path.
 
-``on_start`` places the span in its run tree (its parent's ids are known from
-the parent's own ``on_start``) and queues a post; ``on_end`` queues a patch.
+``on_start`` links the span to its parent's node (known from the parent's own
+``on_start``) and queues a post; ``on_end`` queues a patch. The run ids and
+dotted_order are computed from those links on the worker thread.
 Everything else happens on the worker thread (see ``_batcher``). Because ids are
 fixed at start, a long-lived root (a server request span) is visible at the
 service while it is still running, and children never wait for their parents.
@@ -18,7 +19,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from ._batcher import Batcher
-from ._convert import span_ids
+from ._convert import RunNode
 from ._ids import RunIds
 from ._logging import RateLimitedLog
 from ._settings import Settings, resolve, warn_if_unusable
@@ -41,9 +42,9 @@ _live: "weakref.WeakSet[RunsSpanProcessor]" = weakref.WeakSet()
 def run_ids_for(span_id: int) -> RunIds | None:
     """The run ids a live processor gave the span ``span_id`` (open or recently ended)."""
     for processor in list(_live):
-        ids = processor._open.get(span_id) or processor._recent.get(span_id)
-        if ids is not None:
-            return ids
+        node = processor._open.get(span_id) or processor._recent.get(span_id)
+        if node is not None:
+            return node.resolve(processor._settings.id_scheme)
     return None
 
 
@@ -59,8 +60,8 @@ class RunsSpanProcessor(SpanProcessor):
     def __init__(self, settings: Settings | None = None, **overrides: Any) -> None:
         self._settings = settings if settings is not None else resolve(overrides)
         warn_if_unusable(self._settings)
-        self._open: dict[int, RunIds] = {}
-        self._recent: OrderedDict[int, RunIds] = OrderedDict()
+        self._open: dict[int, RunNode] = {}
+        self._recent: OrderedDict[int, RunNode] = OrderedDict()
         self._batcher: Batcher | None = None if self._settings.disabled else Batcher(self._settings)
         if self._batcher is not None:
             _live.add(self)
@@ -80,16 +81,17 @@ class RunsSpanProcessor(SpanProcessor):
             ctx = span.get_span_context()
             if not ctx.trace_flags.sampled:
                 return  # sampling keeps or drops whole traces; never export what was not sampled
-            parent_ids = None
+            parent_node = remote = None
             parent = span.parent
             if parent is not None:
                 key = parent.span_id
-                parent_ids = self._open.get(key) or self._recent.get(key)
-                if parent_ids is None and parent.is_remote and remote_parent_lookup is not None:
-                    parent_ids = remote_parent_lookup(parent_context)
-            ids = span_ids(span, parent_ids, self._settings.id_scheme)
-            self._open[ctx.span_id] = ids
-            batcher.submit("post", span, ids)
+                parent_node = self._open.get(key) or self._recent.get(key)
+                if parent_node is None and parent.is_remote and remote_parent_lookup is not None:
+                    remote = remote_parent_lookup(parent_context)
+            # Only a link to the parent here: ids are computed on the worker thread.
+            node = RunNode(span, parent_node, remote)
+            self._open[ctx.span_id] = node
+            batcher.submit("post", span, node)
         except Exception:  # noqa: BLE001 - never raise into the application
             _rl.error("on_start", "could not record the start of span %r", getattr(span, "name", "?"), exc_info=True)
 
@@ -99,17 +101,17 @@ class RunsSpanProcessor(SpanProcessor):
             return
         try:
             span_id = span.context.span_id
-            ids = self._open.pop(span_id, None)
-            if ids is None:
+            node = self._open.pop(span_id, None)
+            if node is None:
                 return  # not sampled, or started before this processor was added
             recent = self._recent
-            recent[span_id] = ids
+            recent[span_id] = node
             if len(recent) > _RECENT_MAX:
                 try:
                     recent.popitem(last=False)
                 except KeyError:
                     pass
-            batcher.submit("patch", span, ids)
+            batcher.submit("patch", span, node)
         except Exception:  # noqa: BLE001
             _rl.error("on_end", "could not record the end of span %r", getattr(span, "name", "?"), exc_info=True)
 
