@@ -226,11 +226,14 @@ def _trace_many(t: Tracing, shape: str, pool: list[Variant], first: int, traces:
             out.extend(spent)
 
 
+WARMUP_SPANS = 200  # --warmup; the smoke run uses fewer
+
+
 def _warm_up(t: Tracing, wl: Workload, pool: list[Variant], sink: str) -> None:
     # Not measured: first connection, langsmith's GET /info, lazily built state,
     # and enough spans for allocator pools and caches to reach their steady state.
     n = wl.spans_per_trace
-    traces = max(2, 200 // n)
+    traces = max(1, WARMUP_SPANS // n)
     _trace_many(t, wl.shape, pool, 0, traces, None)
     t.flush()
     if t.name != "floor":
@@ -386,6 +389,7 @@ def memory(t: Tracing, wl: Workload, spans: int, sink: str, settle_s: float) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
+    global WARMUP_SPANS
     p = argparse.ArgumentParser(description="one benchmark contender in this process")
     p.add_argument("--contender", choices=CONTENDERS, required=True)
     p.add_argument("--workload", required=True, help="<small|genai|64k>-<shallow|deep>-<threads>")
@@ -395,7 +399,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--interval", type=float, default=0.25, help="latency mode: seconds between traces")
     p.add_argument("--cap-bytes", type=int, default=None, help="memory mode: our max_queue_bytes")
     p.add_argument("--settle", type=float, default=20.0, help="memory mode: longest wait for the pipeline after the burst")
+    p.add_argument("--warmup", type=int, default=WARMUP_SPANS, help="spans traced and delivered before measuring")
     a = p.parse_args(argv)
+    WARMUP_SPANS = a.warmup
     wl = Workload.parse(a.workload)
     t = Tracing(a.contender, a.sink.rstrip("/"), a.mode, a.spans, a.cap_bytes)
     if a.mode == "throughput":

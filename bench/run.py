@@ -151,7 +151,7 @@ def run_one(sink: SinkProcess, contender: str, workload: str, spans: int, mode: 
         "--spans", str(spans),
         "--sink", sink.url,
         "--mode", mode,
-    ] + (extra or [])
+    ] + (["--warmup", "20"] if SMOKE else []) + (extra or [])
     cpu0 = sink.cpu_s()
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_child_env())
@@ -169,6 +169,7 @@ def run_one(sink: SinkProcess, contender: str, workload: str, spans: int, mode: 
     return result
 
 
+SMOKE = False  # --smoke: shorter warm-ups too
 SRC_OVERRIDE: str | None = None  # --src: the otel_runs_exporter source the contenders import
 
 
@@ -230,8 +231,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip", default="", help="comma-separated phases to skip: throughput,latency,memory")
     p.add_argument("--no-charts", action="store_true")
     p.add_argument("--src", default=None, help="import otel_runs_exporter from this directory (e.g. a clean `git archive` of a commit)")
+    p.add_argument("--from-json", default=None, help="only re-render --out and the charts from a results file")
     a = p.parse_args(argv)
-    global SRC_OVERRIDE
+    if a.from_json:
+        with open(a.from_json) as f:
+            saved = json.load(f)
+        _write_outputs(saved, a.out or os.path.join(ROOT, "BENCHMARKS.md"), not a.no_charts)
+        return 0
+    global SRC_OVERRIDE, SMOKE
+    SMOKE = a.smoke
     SRC_OVERRIDE = os.path.abspath(a.src) if a.src else None
 
     contenders = [c for c in a.contenders.split(",") if c]
@@ -311,6 +319,11 @@ def main(argv: list[str] | None = None) -> int:
     if out_json:
         with open(out_json, "w") as f:
             json.dump(results, f, indent=1)
+    _write_outputs(results, out_md, not a.smoke and not a.no_charts and bool(results["throughput"]))
+    return 0
+
+
+def _write_outputs(results: dict, out_md: str | None, charts: bool) -> None:
     if out_md:
         from report import render
 
@@ -324,11 +337,10 @@ def main(argv: list[str] | None = None) -> int:
             new = old.rstrip() + "\n\n" + BEGIN + "\n" + text + "\n" + END + "\n"
         with open(out_md, "w") as f:
             f.write(new)
-    if not a.smoke and not a.no_charts and results["throughput"]:
+    if charts:
         from charts import draw
 
         draw(results, os.path.join(ROOT, "docs"))
-    return 0
 
 
 def _line(r: dict) -> str:

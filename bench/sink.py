@@ -320,6 +320,12 @@ class Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128  # 8 producer threads x a few connections each, never a refused connect
 
+    def handle_error(self, request, client_address) -> None:  # noqa: ANN001
+        # A client giving up mid-request (a contender exiting during an outage) is expected here.
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return
+        super().handle_error(request, client_address)
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
