@@ -250,6 +250,9 @@ class Batcher:
                 continue
             if encoded is not None:
                 self._delivery.add(encoded)
+            # Let application threads waiting for the GIL in before the next span,
+            # instead of after the 5 ms switch interval: it bounds their p99.
+            time.sleep(0)
 
     def _convert(self, kind: str, span: Any, ids: Any) -> EncodedRun | None:
         limit = self._settings.max_value_chars

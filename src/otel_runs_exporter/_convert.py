@@ -166,8 +166,25 @@ def _otel_metadata(span: Any, ids: RunIds) -> dict[str, Any]:
             meta["otel_scope_version"] = scope.version
     resource = span.resource
     if resource is not None and resource.attributes:
-        meta["otel_resource"] = dict(resource.attributes)
+        meta["otel_resource"] = _resource_dict(resource)
     return meta
+
+
+_resource_cache: tuple[Any, dict[str, Any]] = (None, {})
+
+
+def _resource_dict(resource: Any) -> dict[str, Any]:
+    """The resource's attributes as a dict, built once per resource (all spans of a provider share one).
+
+    The cache holds the resource itself, so its identity cannot be reused while cached.
+    """
+    global _resource_cache
+    cached_resource, cached = _resource_cache
+    if cached_resource is resource:
+        return cached
+    built = dict(resource.attributes)
+    _resource_cache = (resource, built)
+    return built
 
 
 def span_to_run(span: Any, ids: RunIds, opts: ConvertOptions, *, mapped: Mapped | None = None) -> dict[str, Any]:
