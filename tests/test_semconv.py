@@ -869,3 +869,28 @@ def test_map_span_never_raises(attributes, events):
     m = map_span(attributes, events)
     assert m.consumed <= set(attributes)
     assert m.consumed_events <= set(range(len(events)))
+
+
+# --- the fast path for spans no table reads ------------------------------------------
+
+from hypothesis import given as _given  # noqa: E402
+from hypothesis import strategies as _st  # noqa: E402
+
+from otel_runs_exporter._semconv import _map_span  # noqa: E402
+
+_KEY_PARTS = ["gen_ai", "llm", "http", "db", "input", "output", "tool", "user", "session", "metadata", "x", "value",
+              "request", "model", "messages", "0", "role", "content", "langsmith", "span", "kind", "usage", "tags", "tag"]
+
+
+@_given(
+    _st.dictionaries(
+        _st.lists(_st.sampled_from(_KEY_PARTS), min_size=1, max_size=4).map(".".join),
+        _st.one_of(_st.text(max_size=12), _st.integers(), _st.just('{"a": 1}'), _st.just("[1, 2]")),
+        max_size=8,
+    )
+)
+def test_fast_path_agrees_with_the_full_mapping(attrs):
+    fast, full = map_span(attrs), _map_span(attrs, ())
+    assert (fast.run_type, fast.inputs, fast.outputs, fast.metadata, fast.consumed) == (
+        full.run_type, full.inputs, full.outputs, full.metadata, full.consumed
+    )

@@ -772,6 +772,33 @@ def map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent] = ()) ->
     >>> m.outputs
     {'usage_metadata': {'input_tokens': 3, 'output_tokens': 2, 'total_tokens': 5}}
     """
+    if not events and not any(key.startswith(_READ_PREFIXES) for key in attributes):
+        return Mapped()  # most spans (HTTP, DB, app code) carry nothing these tables read
+    return _map_span(attributes, events)
+
+
+# Every attribute any table above reads starts with one of these; a span with
+# none of them (and no events) maps to a plain chain run with nothing consumed.
+_READ_PREFIXES = (
+    "gen_ai.",
+    "llm.",
+    "langsmith.",
+    "traceloop.",
+    "openinference.",
+    "embedding.",
+    "reranker.",
+    "retrieval.",
+    "input.",
+    "output.",
+    "tool.",
+    "session.",
+    "user.",
+    "metadata",
+    "tag.",
+)
+
+
+def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Mapped:
     out = Mapped()
     consumed = out.consumed
     ctx = _Ctx(attributes, consumed)
