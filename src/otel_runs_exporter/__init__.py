@@ -17,6 +17,9 @@ transport -> batcher -> processor/exporter.
 from ._configure import configure
 from ._errors import (
     ConfigError,
+    DeploymentFailedError,
+    NoAnswerError,
+    WaitTimeoutError,
     NotFoundError,
     RateLimitedError,
     RunsExporterError,
@@ -49,5 +52,8 @@ __all__ = [
     "RateLimitedError",
     "ValidationError",
     "ServerError",
+    "NoAnswerError",
+    "WaitTimeoutError",
+    "DeploymentFailedError",
     "__version__",
 ]

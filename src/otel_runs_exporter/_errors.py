@@ -4,6 +4,9 @@
 
     RunsExporterError
     ├── ConfigError            a setting has a bad value (names the variable and what it expects)
+    ├── NoAnswerError          no answer before the call's deadline (also a ConnectionError)
+    ├── WaitTimeoutError       a wait_* call ran out of time (``last`` state seen; also a TimeoutError)
+    ├── DeploymentFailedError  a revision ended in a failed status
     └── ServiceError           the service answered with an error (status, method, path, detail)
         ├── UnauthorizedError  401 / 403
         ├── NotFoundError      404
@@ -19,6 +22,7 @@ token.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
@@ -30,6 +34,9 @@ __all__ = [
     "RateLimitedError",
     "ValidationError",
     "ServerError",
+    "NoAnswerError",
+    "WaitTimeoutError",
+    "DeploymentFailedError",
 ]
 
 
@@ -39,6 +46,35 @@ class RunsExporterError(Exception):
 
 class ConfigError(RunsExporterError, ValueError):
     """A setting has a value that cannot be used."""
+
+
+class NoAnswerError(RunsExporterError, ConnectionError):
+    """No answer before the call's deadline: the service could not be reached or never replied."""
+
+    def __init__(self, method: str, path: str, base: str) -> None:
+        self.method, self.path, self.base = method, path, base
+        super().__init__(f"{method} {path}: no answer from {base} (could not connect, or timed out)")
+
+
+class WaitTimeoutError(RunsExporterError, TimeoutError):
+    """A ``wait_*`` call ran out of time; ``last`` is the last state seen (an Export or a Revision)."""
+
+    def __init__(self, what: str, timeout: float, last: Any) -> None:
+        self.what, self.timeout, self.last = what, timeout, last
+        status = getattr(last, "status", None)
+        super().__init__(f"{what} not finished after {timeout:g}s (last status {status})")
+
+
+class DeploymentFailedError(RunsExporterError):
+    """A revision reached a failed status (``BUILD_FAILED``, ``DEPLOY_FAILED``, ...) instead of DEPLOYED."""
+
+    def __init__(self, revision: Any) -> None:
+        self.revision = revision
+        message = revision.raw.get("status_message") if isinstance(revision.raw, Mapping) else None
+        super().__init__(
+            f"revision {revision.id} of deployment {revision.deployment_id} failed with status {revision.status}"
+            + (f": {message}" if message else "")
+        )
 
 
 class ServiceError(RunsExporterError):

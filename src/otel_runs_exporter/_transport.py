@@ -45,7 +45,7 @@ from ._encode import EncodedRun, basic_body, multipart_body, new_boundary
 from ._logging import RateLimitedLog
 from ._settings import Settings
 
-__all__ = ["Transport", "SendResult", "HttpClient", "RetryLater", "USER_AGENT", "new_session"]
+__all__ = ["Transport", "SendResult", "HttpClient", "RetryLater", "USER_AGENT", "new_session", "retry_after_seconds"]
 
 logger = logging.getLogger(__name__)
 _rl = RateLimitedLog(logger)
@@ -183,7 +183,7 @@ class HttpClient:
                     else:
                         self.failed += 1
                     return resp
-                retry_after = _retry_after(resp)
+                retry_after = retry_after_seconds(resp)
                 _rl.warning("status_%d" % resp.status_code, "the service answered %d; retrying", resp.status_code)
                 resp.close()
                 last = resp
@@ -428,7 +428,8 @@ def _origin(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}".lower()
 
 
-def _retry_after(resp: requests.Response) -> float | None:
+def retry_after_seconds(resp: requests.Response) -> float | None:
+    """Seconds the service asked us to wait (Retry-After as seconds or an HTTP date), or None."""
     value = resp.headers.get("Retry-After")
     if not value:
         return None

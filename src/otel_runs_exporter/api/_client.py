@@ -30,9 +30,15 @@ from typing import Any, Callable, Mapping
 import orjson
 import requests
 
-from .._errors import RunsExporterError, ServiceError, error_for_status
+from .._errors import (
+    DeploymentFailedError,
+    NoAnswerError,
+    ServiceError,
+    WaitTimeoutError,
+    error_for_status,
+)
 from .._settings import Settings, resolve
-from .._transport import HttpClient, RetryLater, _retry_after, new_session
+from .._transport import HttpClient, RetryLater, new_session, retry_after_seconds
 from ._models import AuthWaitResult, Deployment, Export, ExportRun, Revision
 
 __all__ = ["ServiceClient", "NoAnswerError", "WaitTimeoutError", "DeploymentFailedError", "exports_base"]
@@ -41,35 +47,6 @@ logger = logging.getLogger(__name__)
 
 _API_V1 = "/api/v1"
 _JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
-
-
-class NoAnswerError(RunsExporterError, ConnectionError):
-    """No answer before the call's deadline: the service could not be reached or never replied."""
-
-    def __init__(self, method: str, path: str, base: str) -> None:
-        self.method, self.path, self.base = method, path, base
-        super().__init__(f"{method} {path}: no answer from {base} (could not connect, or timed out)")
-
-
-class WaitTimeoutError(RunsExporterError, TimeoutError):
-    """A ``wait_*`` call ran out of time; ``last`` is the last state seen (an Export or a Revision)."""
-
-    def __init__(self, what: str, timeout: float, last: Any) -> None:
-        self.what, self.timeout, self.last = what, timeout, last
-        status = getattr(last, "status", None)
-        super().__init__(f"{what} not finished after {timeout:g}s (last status {status})")
-
-
-class DeploymentFailedError(RunsExporterError):
-    """A revision reached a failed status (``BUILD_FAILED``, ``DEPLOY_FAILED``, ...) instead of DEPLOYED."""
-
-    def __init__(self, revision: Revision) -> None:
-        self.revision = revision
-        message = revision.raw.get("status_message") if isinstance(revision.raw, Mapping) else None
-        super().__init__(
-            f"revision {revision.id} of deployment {revision.deployment_id} failed with status {revision.status}"
-            + (f": {message}" if message else "")
-        )
 
 
 def exports_base(endpoint: str) -> str:
@@ -291,7 +268,7 @@ class ServiceClient:
             resp = later.response
         logger.debug("%s %s -> %d", method, path, resp.status_code)
         if resp.status_code >= 300:
-            raise error_for_status(resp.status_code, method, path, _parse(resp), _retry_after(resp))
+            raise error_for_status(resp.status_code, method, path, _parse(resp), retry_after_seconds(resp))
         return _parse(resp)
 
     def _poll(
