@@ -48,6 +48,10 @@ TRUNCATION_MARKER = "...[truncated {n} chars]"
 _MAX_DEPTH = 100  # orjson refuses past 255; keep well under and say where we cut
 _OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 _SEPARATE = ("inputs", "outputs", "events")
+# Fields of a run's main part that identify and place it: never truncated.
+_IDENTITY = frozenset(
+    {"id", "trace_id", "parent_run_id", "dotted_order", "start_time", "end_time", "session_name", "session_id", "run_type"}
+)
 
 
 def _default(value: Any) -> Any:
@@ -60,7 +64,15 @@ def _default(value: Any) -> Any:
             return "base64:" + base64.b64encode(raw).decode("ascii")
     if isinstance(value, (set, frozenset)):
         return list(value)
-    for attr in ("model_dump", "dict", "_asdict"):  # pydantic v2, v1, namedtuple
+    if isinstance(value, BaseException):
+        return f"{type(value).__name__}: {value}"
+    model_dump = getattr(value, "model_dump", None)  # pydantic v2 (the openai/anthropic types)
+    if callable(model_dump):
+        try:
+            return model_dump(mode="json")
+        except Exception:  # noqa: BLE001 - a broken model_dump must not cost the rest
+            pass
+    for attr in ("dict", "_asdict"):  # pydantic v1, namedtuple
         method = getattr(value, attr, None)
         if callable(method):
             try:
@@ -75,12 +87,13 @@ def _default(value: Any) -> Any:
         return f"<{type(value).__name__} object>"
 
 
-def _sanitize(value: Any, limit: int, depth: int, seen: set[int]) -> Any:
+def _sanitize(value: Any, limit: int, depth: int, seen: set[int], keep: frozenset[str] = frozenset()) -> Any:
     """Slow path: a copy orjson always accepts, with long strings truncated.
 
     Used only when the fast path fails or the output is large enough that a
     string may exceed ``limit``; handles cycles, excessive depth, lone
-    surrogates and non-finite floats.
+    surrogates and non-finite floats. Dict keys are never cut, nor the
+    top-level fields named in ``keep`` (ids and dotted_order must stay whole).
     """
     if isinstance(value, str):
         if limit and len(value) > limit:
@@ -106,7 +119,9 @@ def _sanitize(value: Any, limit: int, depth: int, seen: set[int]) -> Any:
         try:
             if isinstance(value, dict):
                 return {
-                    _sanitize(str(k) if not isinstance(k, str) else k, limit, depth + 1, seen): _sanitize(v, limit, depth + 1, seen)
+                    _sanitize(k if isinstance(k, str) else str(k), 0, depth + 1, seen): _sanitize(
+                        v, 0 if k in keep else limit, depth + 1, seen
+                    )
                     for k, v in value.items()
                 }
             return [_sanitize(v, limit, depth + 1, seen) for v in value]
@@ -115,11 +130,12 @@ def _sanitize(value: Any, limit: int, depth: int, seen: set[int]) -> Any:
     return _sanitize(_default(value), limit, depth + 1, seen)
 
 
-def dumps(value: Any, max_value_chars: int = 0) -> bytes:
+def dumps(value: Any, max_value_chars: int = 0, keep: frozenset[str] = frozenset()) -> bytes:
     """Serialize with orjson; never raises.
 
     Strings longer than ``max_value_chars`` (0: no limit) are cut with a marker
-    that says how much was cut. NaN and Infinity become strings, bytes become
+    that says how much was cut; dict keys and the top-level fields in ``keep``
+    never are. NaN and Infinity become strings, bytes become
     UTF-8 text (or ``base64:...``), unknown objects their ``repr``.
 
     >>> dumps({"x": float("nan"), "b": b"hi", "s": {1}})
@@ -128,11 +144,11 @@ def dumps(value: Any, max_value_chars: int = 0) -> bytes:
     try:
         out = orjson.dumps(value, default=_default, option=_OPTIONS)
     except (orjson.JSONEncodeError, TypeError, ValueError, RecursionError):
-        return _exact(orjson.dumps(_sanitize(value, max_value_chars, 0, set()), option=_OPTIONS))
+        return _exact(orjson.dumps(_sanitize(value, max_value_chars, 0, set(), keep), option=_OPTIONS))
     # orjson writes NaN/Infinity as null; only rebuild when a float could be one of them.
     needs_fix = b"null" in out and _has_nonfinite(value, 0)
     if needs_fix or (max_value_chars and len(out) > max_value_chars):
-        out = orjson.dumps(_sanitize(value, max_value_chars, 0, set()), option=_OPTIONS)
+        out = orjson.dumps(_sanitize(value, max_value_chars, 0, set(), keep), option=_OPTIONS)
     return _exact(out)
 
 
@@ -184,7 +200,7 @@ def encode_run(op: str, run: dict[str, Any], max_value_chars: int = 0, completes
     run_id = str(run["id"])
     main = {k: v for k, v in run.items() if k not in _SEPARATE}
     prefix = f"{op}.{run_id}"
-    parts = [(prefix, dumps(main, max_value_chars))]
+    parts = [(prefix, dumps(main, max_value_chars, _IDENTITY))]
     for key in _SEPARATE:
         value = run.get(key)
         if value is not None:

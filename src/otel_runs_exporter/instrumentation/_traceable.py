@@ -23,10 +23,11 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
-import orjson
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
+
+from .._encode import dumps
 
 __all__ = ["traceable", "RunHandle", "copy_context_wrapper", "ContextThreadPoolExecutor", "json_dumps"]
 
@@ -35,7 +36,6 @@ logger = logging.getLogger("otel_runs_exporter.instrumentation")
 F = TypeVar("F", bound=Callable[..., Any])
 
 _RUN_TYPES = frozenset({"chain", "llm", "tool", "retriever", "embedding", "prompt", "parser"})
-_ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
 _tracer: trace.Tracer | None = None
 
@@ -52,43 +52,17 @@ def _get_tracer() -> trace.Tracer:
 # --------------------------------------------------------------------------- serialization
 
 
-def _coerce(obj: Any) -> Any:
-    """orjson ``default=``: turn what orjson refuses into something it accepts, never raising."""
-    try:
-        dump = getattr(obj, "model_dump", None)  # pydantic v2 (the openai/anthropic types)
-        if callable(dump):
-            return dump(mode="json")
-        if isinstance(obj, (set, frozenset, tuple)):
-            return list(obj)
-        if isinstance(obj, (bytes, bytearray, memoryview)):
-            return bytes(obj).decode("utf-8", "replace")
-        if isinstance(obj, BaseException):
-            return f"{type(obj).__name__}: {obj}"
-    except Exception:  # a broken model_dump must not cost us the rest of the payload
-        pass
-    try:
-        return repr(obj)
-    except Exception:
-        return f"<{type(obj).__qualname__} object>"
-
-
 def json_dumps(value: Any) -> str:
     """Serialize ``value`` to a JSON string for a span attribute; never raises.
 
-    Anything orjson cannot encode natively is coerced (pydantic models dumped, sets listed,
-    everything else ``repr``-ed), so one odd argument never loses the others.
+    The exporter's one coercion rule (``_encode.dumps``) applies: pydantic models
+    dumped, sets listed, cycles and excessive depth marked where they occur,
+    anything else ``repr``-ed, so one odd argument never loses the others.
 
     >>> json_dumps({"a": {1, 2}, "b": object}).startswith('{"a":[')
     True
     """
-    try:
-        return orjson.dumps(value, default=_coerce, option=_ORJSON_OPTIONS).decode()
-    except Exception:
-        # e.g. integers beyond 64 bits or recursion limits: keep a readable trace of the value.
-        try:
-            return orjson.dumps({"repr": _coerce(value) if not isinstance(value, str) else value}).decode()
-        except Exception:
-            return "{}"
+    return dumps(value).decode()
 
 
 def _attribute_value(value: Any) -> Any:
