@@ -38,6 +38,7 @@ import orjson
 import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
@@ -560,3 +561,31 @@ def usage_attributes(
 def json_attr(value: Any) -> str:
     """Messages and parts as the JSON string the conventions ask for."""
     return json_dumps(value)
+
+
+class GenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """What the client instrumentors share: the on/off switch, the list of what
+    was wrapped, and unwrapping only what is ours.
+
+    A subclass's ``_instrument`` calls :meth:`_begin` for its tracer and capture
+    setting, then :meth:`_wrap` for each method.
+    """
+
+    def __init__(self) -> None:
+        self._switch = Switch()
+        self._wrapped: list[tuple[Any, str]] = []
+
+    def _begin(self, kwargs: Mapping[str, Any], module: str) -> tuple[trace.Tracer, bool]:
+        self._switch = Switch()
+        self._wrapped = []
+        tracer = trace.get_tracer(module, tracer_provider=kwargs.get("tracer_provider"))
+        return tracer, capture_content_enabled(kwargs.get("capture_content"))
+
+    def _wrap(self, owner: Any, method: str, wrapper: Callable[..., Any]) -> None:
+        wrapt.wrap_function_wrapper(owner, method, wrapper)
+        self._wrapped.append((owner, method))
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        for owner, method in self._wrapped:
+            unwrap_own(owner, method, self._switch)
+        self._wrapped = []

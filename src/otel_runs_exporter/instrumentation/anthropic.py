@@ -33,18 +33,16 @@ from typing import Any, Callable, Collection, Mapping
 import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from wrapt import wrap_function_wrapper
 
 from . import _genai
 from ._genai import (
     AsyncStreamProxy,
     GenAICall,
+    GenAIInstrumentor,
     Operation,
     StreamAccumulator,
     Switch,
     SyncStreamProxy,
-    capture_content_enabled,
     get,
     given,
     json_attr,
@@ -358,7 +356,7 @@ def _stream_method_wrapper(op: MessagesCreate, tracer: trace.Tracer, capture: bo
 _MODULE = "anthropic.resources.messages.messages"
 
 
-class RunsAnthropicInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class RunsAnthropicInstrumentor(GenAIInstrumentor):
     """Traces ``anthropic`` ``messages.create`` and ``messages.stream`` as GenAI client spans.
 
     ``instrument()`` accepts ``tracer_provider=`` and ``capture_content=`` (overriding
@@ -369,18 +367,11 @@ class RunsAnthropicInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     >>> client.messages.create(model="claude-sonnet-4-5", max_tokens=256, messages=[...])  # doctest: +SKIP
     """
 
-    def __init__(self) -> None:
-        self._switch = Switch()
-        self._wrapped: list[tuple[Any, str]] = []
-
     def instrumentation_dependencies(self) -> Collection[str]:
         return ("anthropic >= 0.30",)
 
     def _instrument(self, **kwargs: Any) -> None:
-        tracer = trace.get_tracer(__name__, tracer_provider=kwargs.get("tracer_provider"))
-        capture = capture_content_enabled(kwargs.get("capture_content"))
-        self._switch = Switch()
-        self._wrapped = []
+        tracer, capture = self._begin(kwargs, __name__)
         op = MessagesCreate()
         try:
             module = import_module(_MODULE)
@@ -398,10 +389,4 @@ class RunsAnthropicInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             if owner is None or not hasattr(owner, method):
                 logger.debug("anthropic has no %s.%s; not traced", class_name, method)
                 continue
-            wrap_function_wrapper(owner, method, wrapper)
-            self._wrapped.append((owner, method))
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        for owner, method in self._wrapped:
-            _genai.unwrap_own(owner, method, self._switch)
-        self._wrapped = []
+            self._wrap(owner, method, wrapper)

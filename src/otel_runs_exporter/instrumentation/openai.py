@@ -24,17 +24,13 @@ from __future__ import annotations
 import logging
 from typing import Any, Collection, Mapping
 
-from opentelemetry import trace
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from wrapt import wrap_function_wrapper
 
 from . import _genai
 from ._genai import (
     GenAICall,
+    GenAIInstrumentor,
     Operation,
     StreamAccumulator,
-    Switch,
-    capture_content_enabled,
     get,
     given,
     image_url_part,
@@ -419,7 +415,7 @@ _TARGETS = (
 )
 
 
-class RunsOpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class RunsOpenAIInstrumentor(GenAIInstrumentor):
     """Traces ``openai`` chat completions, embeddings and responses as GenAI client spans.
 
     ``instrument()`` accepts ``tracer_provider=`` and ``capture_content=`` (overriding
@@ -429,20 +425,13 @@ class RunsOpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     >>> RunsOpenAIInstrumentor().uninstrument()  # doctest: +SKIP
     """
 
-    def __init__(self) -> None:
-        self._switch = Switch()
-        self._wrapped: list[tuple[Any, str]] = []
-
     def instrumentation_dependencies(self) -> Collection[str]:
         return ("openai >= 1.0",)
 
     def _instrument(self, **kwargs: Any) -> None:
         from importlib import import_module
 
-        tracer = trace.get_tracer(__name__, tracer_provider=kwargs.get("tracer_provider"))
-        capture = capture_content_enabled(kwargs.get("capture_content"))
-        self._switch = Switch()
-        self._wrapped = []
+        tracer, capture = self._begin(kwargs, __name__)
         for module_name, class_name, method, op_class, is_async in _TARGETS:
             try:
                 owner = getattr(import_module(module_name), class_name)
@@ -450,10 +439,4 @@ class RunsOpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 logger.debug("openai has no %s.%s; not traced", class_name, method)
                 continue
             make = _genai.async_wrapper if is_async else _genai.sync_wrapper
-            wrap_function_wrapper(owner, method, make(op_class(), tracer, capture, self._switch))
-            self._wrapped.append((owner, method))
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        for owner, method in self._wrapped:
-            _genai.unwrap_own(owner, method, self._switch)
-        self._wrapped = []
+            self._wrap(owner, method, make(op_class(), tracer, capture, self._switch))
