@@ -83,7 +83,8 @@ class RunNode:
     lookup); the ids are computed later, on the worker thread, parents first
     (or on the app thread by the propagator, for the rare outgoing call). Once
     resolved, a node drops its parent link so chains of ancestors are not kept
-    alive by long-lived descendants.
+    alive by long-lived descendants, and drops its span, which the queue holds
+    on its own until the run is converted.
     """
 
     __slots__ = ("span", "parent", "remote", "ids")
@@ -108,8 +109,9 @@ class RunNode:
             above = node.ids if node is not None else None
             for current in reversed(chain):
                 current.ids = above = span_ids(current.span, above if above is not None else current.remote, id_scheme)
-                current.parent = None
-                current.remote = None
+                # Resolved: the node is kept (for late children) only for its ids,
+                # so it must not keep the span, its parent or the remote ids alive.
+                current.span = current.parent = current.remote = None
             return self.ids  # type: ignore[return-value]
 
 

@@ -61,6 +61,11 @@ class Delivery:
         return len(self._backlog)
 
     @property
+    def bytes_held(self) -> int:
+        """Encoded bytes waiting for delivery (read without the lock: an estimate is enough)."""
+        return self._bytes
+
+    @property
     def spool(self) -> Spool | None:
         return self._spool
 

@@ -38,6 +38,7 @@ __all__ = [
     "EncodedRun",
     "dumps",
     "encode_run",
+    "encoded",
     "multipart_body",
     "basic_body",
     "new_boundary",
@@ -48,6 +49,8 @@ TRUNCATION_MARKER = "...[truncated {n} chars]"
 _MAX_DEPTH = 100  # orjson refuses past 255; keep well under and say where we cut
 _OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 _SEPARATE = ("inputs", "outputs", "events")
+_PART_OVERHEAD = 160  # bytes object header, tuple, name string; also covers a part's multipart headers
+_RUN_OVERHEAD = 250  # the EncodedRun, its parts list and id string
 # Fields of a run's main part that identify and place it: never truncated.
 _IDENTITY = frozenset(
     {"id", "trace_id", "parent_run_id", "dotted_order", "start_time", "end_time", "session_name", "session_id", "run_type"}
@@ -205,8 +208,19 @@ def encode_run(op: str, run: dict[str, Any], max_value_chars: int = 0, completes
         value = run.get(key)
         if value is not None:
             parts.append((f"{prefix}.{key}", dumps(value, max_value_chars)))
-    size = sum(len(p) for _, p in parts) + 160 * len(parts)  # headers per part, roughly
-    return EncodedRun(op, run_id, parts, str(run.get("dotted_order") or ""), completes, size)
+    return encoded(op, run_id, parts, str(run.get("dotted_order") or ""), completes)
+
+
+def encoded(op: str, run_id: str, parts: list[tuple[str, bytes]], dotted_order: str, completes: bool) -> EncodedRun:
+    """An :class:`EncodedRun` with its size: the one rule for what a waiting run costs.
+
+    The size is what the run costs in memory while it waits, not just its
+    payload: each part's bytes, name and tuple, plus the run's own object and
+    strings (tracemalloc: ~500 B beyond the payload for a three-part run). The
+    same figure bounds request bodies, where it overstates part headers a little.
+    """
+    size = sum(len(p) + len(n) for n, p in parts) + _PART_OVERHEAD * len(parts) + _RUN_OVERHEAD + len(dotted_order)
+    return EncodedRun(op, run_id, parts, dotted_order, completes, size)
 
 
 def new_boundary() -> str:

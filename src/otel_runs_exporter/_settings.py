@@ -215,9 +215,10 @@ _DECLS: dict[str, _Decl] = {
     ),
     "max_queue_size": _Decl(
         ("OTEL_BSP_MAX_QUEUE_SIZE",),
-        10_000,
+        100_000,
         _positive_int,
-        "Most span operations waiting for the worker; past it the newest are dropped and counted.",
+        "Most span operations waiting for the worker; past it the newest are dropped and counted. "
+        "Memory is bounded by max_queue_bytes as well.",
     ),
     "max_export_batch_size": _Decl(
         ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE",),
@@ -241,7 +242,8 @@ _DECLS: dict[str, _Decl] = {
         ("OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES",),
         256 * MiB,
         _positive_int,
-        "Most encoded bytes held for delivery (including during an outage); past it the newest are dropped.",
+        "Most bytes held for delivery (including during an outage): spans waiting to be converted, "
+        "at an estimated size, plus encoded runs; past it the newest are dropped.",
     ),
     "max_value_chars": _Decl(
         ("OTEL_EXPORTER_RUNS_MAX_VALUE_CHARS",),

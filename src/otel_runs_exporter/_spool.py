@@ -32,7 +32,7 @@ from typing import Callable
 
 import orjson
 
-from ._encode import EncodedRun
+from ._encode import EncodedRun, encoded
 
 __all__ = ["Spool"]
 
@@ -86,8 +86,7 @@ def deserialize(data: bytes) -> list[EncodedRun]:
                 raise SpoolCorrupt("truncated payload")
             parts.append((name, payload))
             offset += length
-        size = sum(len(p) for _, p in parts) + 160 * len(parts)
-        runs.append(EncodedRun(op, run_id, parts, dotted_order, completes, size))
+        runs.append(encoded(op, run_id, parts, dotted_order, completes))
     if offset != len(data):
         raise SpoolCorrupt("trailing bytes")
     return runs

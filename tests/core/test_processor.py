@@ -239,3 +239,19 @@ def test_app_never_sees_our_errors(service, monkeypatch):
     processor.force_flush(2000)
     assert processor.stats().dropped["convert_error"] >= 1
     provider.shutdown()
+
+
+def test_byte_cap_counts_spans_waiting_in_the_queue(service):
+    # 16 kB at ~1.6 kB per queued operation: the 11th operation is past the cap.
+    provider, processor = processor_provider(
+        service.url, max_queue_bytes=16_000, schedule_delay_s=30.0, max_export_batch_size=1000
+    )
+    tracer = provider.get_tracer("t")
+    for i in range(20):
+        with tracer.start_as_current_span(f"s{i}"):
+            pass
+    stats = processor.stats()
+    assert stats.dropped["queue_bytes_full"] == 30 and "queue_full" not in stats.dropped
+    assert processor.force_flush(5000)
+    assert len(service.wait_for_runs(5)) == 5
+    provider.shutdown()
