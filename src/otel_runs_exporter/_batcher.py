@@ -116,8 +116,11 @@ class Batcher:
         queue = self._queue
         settings = self._settings
         waiting = len(queue)
+        # A refused post is not counted: its patch, if admitted, sends the whole run
+        # (see _convert); a refused patch is, so each lost run is counted once.
         if waiting >= settings.max_queue_size:
-            self._counters.drop("queue_full")
+            if kind == "patch":
+                self._counters.drop("queue_full")
             _rl.warning(
                 "queue_full",
                 "the run queue is full (%d); dropping new runs (raise OTEL_BSP_MAX_QUEUE_SIZE or check delivery)",
@@ -127,7 +130,8 @@ class Batcher:
         if (waiting + 1) * _OP_BYTES + self._delivery.bytes_held > settings.max_queue_bytes:
             # One budget for memory: spans waiting to be converted (estimated) plus
             # encoded runs waiting to be sent (exact) stay under the byte cap.
-            self._counters.drop("queue_bytes_full")
+            if kind == "patch":
+                self._counters.drop("queue_bytes_full")
             _rl.warning(
                 "queue_bytes_full",
                 "runs waiting for delivery hold about %d bytes, the cap (OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES); "
@@ -269,8 +273,9 @@ class Batcher:
                 logger.exception("could not convert span %r; dropped", getattr(span, "name", "?"))
                 self._counters.drop("convert_error")
                 continue
-            if encoded is not None:
-                self._delivery.add(encoded)
+            if encoded is not None and not self._delivery.add(encoded) and not encoded.completes:
+                # The early post did not fit: forget it, so the patch goes out as a whole post.
+                self._early.pop(encoded.run_id, None)
             now = time.perf_counter()
             if now - last_yield > _YIELD_EVERY_S:
                 # Let application threads waiting for the GIL in, instead of after the

@@ -73,7 +73,13 @@ class Delivery:
         return {r.run_id for r in list(self._backlog)}
 
     def add(self, run: EncodedRun) -> bool:
-        """Queue one encoded run; False (counted as ``queue_bytes_full``) past the byte cap."""
+        """Queue one encoded run; False past the byte cap.
+
+        A refused run that completes its run is counted as ``queue_bytes_full``.
+        A refused early post is not: the run's completing operation will carry
+        everything (the batcher sends it as a whole post), and is counted if it
+        is refused too, so each lost run is counted exactly once.
+        """
         cap = self._settings.max_queue_bytes
         with self._lock:
             if self._bytes + run.size > cap:
@@ -83,7 +89,8 @@ class Delivery:
                 self._bytes += run.size
                 full = False
         if full:
-            self._counters().drop("queue_bytes_full")
+            if run.completes:
+                self._counters().drop("queue_bytes_full")
             _rl.warning(
                 "queue_bytes_full",
                 "undelivered runs hold %d bytes, the cap (OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES); dropping new runs",

@@ -14,11 +14,14 @@ __all__ = ["ExporterStats", "Counters"]
 class ExporterStats:
     """A snapshot of an exporter's or processor's delivery counters.
 
-    The unit is a run operation (a ``post`` or a ``patch``; a post that already
-    carries the run's end counts once). ``completed`` counts the runs whose end
-    reached the service. ``dropped`` maps a reason (``queue_full``,
-    ``queue_bytes_full``, ``rejected``, ``too_large``, ``unauthorized``,
-    ``shutdown``, ...) to a count: nothing is dropped without a reason here.
+    ``sent`` counts run operations delivered (a ``post`` or a ``patch``; a post
+    that already carries the run's end counts once); ``completed`` counts the
+    runs whose end reached the service. ``dropped`` maps a reason
+    (``queue_full``, ``queue_bytes_full``, ``rejected``, ``too_large``,
+    ``unauthorized``, ``shutdown``, ...) to a count of runs whose end was lost:
+    an early post that is refused is not counted, since the run's last
+    operation carries everything again. So, for ended spans,
+    ``completed + sum(dropped) == spans``; nothing is dropped without a reason.
     ``spooled`` counts operations written to the durable spool, ``replayed``
     those delivered from it (by this process, whoever wrote them).
     """

@@ -99,7 +99,7 @@ def test_100k_children_under_one_root(service_process):
     # Processor path: the root is posted while open, then 100k children start and
     # end under it. The service runs in its own process to get the second core.
     svc = service_process
-    provider, processor = processor_provider(svc.url, max_queue_size=250_000)
+    provider, processor = processor_provider(svc.url, max_queue_size=250_000, max_queue_bytes=2 * 1024**3)
     tracer = provider.get_tracer("t")
     began = time.monotonic()
     with tracer.start_as_current_span("root") as root:

@@ -19,7 +19,10 @@ def test_soak_200k_spans_8_threads_random_faults(service_process):
     # runs in its own process (same LocalService) so the two share the two cores.
     svc = service_process
     svc.faults(rate_500=0.02, rate_429=0.02, rate_drop_before_read=0.02, retry_after=0.05)
-    provider, processor = processor_provider(svc.url, max_queue_size=SOAK_SPANS * 2 + 1000)
+    provider, processor = processor_provider(
+        # room for the whole burst in items and in bytes: this test counts faults, not caps
+        svc.url, max_queue_size=SOAK_SPANS * 2 + 1000, max_queue_bytes=2 * 1024**3
+    )
     tracer = provider.get_tracer("soak")
     per_thread = SOAK_SPANS // SOAK_THREADS // TRACE_SIZE
     errors: list[BaseException] = []
@@ -91,7 +94,7 @@ def test_producer_that_never_pauses_still_gets_runs_delivered(service_process):
     # own process, as a real one would: in this process it would compete with
     # the producer for the GIL and measure itself rather than the exporter.
     svc = service_process
-    provider, processor = processor_provider(svc.url, max_queue_size=1_000_000)
+    provider, processor = processor_provider(svc.url, max_queue_size=1_000_000, max_queue_bytes=2 * 1024**3)
     tracer = provider.get_tracer("flat-out")
     began = time.monotonic()
     n = 0
