@@ -195,10 +195,6 @@ class Batcher:
             dropped=c.dropped(),
         )
 
-    @property
-    def transport(self) -> Transport:
-        return self._transport
-
     # --- the worker --------------------------------------------------------------
 
     def _run(self) -> None:

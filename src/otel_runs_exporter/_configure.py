@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from typing import Any
 
 from opentelemetry import trace
@@ -15,7 +16,8 @@ __all__ = ["configure"]
 
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()
-_installed: dict[int, RunsSpanProcessor] = {}
+# Providers configure() already gave a processor (weak: a provider that is gone is forgotten).
+_installed: "weakref.WeakSet[TracerProvider]" = weakref.WeakSet()
 
 
 def configure(**settings: Any) -> TracerProvider:
@@ -42,13 +44,8 @@ def configure(**settings: Any) -> TracerProvider:
                     logger.warning("the global tracer provider is %r, not the SDK's; runs will not be exported", found)
                     return provider
                 provider = found
-        if id(provider) not in _installed:
-            processor = RunsSpanProcessor(**settings)
-            provider.add_span_processor(processor)
-            _installed[id(provider)] = processor
+        if provider not in _installed:
+            provider.add_span_processor(RunsSpanProcessor(**settings))
+            _installed.add(provider)
         return provider
 
-
-def installed_processor(provider: TracerProvider) -> RunsSpanProcessor | None:
-    """The processor :func:`configure` installed on ``provider``, if any."""
-    return _installed.get(id(provider))

@@ -25,7 +25,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from ._ids import RunIds, child_ids, iso_time, root_ids, run_id_str
 from ._redact import make_redactor
-from ._semconv import Mapped, SpanEvent, map_span
+from ._semconv import RUN_TYPES, Mapped, SpanEvent, map_span
 from ._settings import Settings
 
 __all__ = [
@@ -39,7 +39,6 @@ __all__ = [
     "snapshot_attributes",
 ]
 
-RUN_TYPES = frozenset({"tool", "chain", "llm", "retriever", "embedding", "prompt", "parser"})
 
 # Fields of a run that describe its start; an early post carries them, the patch need not.
 _START_FIELDS = ("name", "run_type", "start_time", "inputs", "session_name", "session_id")

@@ -166,10 +166,6 @@ class RunIds(NamedTuple):
     dotted_order: str
     start_time_ns: int
 
-    @property
-    def depth(self) -> int:
-        return self.dotted_order.count(".")
-
 
 def root_ids(run_id: UUID | str, start_time_ns: int) -> RunIds:
     """Ids of a run that starts a tree."""

@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import orjson
 
-__all__ = ["SpanEvent", "Mapped", "map_span"]
+__all__ = ["SpanEvent", "Mapped", "map_span", "RUN_TYPES"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,13 +77,14 @@ class Mapped:
 
 #: Run types the service knows; a ``langsmith.span.kind`` outside this set is
 #: ignored (the next rule decides) rather than sent and rejected.
-_RUN_TYPES = frozenset({"llm", "chain", "tool", "retriever", "embedding", "prompt", "parser"})
+#: The run types the service knows; the one list (the converter and traceable use it too).
+RUN_TYPES = frozenset({"llm", "chain", "tool", "retriever", "embedding", "prompt", "parser"})
 
 #: ``(attribute, value map, default)`` in precedence order. The value is looked
 #: up lower-cased; ``default`` (when not None) answers any other value, and when
 #: it is None an unknown value falls through to the next rule.
 _RUN_TYPE_RULES: tuple[tuple[str, Mapping[str, str], str | None], ...] = (
-    ("langsmith.span.kind", {k: k for k in _RUN_TYPES}, None),
+    ("langsmith.span.kind", {k: k for k in RUN_TYPES}, None),
     (
         "openinference.span.kind",
         {"llm": "llm", "embedding": "embedding", "retriever": "retriever", "reranker": "retriever",

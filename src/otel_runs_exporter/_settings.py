@@ -23,7 +23,7 @@ from urllib.parse import unquote, urlsplit
 
 from ._errors import ConfigError
 
-__all__ = ["Settings", "resolve", "SETTINGS_DOC", "US_ENDPOINT", "EU_ENDPOINT", "US_CONTROL_PLANE", "EU_CONTROL_PLANE"]
+__all__ = ["Settings", "resolve", "US_ENDPOINT", "EU_ENDPOINT", "US_CONTROL_PLANE", "EU_CONTROL_PLANE"]
 
 logger = logging.getLogger(__name__)
 
@@ -328,7 +328,6 @@ _DECLS: dict[str, _Decl] = {
     ),
 }
 
-SETTINGS_DOC = _DECLS  # read by the README generator and tests
 
 
 @dataclass(frozen=True)

@@ -28,14 +28,13 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
 from .._encode import dumps
+from .._semconv import RUN_TYPES
 
 __all__ = ["traceable", "RunHandle", "copy_context_wrapper", "ContextThreadPoolExecutor", "json_dumps"]
 
 logger = logging.getLogger("otel_runs_exporter.instrumentation")
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-_RUN_TYPES = frozenset({"chain", "llm", "tool", "retriever", "embedding", "prompt", "parser"})
 
 _tracer: trace.Tracer | None = None
 
@@ -237,7 +236,7 @@ class _Traceable:
         tags: Iterable[str] | None = None,
         inputs: Mapping[str, Any] | None = None,
     ) -> None:
-        if run_type not in _RUN_TYPES:
+        if run_type not in RUN_TYPES:
             logger.warning("traceable: unknown run_type %r, the service may not accept it", run_type)
         self.name = name
         self.run_type = run_type
