@@ -21,9 +21,10 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping
 from urllib.parse import unquote, urlsplit
 
+from . import environment_variables as ev
 from ._errors import ConfigError
 
-__all__ = ["Settings", "resolve", "US_ENDPOINT", "EU_ENDPOINT", "US_CONTROL_PLANE", "EU_CONTROL_PLANE"]
+__all__ = ["Settings", "resolve", "check_usable", "US_ENDPOINT", "EU_ENDPOINT", "US_CONTROL_PLANE", "EU_CONTROL_PLANE"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,32 +43,54 @@ def _str(raw: str) -> str:
     return raw.strip()
 
 
-def _positive_int(raw: str) -> int:
-    value = int(str(raw).strip())
-    if value <= 0:
-        raise ValueError("a whole number greater than 0")
+def _number(raw: str, kind: Callable[[str], Any], ok: Callable[[Any], bool], expected: str) -> Any:
+    # Each parser owns its message: what it expects, said once.
+    try:
+        value = kind(str(raw).strip())
+    except (ValueError, OverflowError):
+        raise ValueError(expected) from None
+    if not ok(value) or value != value:  # value != value: NaN
+        raise ValueError(expected)
     return value
+
+
+def _positive_int(raw: str) -> int:
+    return _number(raw, int, lambda v: v > 0, "a whole number greater than 0")
 
 
 def _non_negative_int(raw: str) -> int:
-    value = int(str(raw).strip())
-    if value < 0:
-        raise ValueError("a whole number of 0 or more")
-    return value
+    return _number(raw, int, lambda v: v >= 0, "a whole number of 0 or more")
 
 
 def _millis_to_seconds(raw: str) -> float:
-    value = float(str(raw).strip())
-    if value < 0:
-        raise ValueError("milliseconds, 0 or more")
-    return value / 1000.0
+    return _number(raw, float, lambda v: 0 <= v < float("inf"), "milliseconds, 0 or more") / 1000.0
 
 
 def _seconds(raw: str) -> float:
-    value = float(str(raw).strip())
-    if value <= 0:
-        raise ValueError("seconds, greater than 0")
-    return value
+    return _number(raw, float, lambda v: 0 < v < float("inf"), "seconds, greater than 0")
+
+
+def _readable_file(raw: str) -> str:
+    path = str(raw).strip()
+    if not os.path.isfile(path):
+        raise ValueError(f"a readable PEM file, but {path!r} does not exist or is not a file")
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"a readable PEM file, but {path!r} cannot be read ({exc.strerror})") from None
+    return path
+
+
+def _writable_dir(raw: str) -> str:
+    path = str(raw).strip()
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"a directory this process can create, but {path!r} cannot be ({exc.strerror})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(f"a directory this process can write to, but {path!r} is not writable")
+    return path
 
 
 def _bool(raw: str) -> bool:
@@ -127,181 +150,181 @@ class _Decl:
 # The declarations. The order of ``env`` is the order of precedence.
 _DECLS: dict[str, _Decl] = {
     "endpoint": _Decl(
-        ("OTEL_EXPORTER_RUNS_ENDPOINT", "LANGSMITH_ENDPOINT"),
+        (ev.OTEL_EXPORTER_RUNS_ENDPOINT, ev.LANGSMITH_ENDPOINT),
         None,
         _endpoint,
         "Base address of the service; paths such as /runs/multipart are appended. "
         "Default: the US address, or the EU one with OTEL_EXPORTER_RUNS_REGION=eu.",
     ),
     "control_plane_url": _Decl(
-        ("OTEL_EXPORTER_RUNS_CONTROL_PLANE_URL",),
+        (ev.OTEL_EXPORTER_RUNS_CONTROL_PLANE_URL,),
         None,
         _endpoint,
         "Base address of the deployment control plane (/v2/...). Default: the region's hosted one.",
     ),
     "region": _Decl(
-        ("OTEL_EXPORTER_RUNS_REGION",),
+        (ev.OTEL_EXPORTER_RUNS_REGION,),
         "us",
         _choice("us", "eu"),
         "us or eu; picks the default endpoint when none is given.",
     ),
     "api_key": _Decl(
-        ("OTEL_EXPORTER_RUNS_API_KEY", "LANGSMITH_API_KEY"),
+        (ev.OTEL_EXPORTER_RUNS_API_KEY, ev.LANGSMITH_API_KEY),
         None,
         _str,
         "API key, sent as x-api-key. Never logged.",
     ),
     "bearer_token": _Decl(
-        ("OTEL_EXPORTER_RUNS_BEARER_TOKEN",),
+        (ev.OTEL_EXPORTER_RUNS_BEARER_TOKEN,),
         None,
         _str,
         "Bearer credential for the control plane (Authorization: Bearer ...). Never logged.",
     ),
     "workspace_id": _Decl(
-        ("OTEL_EXPORTER_RUNS_WORKSPACE_ID", "LANGSMITH_WORKSPACE_ID"),
+        (ev.OTEL_EXPORTER_RUNS_WORKSPACE_ID, ev.LANGSMITH_WORKSPACE_ID),
         None,
         _str,
         "Workspace, sent as x-tenant-id (needed when the key spans several workspaces).",
     ),
     "project": _Decl(
-        ("OTEL_EXPORTER_RUNS_PROJECT", "LANGSMITH_PROJECT"),
+        (ev.OTEL_EXPORTER_RUNS_PROJECT, ev.LANGSMITH_PROJECT),
         "default",
         _str,
         "Project name, sent as session_name.",
     ),
     "project_id": _Decl(
-        ("OTEL_EXPORTER_RUNS_PROJECT_ID",),
+        (ev.OTEL_EXPORTER_RUNS_PROJECT_ID,),
         None,
         _str,
         "Project id, sent as session_id instead of session_name when set.",
     ),
     "headers": _Decl(
-        ("OTEL_EXPORTER_RUNS_HEADERS",),
+        (ev.OTEL_EXPORTER_RUNS_HEADERS,),
         None,
         parse_headers,
         "Extra request headers, k=v,k2=v2 as OTel parses them.",
     ),
     "timeout_s": _Decl(
-        ("OTEL_EXPORTER_RUNS_TIMEOUT",),
+        (ev.OTEL_EXPORTER_RUNS_TIMEOUT,),
         10.0,
         _seconds,
         "Seconds allowed for one HTTP request.",
     ),
     "mode": _Decl(
-        ("OTEL_EXPORTER_RUNS_MODE",),
+        (ev.OTEL_EXPORTER_RUNS_MODE,),
         "auto",
         _choice("auto", "multipart", "basic"),
         "auto: multipart, falling back to POST/PATCH /runs on 404/405; "
         "multipart: never fall back; basic: POST/PATCH /runs only.",
     ),
     "compression": _Decl(
-        ("OTEL_EXPORTER_RUNS_COMPRESSION",),
+        (ev.OTEL_EXPORTER_RUNS_COMPRESSION,),
         "none",
         _choice("none", "gzip", "zstd"),
         "Request body compression; zstd needs the [zstd] extra.",
     ),
     "id_scheme": _Decl(
-        ("OTEL_EXPORTER_RUNS_ID_SCHEME",),
+        (ev.OTEL_EXPORTER_RUNS_ID_SCHEME,),
         "v7",
         _choice("v7", "otlp"),
         "v7: deterministic UUID v7 from the span; otlp: the service's OTLP rule "
         "(span id right-aligned in a zero UUID), for users who mix both paths.",
     ),
     "schedule_delay_s": _Decl(
-        ("OTEL_BSP_SCHEDULE_DELAY",),
+        (ev.OTEL_BSP_SCHEDULE_DELAY,),
         0.2,
         _millis_to_seconds,
         "Milliseconds between flushes (OTel's variable; our default is 200 ms so runs show quickly).",
     ),
     "max_queue_size": _Decl(
-        ("OTEL_BSP_MAX_QUEUE_SIZE",),
+        (ev.OTEL_BSP_MAX_QUEUE_SIZE,),
         100_000,
         _positive_int,
         "Most span operations waiting for the worker; past it the newest are dropped and counted. "
         "Memory is bounded by max_queue_bytes as well.",
     ),
     "max_export_batch_size": _Decl(
-        ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE",),
+        (ev.OTEL_BSP_MAX_EXPORT_BATCH_SIZE,),
         512,
         _positive_int,
         "Most runs in one request.",
     ),
     "export_timeout_s": _Decl(
-        ("OTEL_BSP_EXPORT_TIMEOUT",),
+        (ev.OTEL_BSP_EXPORT_TIMEOUT,),
         30.0,
         _millis_to_seconds,
         "Milliseconds allowed for one send with its retries; also bounds shutdown.",
     ),
     "max_batch_bytes": _Decl(
-        ("OTEL_EXPORTER_RUNS_MAX_BATCH_BYTES",),
+        (ev.OTEL_EXPORTER_RUNS_MAX_BATCH_BYTES,),
         20 * MiB,
         _positive_int,
         "Most bytes in one request body before compression.",
     ),
     "max_queue_bytes": _Decl(
-        ("OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES",),
+        (ev.OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES,),
         256 * MiB,
         _positive_int,
         "Most bytes held for delivery (including during an outage): spans waiting to be converted, "
         "at an estimated size, plus encoded runs; past it the newest are dropped.",
     ),
     "max_value_chars": _Decl(
-        ("OTEL_EXPORTER_RUNS_MAX_VALUE_CHARS",),
+        (ev.OTEL_EXPORTER_RUNS_MAX_VALUE_CHARS,),
         1_000_000,
         _non_negative_int,
         "Strings longer than this are truncated with a marker (0: no limit).",
     ),
     "hold_max_spans": _Decl(
-        ("OTEL_EXPORTER_RUNS_HOLD_MAX_SPANS",),
+        (ev.OTEL_EXPORTER_RUNS_HOLD_MAX_SPANS,),
         10_000,
         _positive_int,
         "Exporter path: most spans held waiting for their ancestors.",
     ),
     "hold_max_s": _Decl(
-        ("OTEL_EXPORTER_RUNS_HOLD_MAX_SECONDS",),
+        (ev.OTEL_EXPORTER_RUNS_HOLD_MAX_SECONDS,),
         30.0,
         _seconds,
         "Exporter path: longest a span is held waiting for its ancestors.",
     ),
     "certificate": _Decl(
-        ("OTEL_EXPORTER_RUNS_CERTIFICATE",),
+        (ev.OTEL_EXPORTER_RUNS_CERTIFICATE,),
         None,
-        _str,
+        _readable_file,
         "CA bundle (PEM file) to verify the service's TLS certificate with; verification is always on.",
     ),
     "client_certificate": _Decl(
-        ("OTEL_EXPORTER_RUNS_CLIENT_CERTIFICATE",),
+        (ev.OTEL_EXPORTER_RUNS_CLIENT_CERTIFICATE,),
         None,
-        _str,
+        _readable_file,
         "Client certificate (PEM) for mutual TLS.",
     ),
     "client_key": _Decl(
-        ("OTEL_EXPORTER_RUNS_CLIENT_KEY",),
+        (ev.OTEL_EXPORTER_RUNS_CLIENT_KEY,),
         None,
-        _str,
+        _readable_file,
         "Private key (PEM) of the client certificate.",
     ),
     "spool_dir": _Decl(
-        ("OTEL_EXPORTER_RUNS_SPOOL_DIR",),
+        (ev.OTEL_EXPORTER_RUNS_SPOOL_DIR,),
         None,
-        _str,
+        _writable_dir,
         "Directory for the durable spool: batches that could not be delivered within the export "
         "timeout are written here and replayed later (also by the next process). Off when unset.",
     ),
     "spool_max_bytes": _Decl(
-        ("OTEL_EXPORTER_RUNS_SPOOL_MAX_BYTES",),
+        (ev.OTEL_EXPORTER_RUNS_SPOOL_MAX_BYTES,),
         512 * MiB,
         _positive_int,
         "Most bytes the spool may hold; past it the oldest files are dropped and counted.",
     ),
     "hide_inputs": _Decl(
-        ("OTEL_EXPORTER_RUNS_HIDE_INPUTS",),
+        (ev.OTEL_EXPORTER_RUNS_HIDE_INPUTS,),
         False,
         _bool,
         "True: send runs without inputs. As an argument it may be a callable inputs -> inputs.",
     ),
     "hide_outputs": _Decl(
-        ("OTEL_EXPORTER_RUNS_HIDE_OUTPUTS",),
+        (ev.OTEL_EXPORTER_RUNS_HIDE_OUTPUTS,),
         False,
         _bool,
         "True: send runs without outputs. As an argument it may be a callable outputs -> outputs.",
@@ -314,14 +337,14 @@ _DECLS: dict[str, _Decl] = {
         "before anything leaves the process or reaches the spool.",
     ),
     "scrub_secrets": _Decl(
-        ("OTEL_EXPORTER_RUNS_SCRUB_SECRETS",),
+        (ev.OTEL_EXPORTER_RUNS_SCRUB_SECRETS,),
         False,
         _bool,
         "Replace common secret shapes (API keys, bearer tokens, values of password/secret/token "
         "attributes) with [REDACTED]. Off by default.",
     ),
     "disabled": _Decl(
-        ("OTEL_SDK_DISABLED",),
+        (ev.OTEL_SDK_DISABLED,),
         False,
         _bool,
         "OTel's switch: when true, nothing is recorded or sent.",
@@ -405,6 +428,8 @@ def resolve(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] |
     for name, decl in _DECLS.items():
         if overrides.get(name) is not None:
             raw = overrides[name]
+            if isinstance(raw, os.PathLike):
+                raw = os.fspath(raw)
             if isinstance(raw, str) and decl.parse is not _str:
                 values[name] = _parse(decl, raw, f"argument {name}")
             else:
@@ -434,20 +459,10 @@ def _parse(decl: _Decl, raw: str, source: str) -> Any:
     try:
         return decl.parse(raw)
     except ValueError as exc:
-        expected = str(exc) if str(exc) and not str(exc).startswith(("invalid literal", "could not")) else _expected(decl)
-        raise ConfigError(f"{source}={raw!r} is not valid: expected {expected}") from None
+        raise ConfigError(f"{source}={raw!r} is not valid: expected {exc}") from None
 
 
-def _expected(decl: _Decl) -> str:
-    return {
-        _positive_int: "a whole number greater than 0",
-        _non_negative_int: "a whole number of 0 or more",
-        _millis_to_seconds: "milliseconds, 0 or more",
-        _seconds: "seconds, greater than 0",
-    }.get(decl.parse, "a valid value")
-
-
-def warn_if_unusable(settings: Settings) -> None:
+def check_usable(settings: Settings) -> None:
     """One clear warning for setups that will not deliver, instead of failing later."""
     if settings.disabled:
         return

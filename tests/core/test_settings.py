@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from otel_runs_exporter import ConfigError, RunsSpanExporter, RunsSpanProcessor
-from otel_runs_exporter._settings import EU_ENDPOINT, US_ENDPOINT, parse_headers, resolve, warn_if_unusable
+from otel_runs_exporter._settings import EU_ENDPOINT, US_ENDPOINT, parse_headers, resolve, check_usable
 
 
 def test_defaults():
@@ -97,14 +97,14 @@ def test_api_key_never_in_repr():
 
 def test_missing_key_for_remote_endpoint_warns_once(caplog):
     with caplog.at_level(logging.WARNING, logger="otel_runs_exporter"):
-        warn_if_unusable(resolve(env={}))
-        warn_if_unusable(resolve({"endpoint": "http://127.0.0.1:9"}, env={}))
+        check_usable(resolve(env={}))
+        check_usable(resolve({"endpoint": "http://127.0.0.1:9"}, env={}))
     assert [r.message for r in caplog.records if "No API key" in r.message] and len(caplog.records) == 1
 
 
 def test_plain_http_with_key_to_remote_host_warns(caplog):
     with caplog.at_level(logging.WARNING, logger="otel_runs_exporter"):
-        warn_if_unusable(resolve({"endpoint": "http://example.com", "api_key": "sk-x"}, env={}))
+        check_usable(resolve({"endpoint": "http://example.com", "api_key": "sk-x"}, env={}))
     assert any("plain HTTP" in r.message for r in caplog.records)
     assert not any("sk-x" in r.getMessage() for r in caplog.records)
 
