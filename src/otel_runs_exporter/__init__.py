@@ -11,10 +11,10 @@
         ...
 
 Data flow, one module per step: settings -> ids -> convert/semconv -> encode ->
-transport -> batcher -> processor/exporter.
+transport -> delivery -> worker -> processor/exporter.
 """
 
-from ._configure import configure
+from ._configure import configure, get_processor
 from ._errors import (
     ConfigError,
     DeploymentFailedError,
@@ -38,6 +38,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "configure",
+    "get_processor",
     "traceable",
     "RunsSpanProcessor",
     "RunsSpanExporter",

@@ -1,4 +1,4 @@
-"""``configure()``: one call from nothing to runs at the service."""
+"""``configure()``: one call from nothing to runs at the service; ``get_processor()`` to reach it."""
 
 from __future__ import annotations
 
@@ -12,25 +12,32 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from ._processor import RunsSpanProcessor
 
-__all__ = ["configure"]
+__all__ = ["configure", "get_processor"]
 
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()
-# Providers configure() already gave a processor (weak: a provider that is gone is forgotten).
-_installed: "weakref.WeakSet[TracerProvider]" = weakref.WeakSet()
+# Providers configure() already gave a processor, with the arguments it was given
+# (weak: a provider that is gone is forgotten).
+_installed: "weakref.WeakKeyDictionary[TracerProvider, dict[str, Any]]" = weakref.WeakKeyDictionary()
+_current: RunsSpanProcessor | None = None
 
 
 def configure(**settings: Any) -> TracerProvider:
-    """Install a :class:`RunsSpanProcessor` on the global tracer provider and return it.
+    """Install a :class:`RunsSpanProcessor` on the global tracer provider and return the provider.
 
     If the global provider is already an SDK ``TracerProvider`` the processor is
     added to it; otherwise a new provider is created and set as the global one.
-    Calling it again returns the same provider without adding a second processor.
-    Settings not given come from the environment (see the README)::
+    Settings not given come from the environment (see the README). As with
+    OpenTelemetry's own global setters, only the first call configures: a
+    later one returns the same provider, and if its arguments differ, logs one
+    warning that they were ignored::
 
-        from otel_runs_exporter import configure
+        from otel_runs_exporter import configure, get_processor
         provider = configure(project="my-app")
+        ...
+        get_processor().force_flush()
     """
+    global _current
     with _lock:
         current = trace.get_tracer_provider()
         if isinstance(current, TracerProvider):
@@ -44,8 +51,35 @@ def configure(**settings: Any) -> TracerProvider:
                     logger.warning("the global tracer provider is %r, not the SDK's; runs will not be exported", found)
                     return provider
                 provider = found
-        if provider not in _installed:
-            provider.add_span_processor(RunsSpanProcessor(**settings))
-            _installed.add(provider)
+        if provider in _installed:
+            if _installed[provider] != settings:
+                logger.warning(
+                    "configure() was already called; the arguments of this call (%s) were ignored",
+                    ", ".join(sorted(settings)) or "none",
+                )
+            return provider
+        processor = RunsSpanProcessor(**settings)
+        provider.add_span_processor(processor)
+        _installed[provider] = dict(settings)
+        _current = processor
         return provider
 
+
+def get_processor() -> RunsSpanProcessor | None:
+    """The processor :func:`configure` (or ``opentelemetry-instrument`` with ``runs``) installed, or None.
+
+    For ``stats()`` and ``force_flush()`` without reaching into the provider::
+
+        >>> from otel_runs_exporter import get_processor
+        >>> processor = get_processor()
+        >>> processor is None or processor.stats().created >= 0
+        True
+    """
+    return _current
+
+
+def _installed_by_autoconfig(processor: RunsSpanProcessor) -> None:
+    """The auto-configuration's processor is the one :func:`get_processor` returns."""
+    global _current
+    with _lock:
+        _current = processor

@@ -86,14 +86,19 @@ class RunNode:
     on its own until the run is converted.
     """
 
-    __slots__ = ("span", "parent", "remote", "ids")
+    __slots__ = ("span", "parent", "remote", "ids", "state")
     _lock = threading.Lock()  # the worker and a propagating app thread may resolve at once
+
+    # ``state``: where the run's end is. OPEN until its patch is queued (ENDED);
+    # MERGED once its post was sent carrying the end, so the patch is skipped.
+    OPEN, ENDED, MERGED = 0, 1, 2
 
     def __init__(self, span: Any, parent: "RunNode | None", remote: RunIds | None = None) -> None:
         self.span = span
         self.parent = parent
         self.remote = remote
         self.ids: RunIds | None = None
+        self.state = RunNode.OPEN
 
     def resolve(self, id_scheme: str) -> RunIds:
         ids = self.ids

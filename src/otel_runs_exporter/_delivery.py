@@ -1,61 +1,70 @@
 """Encoded runs awaiting delivery: the backlog, its byte cap, batching, the spool.
 
-Shared by the processor path (the batcher's worker calls it) and the exporter
-path (``export()`` calls it), so both bound memory, batch, count and spool the
-same way.
+Used by both paths: the processor's worker (``_worker``) and the exporter's
+``export()``. It knows nothing of spans or counters: the caller hands it
+encoded runs, asks it to send the next batch or replay the next spool file,
+and gets back an :class:`Outcome` saying what became of the runs, which the
+caller records in its :class:`~otel_runs_exporter._stats.Ledger`. Calls go one
+way: caller -> delivery -> transport.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import deque
-from typing import Callable
+from dataclasses import dataclass, field
 
 from ._encode import EncodedRun
 from ._logging import RateLimitedLog
 from ._settings import Settings
 from ._spool import Spool
-from ._stats import Counters
 from ._transport import SendResult, Transport
 
-__all__ = ["Delivery"]
+__all__ = ["Delivery", "Outcome"]
 
 logger = logging.getLogger(__name__)
 _rl = RateLimitedLog(logger)
 
 
-class Delivery:
-    """A bounded backlog of encoded runs and the loop that sends it.
+@dataclass
+class Outcome:
+    """What one delivery step did with the runs it took.
 
-    ``add`` refuses (and counts) a run that would take the backlog past
-    ``max_queue_bytes``. ``deliver`` sends batches until the backlog is empty
-    or the transport hands runs back; runs handed back because the retry
-    budget ran out go to the spool when one is configured, otherwise they stay
-    for the next call. With the backlog empty, ``deliver`` replays the spool.
+    ``delivered``, ``dropped`` and ``spooled`` are runs that left memory.
+    ``retry_later`` means runs were put back in the backlog (the deadline came,
+    or ``interrupted``: the caller's wake event cut a backoff wait short).
+    ``replayed`` and ``spool_dropped`` count runs (completing operations) on the
+    spool's side: delivered from, or lost in, spool files.
     """
 
-    def __init__(
-        self,
-        settings: Settings,
-        transport: Transport,
-        counters: Callable[[], Counters],
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    delivered: list[EncodedRun] = field(default_factory=list)
+    dropped: dict[str, list[EncodedRun]] = field(default_factory=dict)
+    spooled: list[EncodedRun] = field(default_factory=list)
+    retry_later: bool = False
+    interrupted: bool = False
+    replayed: int = 0
+    spool_dropped: dict[str, int] = field(default_factory=dict)
+
+
+class Delivery:
+    """A bounded backlog of encoded runs, sent a batch at a time.
+
+    ``add`` refuses a run that would take the backlog past ``max_queue_bytes``
+    (the caller counts it). ``send_next`` sends one batch; runs the transport
+    hands back because the retry budget ran out go to the spool when one is
+    configured, otherwise back to the front of the backlog. ``replay_next``
+    sends one spool file.
+    """
+
+    def __init__(self, settings: Settings, transport: Transport) -> None:
         self._settings = settings
-        self._transport = transport
-        self._counters = counters
-        self._clock = clock
+        self.transport = transport
         self._backlog: deque[EncodedRun] = deque()
         self._bytes = 0
-        self._lock = threading.Lock()  # add() may come from another thread than deliver()
-        self._spool = (
-            Spool(settings.spool_dir, settings.spool_max_bytes, lambda reason, n: self._counters().drop(reason, n))
-            if settings.spool_dir
-            else None
-        )
-        self._spool_may_have_files = self._spool is not None
+        self._lock = threading.Lock()  # add() may come from another thread than send_next()
+        self.spool = Spool(settings.spool_dir, settings.spool_max_bytes) if settings.spool_dir else None
+        self._spool_may_have_files = self.spool is not None
 
     def __len__(self) -> int:
         return len(self._backlog)
@@ -65,21 +74,8 @@ class Delivery:
         """Encoded bytes waiting for delivery (read without the lock: an estimate is enough)."""
         return self._bytes
 
-    @property
-    def spool(self) -> Spool | None:
-        return self._spool
-
-    def run_ids(self) -> set[str]:
-        return {r.run_id for r in list(self._backlog)}
-
     def add(self, run: EncodedRun) -> bool:
-        """Queue one encoded run; False past the byte cap.
-
-        A refused run that completes its run is counted as ``queue_bytes_full``.
-        A refused early post is not: the run's completing operation will carry
-        everything (the batcher sends it as a whole post), and is counted if it
-        is refused too, so each lost run is counted exactly once.
-        """
+        """Queue one encoded run; False (and one rate-limited warning) past the byte cap."""
         cap = self._settings.max_queue_bytes
         with self._lock:
             if self._bytes + run.size > cap:
@@ -89,8 +85,6 @@ class Delivery:
                 self._bytes += run.size
                 full = False
         if full:
-            if run.completes:
-                self._counters().drop("queue_bytes_full")
             _rl.warning(
                 "queue_bytes_full",
                 "undelivered runs hold %d bytes, the cap (OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES); dropping new runs",
@@ -98,51 +92,75 @@ class Delivery:
             )
         return not full
 
-    def deliver(
-        self,
-        deadline: float,
-        between: Callable[[], None] | None = None,
-        busy: Callable[[], bool] | None = None,
-    ) -> bool:
-        """Send everything before ``deadline``; True when nothing is left in memory.
-
-        ``between`` runs after each successful batch (the batcher converts newly
-        queued spans there, so one cycle also takes what arrived meanwhile).
-        Spool replay stops early while ``busy()`` says new work is waiting, so
-        old runs never crowd out new ones.
-        """
-        while self._backlog:
-            batch = self._take_batch()
-            result = self._transport.send(batch, deadline)
-            self._account(result)
-            if result.retry:
-                if self._spool is not None and not result.interrupted:
-                    self._to_spool(result.retry)
-                    continue
+    def send_next(self, deadline: float) -> Outcome | None:
+        """Send one batch before ``deadline``; None when the backlog is empty."""
+        batch = self._take_batch()
+        if not batch:
+            return None
+        result = self.transport.send(batch, deadline)
+        outcome = _outcome(result)
+        if result.retry:
+            if self.spool is not None and not result.interrupted and self._to_spool(result.retry):
+                outcome.spooled = result.retry
+            else:
                 self._put_back(result.retry)
-                return False
-            if between is not None:
-                between()
-        if self._spool_may_have_files:
-            self._replay(deadline, busy)
-        return True
+                outcome.retry_later = True
+        self._take_spool_losses(outcome)
+        return outcome
 
-    def spool_everything(self) -> int:
-        """Write the whole backlog to the spool (at shutdown); returns how many runs went there."""
-        if self._spool is None or not self._backlog:
-            return 0
+    def replay_next(self, deadline: float) -> Outcome | None:
+        """Send the oldest spool file; None when there is none (or no spool)."""
+        spool = self.spool
+        if spool is None or not self._spool_may_have_files:
+            return None
+        claimed = spool.claim()
+        if claimed is None:
+            self._spool_may_have_files = False
+            outcome = Outcome()
+            self._take_spool_losses(outcome)
+            return outcome if outcome.spool_dropped else None
+        path, runs = claimed
+        result = self.transport.send(runs, deadline)
+        # These runs left memory when they were spooled: their fate is counted on the spool's side.
+        outcome = Outcome(replayed=sum(1 for r in result.delivered if r.completes))
+        for reason, dropped in result.dropped.items():
+            outcome.spool_dropped[reason] = sum(1 for r in dropped if r.completes)
+        if result.retry:
+            spool.give_back(path, result.retry)
+            outcome.retry_later = True
+            outcome.interrupted = result.interrupted
+        else:
+            spool.done(path)
+        self._take_spool_losses(outcome)
+        return outcome
+
+    def spool_all(self) -> Outcome:
+        """Write the whole backlog to the spool (at shutdown); what the disk refuses stays."""
+        outcome = Outcome()
+        if self.spool is None:
+            return outcome
         with self._lock:
             runs = list(self._backlog)
             self._backlog.clear()
             self._bytes = 0
-        return len(runs) if self._to_spool(runs) else 0
+        if runs:
+            if self._to_spool(runs):
+                outcome.spooled = runs
+            else:
+                self._put_back(runs)
+        self._take_spool_losses(outcome)
+        return outcome
 
-    def clear(self) -> int:
+    def take_all(self) -> list[EncodedRun]:
+        """Empty the backlog and return what it held (at shutdown, to count what is given up)."""
         with self._lock:
-            n = len(self._backlog)
+            runs = list(self._backlog)
             self._backlog.clear()
             self._bytes = 0
-        return n
+        return runs
+
+    def close(self) -> None:
+        self.transport.close()
 
     # --- internals -----------------------------------------------------------------
 
@@ -169,40 +187,24 @@ class Delivery:
                 self._backlog.appendleft(run)
                 self._bytes += run.size
 
-    def _account(self, result: SendResult) -> None:
-        counters = self._counters()
-        if result.delivered:
-            counters.delivered(len(result.delivered), sum(1 for r in result.delivered if r.completes))
-        for reason, runs in result.dropped.items():
-            counters.drop(reason, len(runs))
-
     def _to_spool(self, runs: list[EncodedRun]) -> bool:
-        assert self._spool is not None
-        if self._spool.write(runs):
-            self._counters().spooled += len(runs)
-            self._spool_may_have_files = True
-            _rl.warning(
-                "spooled",
-                "the service could not take %d runs within the export timeout; written to the spool at %s",
-                len(runs),
-                self._spool.dir,
-            )
-            return True
-        self._put_back(runs)  # the disk refused: keep them in memory, within the cap
-        return False
+        assert self.spool is not None
+        if not self.spool.write(runs):
+            return False  # the disk refused (logged): the caller keeps them in memory, within the cap
+        self._spool_may_have_files = True
+        _rl.warning(
+            "spooled",
+            "the service could not take %d runs within the export timeout; written to the spool at %s",
+            len(runs),
+            self.spool.dir,
+        )
+        return True
 
-    def _replay(self, deadline: float, busy: Callable[[], bool] | None) -> None:
-        assert self._spool is not None
-        while self._clock() < deadline and not (busy is not None and busy()):
-            claimed = self._spool.claim()
-            if claimed is None:
-                self._spool_may_have_files = False
-                return
-            path, runs = claimed
-            result = self._transport.send(runs, deadline)
-            self._account(result)
-            self._counters().replayed += len(result.delivered)
-            if result.retry:
-                self._spool.give_back(path, result.retry)
-                return
-            self._spool.done(path)
+    def _take_spool_losses(self, outcome: Outcome) -> None:
+        if self.spool is not None:
+            for reason, runs in self.spool.take_losses().items():
+                outcome.spool_dropped[reason] = outcome.spool_dropped.get(reason, 0) + runs
+
+
+def _outcome(result: SendResult) -> Outcome:
+    return Outcome(delivered=result.delivered, dropped=result.dropped, interrupted=result.interrupted)

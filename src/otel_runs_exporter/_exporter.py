@@ -23,13 +23,14 @@ from typing import Any, Iterable, Sequence
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from ._clock import SYSTEM_CLOCK, Clock
 from ._convert import ConvertOptions, span_ids, span_to_run
 from ._delivery import Delivery
 from ._encode import encode_run
 from ._ids import RunIds
 from ._logging import RateLimitedLog
-from ._settings import Settings, resolve, warn_if_unusable
-from ._stats import Counters, ExporterStats
+from ._settings import Settings, check_usable, resolve
+from ._stats import ExporterStats, Ledger
 from ._transport import Transport
 
 __all__ = ["RunsSpanExporter"]
@@ -52,13 +53,13 @@ class RunsSpanExporter(SpanExporter):
     (server request spans): here a child waits for its root to end.
     """
 
-    def __init__(self, settings: Settings | None = None, **overrides: Any) -> None:
+    def __init__(self, settings: Settings | None = None, *, clock: Clock = SYSTEM_CLOCK, **overrides: Any) -> None:
+        """``clock`` is a seam for tests (see :class:`~otel_runs_exporter.RunsSpanProcessor`)."""
         self._settings = settings if settings is not None else resolve(overrides)
-        warn_if_unusable(self._settings)
+        check_usable(self._settings)
         self._opts = ConvertOptions.from_settings(self._settings)
-        self._wake = threading.Event()
-        self._transport = Transport(self._settings, wake=self._wake)
-        self._counters = Counters()
+        self._clock = clock
+        self._ledger = Ledger()
         self._lock = threading.Lock()
         self._resolved: OrderedDict[_Key, RunIds] = OrderedDict()
         # parent key -> {child span id: child}; the deque keeps arrival order for the time bound
@@ -66,7 +67,7 @@ class RunsSpanExporter(SpanExporter):
         self._held_order: deque[tuple[_Key, int, float]] = deque()
         self._held_parent: dict[_Key, _Key] = {}  # held span -> its parent's key
         self._held_count = 0
-        self._delivery = Delivery(self._settings, self._transport, lambda: self._counters)
+        self._delivery = Delivery(self._settings, Transport(self._settings, clock=clock))
         self._send_lock = threading.Lock()  # export() and force_flush() may race; one sender at a time
         self._shut = False
 
@@ -83,66 +84,69 @@ class RunsSpanExporter(SpanExporter):
                 ready = self._place(spans)
                 ready.extend(self._release(time.monotonic(), everything=False))
                 self._enqueue(ready)
-            ok = self._deliver(time.monotonic() + self._settings.export_timeout_s)
+            ok = self._deliver(self._clock.now() + self._settings.export_timeout_s)
             return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
         except Exception:  # noqa: BLE001 - an exporter logs and reports failure, it never raises
             logger.exception("could not export %d spans", len(spans))
             return SpanExportResult.FAILURE
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Retry what earlier exports could not deliver; held spans keep waiting for their parents."""
+        """Retry what earlier exports could not deliver; held spans keep waiting for their parents.
+
+        False if the time ran out first, or if runs were dropped or spooled meanwhile.
+        """
         if self._settings.disabled:
             return True
         try:
-            return self._deliver(time.monotonic() + timeout_millis / 1000.0)
+            return self._deliver(self._clock.now() + timeout_millis / 1000.0)
         except Exception:  # noqa: BLE001
             logger.exception("force_flush failed")
             return False
 
     def shutdown(self, timeout_millis: int | None = None) -> None:
-        """Send everything held and pending, bounded by ``OTEL_BSP_EXPORT_TIMEOUT``."""
+        """Send everything held and pending, bounded by ``OTEL_BSP_EXPORT_TIMEOUT``; never raises.
+
+        What is left then goes to the spool (when there is one) or is counted
+        as dropped (``shutdown``), reported in one line with the real time waited.
+        """
         if self._shut:
             return
         self._shut = True
         if self._settings.disabled:
             return
         timeout_s = self._settings.export_timeout_s if timeout_millis is None else timeout_millis / 1000.0
+        started = time.monotonic()
+        interrupted = False
         try:
             with self._lock:
                 self._enqueue(self._release(time.monotonic(), everything=True))
-            self._deliver(time.monotonic() + timeout_s)
+            self._deliver(self._clock.now() + timeout_s)
+            spooled = self._delivery.spool_all()
+            self._ledger.record(spooled)
+            if spooled.spooled:
+                logger.warning(
+                    "shutdown: %d runs could not be delivered within %.1f s; written to the spool at %s",
+                    len(spooled.spooled),
+                    timeout_s,
+                    self._delivery.spool.dir if self._delivery.spool else "",
+                )
+        except KeyboardInterrupt:
+            interrupted = True
         except Exception:  # noqa: BLE001
             logger.exception("shutdown could not deliver the remaining runs")
-        spooled = self._delivery.spool_everything()
-        if spooled:
+        self._delivery.take_all()
+        lost = self._ledger.give_up("shutdown")
+        if lost or interrupted:
             logger.warning(
-                "shutdown: %d runs could not be delivered within %.1f s; written to the spool at %s",
-                spooled,
-                timeout_s,
-                self._delivery.spool.dir if self._delivery.spool else "",
+                "shutdown%s: gave up %d runs that could not be delivered in %.1f s",
+                " interrupted" if interrupted else "",
+                lost,
+                time.monotonic() - started,
             )
-        left = self._delivery.clear()
-        if left:
-            self._counters.drop("shutdown", left)
-            logger.warning("shutdown: gave up %d runs that could not be delivered within %.1f s", left, timeout_s)
-        self._transport.close()
+        self._delivery.close()
 
     def stats(self) -> ExporterStats:
-        c = self._counters
-        t = self._transport
-        return ExporterStats(
-            queued=len(self._delivery),
-            sent=c.sent,
-            completed=c.completed,
-            retried=t.retried,
-            failed=t.failed,
-            requests=t.requests,
-            dropped=c.dropped(),
-            held=self._held_count,
-            orphaned=c.orphaned,
-            spooled=c.spooled,
-            replayed=c.replayed,
-        )
+        return self._ledger.snapshot(self._delivery.transport.counts, held=self._held_count)
 
     # --- the holding area ----------------------------------------------------------
 
@@ -154,6 +158,7 @@ class RunsSpanExporter(SpanExporter):
             ctx = span.context
             if ctx is None or not ctx.trace_flags.sampled:
                 continue
+            self._ledger.admit()
             parent = span.parent
             if parent is None or not parent.is_valid or parent.is_remote:
                 self._resolve(span, None, ready)
@@ -209,7 +214,7 @@ class RunsSpanExporter(SpanExporter):
             if not waiting:
                 del self._held[key]
             self._held_count -= 1
-            self._counters.orphaned += 1
+            self._ledger.orphan()
             self._resolve(span, None, ready)
         return ready
 
@@ -222,11 +227,30 @@ class RunsSpanExporter(SpanExporter):
                 encoded = encode_run("post", span_to_run(span, ids, self._opts), limit, completes=True)
             except Exception:  # noqa: BLE001 - one bad span must not stop the others
                 logger.exception("could not convert span %r; dropped", span.name)
-                self._counters.drop("convert_error")
+                self._ledger.drop("convert_error")
                 continue
-            self._delivery.add(encoded)
+            if not self._delivery.add(encoded):
+                self._ledger.drop("queue_bytes_full")
 
     def _deliver(self, deadline: float) -> bool:
-        """Send pending runs in batches until done or the deadline; True when nothing is left."""
+        """Send pending runs in batches until done or the deadline.
+
+        True when nothing is left in memory and nothing was dropped or spooled meanwhile.
+        """
         with self._send_lock:
-            return self._delivery.deliver(deadline)
+            before = self._ledger.snapshot()
+            delivery = self._delivery
+            left = False
+            while (outcome := delivery.send_next(deadline)) is not None:
+                self._ledger.record(outcome)
+                if outcome.retry_later:
+                    left = True
+                    break
+            if not left:
+                while self._clock.now() < deadline and (replayed := delivery.replay_next(deadline)) is not None:
+                    self._ledger.record(replayed)
+                    if replayed.retry_later:
+                        break
+            after = self._ledger.snapshot()
+            lost = after.dropped_total - before.dropped_total + after.spooled - before.spooled
+            return not left and lost == 0

@@ -3,7 +3,7 @@
 ``on_start`` links the span to its parent's node (known from the parent's own
 ``on_start``) and queues a post; ``on_end`` queues a patch. The run ids and
 dotted_order are computed from those links on the worker thread.
-Everything else happens on the worker thread (see ``_batcher``). Because ids are
+Everything else happens on the worker thread (see ``_worker``). Because ids are
 fixed at start, a long-lived root (a server request span) is visible at the
 service while it is still running, and children never wait for their parents.
 """
@@ -11,19 +11,20 @@ service while it is still running, and children never wait for their parents.
 from __future__ import annotations
 
 import logging
-import weakref
 from collections import OrderedDict
-from typing import Any, Callable
+from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from ._batcher import Batcher
+from . import _registry
+from ._clock import SYSTEM_CLOCK, Clock
 from ._convert import RunNode
 from ._ids import RunIds
 from ._logging import RateLimitedLog
-from ._settings import Settings, resolve, warn_if_unusable
+from ._settings import Settings, check_usable, resolve
 from ._stats import ExporterStats
+from ._worker import Worker
 
 __all__ = ["RunsSpanProcessor"]
 
@@ -31,21 +32,6 @@ logger = logging.getLogger(__name__)
 _rl = RateLimitedLog(logger)
 
 _RECENT_MAX = 16_384  # ended spans remembered for children that start after their parent ended
-
-# Hook for the propagator: given the parent context of a span whose parent is
-# remote, return the remote run's ids (or None). Installed by the propagator module.
-remote_parent_lookup: Callable[[Context | None], RunIds | None] | None = None
-
-_live: "weakref.WeakSet[RunsSpanProcessor]" = weakref.WeakSet()
-
-
-def run_ids_for(span_id: int) -> RunIds | None:
-    """The run ids a live processor gave the span ``span_id`` (open or recently ended)."""
-    for processor in list(_live):
-        node = processor._open.get(span_id) or processor._recent.get(span_id)
-        if node is not None:
-            return node.resolve(processor._settings.id_scheme)
-    return None
 
 
 class RunsSpanProcessor(SpanProcessor):
@@ -57,14 +43,16 @@ class RunsSpanProcessor(SpanProcessor):
         provider.add_span_processor(RunsSpanProcessor(project="my-app"))
     """
 
-    def __init__(self, settings: Settings | None = None, **overrides: Any) -> None:
+    def __init__(self, settings: Settings | None = None, *, clock: Clock = SYSTEM_CLOCK, **overrides: Any) -> None:
+        """``clock`` is a seam for tests (a :class:`~otel_runs_exporter.testing.FakeClock` runs
+        backoff and Retry-After waits without sleeping); leave it alone otherwise."""
         self._settings = settings if settings is not None else resolve(overrides)
-        warn_if_unusable(self._settings)
+        check_usable(self._settings)
         self._open: dict[int, RunNode] = {}
         self._recent: OrderedDict[int, RunNode] = OrderedDict()
-        self._batcher: Batcher | None = None if self._settings.disabled else Batcher(self._settings)
-        if self._batcher is not None:
-            _live.add(self)
+        self._worker: Worker | None = None if self._settings.disabled else Worker(self._settings, clock=clock)
+        if self._worker is not None:
+            _registry.register(self)
 
     def __repr__(self) -> str:
         return f"RunsSpanProcessor(endpoint={self._settings.endpoint!r}, project={self._settings.project!r})"
@@ -73,8 +61,13 @@ class RunsSpanProcessor(SpanProcessor):
     def settings(self) -> Settings:
         return self._settings
 
+    def run_ids(self, span_id: int) -> RunIds | None:
+        """The run ids this processor gave the open or recently ended span ``span_id``, or None."""
+        node = self._open.get(span_id) or self._recent.get(span_id)
+        return node.resolve(self._settings.id_scheme) if node is not None else None
+
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        batcher = self._batcher
+        batcher = self._worker
         if batcher is None:
             return
         try:
@@ -86,8 +79,8 @@ class RunsSpanProcessor(SpanProcessor):
             if parent is not None:
                 key = parent.span_id
                 parent_node = self._open.get(key) or self._recent.get(key)
-                if parent_node is None and parent.is_remote and remote_parent_lookup is not None:
-                    remote = remote_parent_lookup(parent_context)
+                if parent_node is None and parent.is_remote:
+                    remote = _registry.remote_run(parent_context)
             # Only a link to the parent here: ids are computed on the worker thread.
             node = RunNode(span, parent_node, remote)
             self._open[ctx.span_id] = node
@@ -96,7 +89,7 @@ class RunsSpanProcessor(SpanProcessor):
             _rl.error("on_start", "could not record the start of span %r", getattr(span, "name", "?"), exc_info=True)
 
     def on_end(self, span: ReadableSpan) -> None:
-        batcher = self._batcher
+        batcher = self._worker
         if batcher is None:
             return
         try:
@@ -116,21 +109,25 @@ class RunsSpanProcessor(SpanProcessor):
             _rl.error("on_end", "could not record the end of span %r", getattr(span, "name", "?"), exc_info=True)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Deliver what is queued; False if ``timeout_millis`` ran out first or delivery failed."""
-        if self._batcher is None:
+        """Deliver what is queued, retrying through failures until ``timeout_millis``.
+
+        False if the time ran out first, or if runs were dropped (a refused key,
+        a rejected run, ...) or spooled instead of delivered; ``stats()`` says which.
+        """
+        if self._worker is None:
             return True
-        return self._batcher.force_flush(timeout_millis / 1000.0)
+        return self._worker.force_flush(timeout_millis / 1000.0)
 
     def shutdown(self, timeout_millis: int | None = None) -> None:
         """Final bounded delivery; by default bounded by ``OTEL_BSP_EXPORT_TIMEOUT``."""
-        if self._batcher is None:
+        if self._worker is None:
             return
         timeout_s = self._settings.export_timeout_s if timeout_millis is None else timeout_millis / 1000.0
-        _live.discard(self)
-        self._batcher.shutdown(timeout_s)
+        _registry.unregister(self)
+        self._worker.shutdown(timeout_s)
 
     def stats(self) -> ExporterStats:
         """A snapshot of what was queued, sent, retried and dropped."""
-        if self._batcher is None:
+        if self._worker is None:
             return ExporterStats()
-        return self._batcher.stats()
+        return self._worker.stats()

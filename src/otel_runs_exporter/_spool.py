@@ -27,8 +27,8 @@ from __future__ import annotations
 import logging
 import os
 import time
+import threading
 from pathlib import Path
-from typing import Callable
 
 import orjson
 
@@ -95,12 +95,23 @@ def deserialize(data: bytes) -> list[EncodedRun]:
 class Spool:
     """One spool directory, as seen by one process."""
 
-    def __init__(self, directory: str, max_bytes: int, on_drop: Callable[[str, int], None]) -> None:
+    def __init__(self, directory: str, max_bytes: int) -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._max_bytes = max_bytes
-        self._on_drop = on_drop
+        self._losses: dict[str, int] = {}
+        self._losses_lock = threading.Lock()
         self._recover()
+
+    def take_losses(self) -> dict[str, int]:
+        """Runs lost on the spool's side since the last call, by reason (``spool_full``, ``spool_corrupt``)."""
+        with self._losses_lock:
+            losses, self._losses = self._losses, {}
+        return losses
+
+    def _lose(self, reason: str, runs: int) -> None:
+        with self._losses_lock:
+            self._losses[reason] = self._losses.get(reason, 0) + runs
 
     def __repr__(self) -> str:
         return f"Spool({str(self.dir)!r})"
@@ -112,7 +123,7 @@ class Spool:
         if not runs:
             return True
         data = serialize(runs)
-        name = f"{time.time_ns():020d}-{os.getpid()}-{os.urandom(4).hex()}-n{len(runs)}{_SUFFIX}"
+        name = _file_name(f"{time.time_ns():020d}", runs)
         tmp = self.dir / f"{_TMP_PREFIX}{os.getpid()}-{name}"
         try:
             self._make_room(len(data))
@@ -146,8 +157,8 @@ class Spool:
             except FileNotFoundError:
                 continue  # another process replayed or removed it
             total -= size
-            dropped = _count_in_name(path.name)
-            self._on_drop("spool_full", dropped)
+            dropped = _runs_in_name(path.name)
+            self._lose("spool_full", dropped)
             logger.warning("the spool is full (%d bytes); dropped its oldest file with %d runs", self._max_bytes, dropped)
 
     def _fsync_dir(self) -> None:
@@ -192,8 +203,8 @@ class Spool:
             except (SpoolCorrupt, OSError) as exc:
                 bad = claimed.with_name(path.name + ".bad")
                 os.replace(claimed, bad)
-                dropped = _count_in_name(path.name)
-                self._on_drop("spool_corrupt", dropped)
+                dropped = _runs_in_name(path.name)
+                self._lose("spool_corrupt", dropped)
                 logger.error("set aside an unreadable spool file %s (%s); %d runs lost", bad.name, exc, dropped)
         return None
 
@@ -212,7 +223,7 @@ class Spool:
             return
         # Part of the file went through: write what is left under the same time prefix.
         prefix = original.split("-", 1)[0]
-        name = f"{prefix}-{os.getpid()}-{os.urandom(4).hex()}-n{len(runs)}{_SUFFIX}"
+        name = _file_name(prefix, runs)
         tmp = self.dir / f"{_TMP_PREFIX}{os.getpid()}-{name}"
         try:
             tmp.write_bytes(serialize(runs))
@@ -241,8 +252,24 @@ class Spool:
                 continue
 
 
+def _file_name(prefix: str, runs: list[EncodedRun]) -> str:
+    # The name carries the operation count (to tell a partial give-back) and the
+    # count of runs it completes (what is lost if the file is), so neither needs a read.
+    completing = sum(1 for r in runs if r.completes)
+    return f"{prefix}-{os.getpid()}-{os.urandom(4).hex()}-n{len(runs)}-c{completing}{_SUFFIX}"
+
+
 def _count_in_name(name: str) -> int:
+    """Operations in a spool file, from its name."""
     try:
-        return int(name.split("-n", 1)[1].split(".", 1)[0])
+        return int(name.split("-n", 1)[1].split("-", 1)[0].split(".", 1)[0])
     except (IndexError, ValueError):
         return 0
+
+
+def _runs_in_name(name: str) -> int:
+    """Runs a spool file completes, from its name (files of older versions: their operations)."""
+    try:
+        return int(name.rsplit("-c", 1)[1].split(".", 1)[0])
+    except (IndexError, ValueError):
+        return _count_in_name(name)

@@ -1,70 +1,198 @@
-"""Delivery counters: what was sent, retried and dropped, and why."""
+"""Delivery counters: the one owner of what was created, delivered, spooled and lost.
+
+Every count is in runs, and a run is counted when its *completing* operation
+(the one carrying its end: a patch, or a post that already has the end) moves.
+An early post (sent while the span is still open) never changes a count: if it
+is lost, the run's completing operation carries everything again.
+
+The identity, true at any moment because each move is one step under one lock::
+
+    created == delivered + sum(dropped.values()) + spooled + queued
+
+and, once everything has settled (after ``force_flush`` or ``shutdown``),
+``queued == 0``. What happens to runs after they reach the spool is counted on
+the spool's side: ``replayed`` (delivered from spool files by this process,
+whoever wrote them) and ``spool_dropped`` (files evicted from a full spool or
+found unreadable).
+"""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
-__all__ = ["ExporterStats", "Counters"]
+if TYPE_CHECKING:
+    from ._delivery import Outcome
+
+__all__ = ["ExporterStats", "Ledger", "RequestCounts"]
 
 
 @dataclass(frozen=True)
 class ExporterStats:
-    """A snapshot of an exporter's or processor's delivery counters.
+    """A snapshot of an exporter's or processor's delivery counters (all in runs but the request counts).
 
-    ``sent`` counts run operations delivered (a ``post`` or a ``patch``; a post
-    that already carries the run's end counts once); ``completed`` counts the
-    runs whose end reached the service. ``dropped`` maps a reason
-    (``queue_full``, ``queue_bytes_full``, ``rejected``, ``too_large``,
-    ``unauthorized``, ``shutdown``, ...) to a count of runs whose end was lost:
-    an early post that is refused is not counted, since the run's last
-    operation carries everything again. So, for ended spans,
-    ``completed + sum(dropped) == spans``; nothing is dropped without a reason.
-    ``spooled`` counts operations written to the durable spool, ``replayed``
-    those delivered from it (by this process, whoever wrote them).
+    ``created`` counts runs whose end reached the exporter; ``delivered`` those
+    whose end reached the service; ``dropped`` maps a reason (``queue_full``,
+    ``queue_bytes_full``, ``rejected``, ``too_large``, ``unauthorized``,
+    ``not_found``, ``shutdown``, ...) to runs lost; ``spooled`` counts runs
+    written to the durable spool; ``queued`` those still in memory. So
+    ``created == delivered + dropped_total + spooled + queued`` always.
+
+    ``sent`` counts operations delivered (an early post and its patch are two);
+    ``requests``, ``retried`` and ``failed`` count HTTP requests. ``held`` and
+    ``orphaned`` are the exporter path's spans waiting for their parents and
+    spans sent as roots because their parents never came.
     """
 
+    created: int = 0
+    delivered: int = 0
     queued: int = 0
-    sent: int = 0
-    completed: int = 0
-    retried: int = 0
-    failed: int = 0
-    requests: int = 0
     dropped: Mapping[str, int] = field(default_factory=dict)
-    held: int = 0
-    orphaned: int = 0
     spooled: int = 0
     replayed: int = 0
+    spool_dropped: Mapping[str, int] = field(default_factory=dict)
+    sent: int = 0
+    requests: int = 0
+    retried: int = 0
+    failed: int = 0
+    held: int = 0
+    orphaned: int = 0
 
     @property
     def dropped_total(self) -> int:
         return sum(self.dropped.values())
 
+    @property
+    def completed(self) -> int:
+        """Alias of ``delivered`` (its name in 0.1.0)."""
+        return self.delivered
 
-class Counters:
-    """Thread-safe counters behind :class:`ExporterStats`."""
+    def settled(self) -> bool:
+        """True when every created run is accounted for (nothing queued) and the identity holds."""
+        return self.queued == 0 and self.created == self.delivered + self.dropped_total + self.spooled
+
+
+@dataclass
+class RequestCounts:
+    """HTTP requests made, retried and failed; kept by the HTTP client, read by :class:`Ledger`."""
+
+    requests: int = 0
+    retried: int = 0
+    failed: int = 0
+
+
+class Ledger:
+    """The one counting API: every move of a run goes through here, under one lock."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.sent = 0
-        self.completed = 0
-        self.orphaned = 0
-        self.spooled = 0
-        self.replayed = 0
+        self._created = 0
+        self._delivered = 0
+        self._queued = 0
+        self._spooled = 0
+        self._replayed = 0
+        self._sent = 0
+        self._orphaned = 0
         self._dropped: dict[str, int] = {}
+        self._spool_dropped: dict[str, int] = {}
+        self._gave_up: str | None = None  # the reason, once give_up() has run
 
-    def drop(self, reason: str, count: int = 1) -> None:
-        if count:
+    # --- runs entering ---------------------------------------------------------
+
+    def admit(self, runs: int = 1) -> None:
+        """Runs whose end was accepted into memory."""
+        with self._lock:
+            self._created += runs
+            self._queued += runs
+
+    def refuse(self, reason: str, runs: int = 1) -> None:
+        """Runs whose end arrived but was refused at the door (never queued)."""
+        if runs:
             with self._lock:
-                self._dropped[reason] = self._dropped.get(reason, 0) + count
+                self._created += runs
+                self._dropped[reason] = self._dropped.get(reason, 0) + runs
 
-    def delivered(self, ops: int, completed: int) -> None:
-        with self._lock:
-            self.sent += ops
-            self.completed += completed
+    # --- runs leaving memory ---------------------------------------------------
 
-    def dropped(self) -> Mapping[str, int]:
+    def drop(self, reason: str, runs: int = 1) -> None:
+        """Queued runs lost, with the reason."""
+        if runs:
+            with self._lock:
+                self._queued -= runs
+                self._dropped[reason] = self._dropped.get(reason, 0) + runs
+
+    def give_up(self, reason: str) -> int:
+        """Count every run still queued as lost (a shutdown that could not wait); returns how many.
+
+        A send still in flight may finish later: runs it delivers or spools are
+        then moved back out of ``reason``, so nothing is counted twice.
+        """
         with self._lock:
-            return MappingProxyType(dict(self._dropped))
+            n = self._queued
+            if n:
+                self._dropped[reason] = self._dropped.get(reason, 0) + n
+                self._queued = 0
+            self._gave_up = reason
+            return n
+
+    def record(self, outcome: "Outcome") -> None:
+        """Apply what one delivery step reports; only completing operations move runs."""
+        delivered = _completing(outcome.delivered)
+        spooled = _completing(outcome.spooled)
+        dropped = {reason: _completing(runs) for reason, runs in outcome.dropped.items()}
+        with self._lock:
+            self._sent += len(outcome.delivered)
+            self._delivered += delivered
+            self._spooled += spooled
+            if self._gave_up is None:
+                self._queued -= delivered + spooled
+                for reason, n in dropped.items():
+                    if n:
+                        self._queued -= n
+                        self._dropped[reason] = self._dropped.get(reason, 0) + n
+            else:
+                # After give_up() these runs were already counted as lost; they were not.
+                self._dropped[self._gave_up] -= delivered + spooled
+            self._replayed += outcome.replayed
+            for reason, n in outcome.spool_dropped.items():
+                self._spool_dropped[reason] = self._spool_dropped.get(reason, 0) + n
+
+    def orphan(self, spans: int = 1) -> None:
+        with self._lock:
+            self._orphaned += spans
+
+    # --- reading ---------------------------------------------------------------
+
+    @property
+    def queued(self) -> int:
+        return self._queued
+
+    def dropped_total(self) -> int:
+        with self._lock:
+            return sum(self._dropped.values())
+
+    def snapshot(self, requests: RequestCounts | None = None, held: int = 0) -> ExporterStats:
+        """The one place an :class:`ExporterStats` is built."""
+        r = requests or RequestCounts()
+        with self._lock:
+            return ExporterStats(
+                created=self._created,
+                delivered=self._delivered,
+                queued=self._queued,
+                dropped=MappingProxyType(dict(self._dropped)),
+                spooled=self._spooled,
+                replayed=self._replayed,
+                spool_dropped=MappingProxyType(dict(self._spool_dropped)),
+                sent=self._sent,
+                requests=r.requests,
+                retried=r.retried,
+                failed=r.failed,
+                held=held,
+                orphaned=self._orphaned,
+            )
+
+
+def _completing(runs: Iterable[object]) -> int:
+    return sum(1 for r in runs if getattr(r, "completes", False))

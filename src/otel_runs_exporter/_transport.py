@@ -15,6 +15,9 @@ timeout                 even without it). At the deadline the runs are handed
 401, 403                sending stops for good; one log line; runs dropped
                         (unauthorized)
 404, 405 on multipart   (mode auto) switch once to POST /runs + PATCH /runs/{id}
+404 on POST /runs       the base address is wrong: one error naming it; the
+(or multipart, mode     batch is dropped (not_found)
+multipart)
 redirect                followed only to the same scheme and host; never carries
                         the key elsewhere (dropped: redirect_refused)
 other 4xx               dropped (http_<status>)
@@ -41,9 +44,11 @@ from urllib.parse import urljoin, urlsplit
 import requests
 from opentelemetry import context as otel_context
 
+from ._clock import SYSTEM_CLOCK, Clock
 from ._encode import EncodedRun, basic_body, multipart_body, new_boundary
 from ._logging import RateLimitedLog
-from ._settings import Settings
+from ._settings import US_ENDPOINT, Settings
+from ._stats import RequestCounts
 
 __all__ = ["Transport", "SendResult", "HttpClient", "RetryLater", "USER_AGENT", "new_session", "retry_after_seconds"]
 
@@ -103,7 +108,8 @@ class HttpClient:
     exponential backoff and jitter until the deadline; Retry-After is honoured.
     The backoff state is kept between calls, so a caller that comes back after
     :class:`RetryLater` does not hammer a struggling service. ``wake`` cuts a
-    backoff wait short. Redirects are followed only within the base address's
+    backoff wait short; waits and deadlines go through ``clock`` (a
+    :class:`~otel_runs_exporter._clock.FakeClock` in tests). Redirects are followed only within the base address's
     scheme and host, so credentials never travel elsewhere.
 
     ``backoff_base_s`` / ``backoff_max_s`` are class attributes so tests can
@@ -120,7 +126,7 @@ class HttpClient:
         timeout_s: float,
         *,
         wake: threading.Event | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.session = session
         # requests lets REQUESTS_CA_BUNDLE override a session's CA bundle; a bundle
@@ -133,9 +139,7 @@ class HttpClient:
         self._clock = clock
         self._attempt = 0
         self._not_before = 0.0
-        self.requests = 0
-        self.retried = 0
-        self.failed = 0
+        self.counts = RequestCounts()
 
     def reset_backoff(self) -> None:
         self._attempt = 0
@@ -160,37 +164,38 @@ class HttpClient:
         as it is, and a connection error raises :class:`RetryLater` at once.
         """
         url = self.base + path
+        counts = self.counts
         while True:
             self._wait_until(self._not_before, deadline)
-            remaining = deadline - self._clock()
+            remaining = deadline - self._clock.now()
             if remaining <= 0:
                 raise RetryLater()
             retry_after: float | None = None
             last: requests.Response | None = None
             try:
                 resp = self._follow(method, url, body, headers or {}, params, min(self._timeout_s, remaining))
-                self.requests += 1
+                counts.requests += 1
             except requests.RequestException as exc:
-                self.requests += 1
+                counts.requests += 1
                 _rl.warning("conn", "could not reach %s: %s", self.origin, type(exc).__name__)
                 if not retry:
-                    self.failed += 1
+                    counts.failed += 1
                     raise RetryLater() from None
             else:
                 if resp.status_code not in _RETRYABLE or not retry:
                     if resp.status_code < 400:
                         self.reset_backoff()
                     else:
-                        self.failed += 1
+                        counts.failed += 1
                     return resp
                 retry_after = retry_after_seconds(resp)
                 _rl.warning("status_%d" % resp.status_code, "the service answered %d; retrying", resp.status_code)
                 resp.close()
                 last = resp
-            self.failed += 1
-            self.retried += 1  # now, or on a later call if the wait passes the deadline
+            counts.failed += 1
+            counts.retried += 1  # now, or on a later call if the wait passes the deadline
             delay = self._backoff(retry_after)
-            self._not_before = self._clock() + delay
+            self._not_before = self._clock.now() + delay
             if self._not_before >= deadline:
                 raise RetryLater(last)
 
@@ -206,12 +211,12 @@ class HttpClient:
 
     def _wait_until(self, when: float, deadline: float) -> None:
         while True:
-            now = self._clock()
+            now = self._clock.now()
             if now >= when:
                 return
             if when >= deadline:
                 raise RetryLater()
-            if self._wake.wait(when - now):
+            if self._clock.wait(self._wake, when - now):
                 raise RetryLater(interrupted=True)  # new work or shutdown: let the caller decide
 
     def _follow(
@@ -258,7 +263,7 @@ class Transport:
         settings: Settings,
         *,
         wake: threading.Event | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
         session: requests.Session | None = None,
     ) -> None:
         self._settings = settings
@@ -271,20 +276,14 @@ class Transport:
         self._boundary = new_boundary()
         self._basic = settings.mode == "basic"
         self._auth_failed = False
+        self._fallback_untold = 0  # the status that made us fall back to basic, until that is logged
         self._lock = threading.Lock()  # one send at a time: the backoff state is shared
         self._compress = _compressor(settings.compression)
 
     @property
-    def requests(self) -> int:
-        return self._http.requests
-
-    @property
-    def retried(self) -> int:
-        return self._http.retried
-
-    @property
-    def failed(self) -> int:
-        return self._http.failed
+    def counts(self) -> RequestCounts:
+        """The HTTP client's request counts (the same object, updated as it sends)."""
+        return self._http.counts
 
     def __repr__(self) -> str:
         return f"Transport(endpoint={self._base!r}, mode={'basic' if self._basic else 'multipart'})"
@@ -351,12 +350,12 @@ class Transport:
                 result.drop("rejected", runs)
             else:
                 self._send_halves(runs, deadline, result)
+        elif status == 404 and self._settings.mode == "multipart":
+            self._endpoint_missing("/runs/multipart", runs, result)
         elif status in (404, 405) and self._settings.mode == "auto":
-            logger.warning(
-                "%s has no multipart endpoint (%d); switching to POST /runs and PATCH /runs/{id}",
-                self._base,
-                status,
-            )
+            # Said once the fallback works; if /runs is missing too, the one line
+            # about a wrong address says it all.
+            self._fallback_untold = status
             self._basic = True
             self._send_basic(runs, deadline, result)
         else:
@@ -365,7 +364,7 @@ class Transport:
     def _send_halves(self, runs: list[EncodedRun], deadline: float, result: SendResult) -> None:
         mid = len(runs) // 2
         for half in (runs[:mid], runs[mid:]):
-            if self._clock() >= deadline:
+            if self._clock.now() >= deadline:
                 result.retry.extend(half)
             else:
                 self._send_multipart(half, deadline, result)
@@ -389,6 +388,18 @@ class Transport:
             status = resp.status_code
             if 200 <= status < 300 or (status == 409 and run.op == "post"):
                 result.delivered.append(run)  # 409: created by an earlier attempt
+                if self._fallback_untold:
+                    logger.warning(
+                        "%s has no multipart endpoint (%d); sending with POST /runs and PATCH /runs/{id}",
+                        self._base,
+                        self._fallback_untold,
+                    )
+                    self._fallback_untold = 0
+            elif status == 404 and run.op == "post":
+                # POST /runs itself is missing (and, in auto mode, multipart was too):
+                # the base address is wrong, so every other run of the batch would fail the same way.
+                self._endpoint_missing(path, ordered[index:], result)
+                return
             elif status in (400, 404, 413, 422):
                 reason = "too_large" if status == 413 else "rejected"
                 _rl.warning("basic_" + reason, "the service refused %s %s (%d): %s", method, path, status, _detail(resp))
@@ -398,6 +409,20 @@ class Transport:
                 if self._auth_failed:
                     result.drop("unauthorized", ordered[index + 1 :])
                     return
+
+    def _endpoint_missing(self, path: str, runs: list[EncodedRun], result: SendResult) -> None:
+        _rl.error(
+            "not_found",
+            "%s%s answered 404%s: the service has no such endpoint, so the base address is likely wrong. "
+            "OTEL_EXPORTER_RUNS_ENDPOINT must be the API's base address (the hosted one is %s; "
+            "self-hosted ones end in /api/v1), without /runs or other paths. %d runs dropped (not_found)",
+            self._base,
+            path,
+            " (and so did /runs/multipart)" if self._fallback_untold else "",
+            US_ENDPOINT,
+            len(runs),
+        )
+        result.drop("not_found", runs)
 
     def _non_retryable(self, status: int, resp: requests.Response, runs: list[EncodedRun], result: SendResult) -> None:
         if status in (401, 403):

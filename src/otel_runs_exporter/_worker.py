@@ -2,14 +2,16 @@
 
 Application threads only append ``(kind, span, node)`` to a bounded deque and,
 when a batch is ready, set an Event. The named daemon worker does the rest:
-it converts spans to runs, merges a post with its patch when the span ended
-before its post was sent, encodes, and hands batches to the transport.
+it converts spans to runs (merging a post with its patch when the span ended
+before its post was converted), hands the encoded runs to :class:`Delivery`,
+asks it to send, and records each :class:`Outcome` in the :class:`Ledger`.
+Calls go one way: worker -> delivery -> transport.
 
 Lifecycle: started in the constructor; woken by the Event or every schedule
 delay; ``force_flush`` queues a flush request and waits for it; ``shutdown``
-makes a last bounded attempt and reports what it gave up; after ``fork`` the
-child gets an empty queue, a new worker and a new HTTP session, so nothing is
-sent twice.
+makes a last bounded attempt, then spools or gives up what is left and reports
+it in one line; after ``fork`` the child gets an empty queue, a new worker and
+a new HTTP session, so nothing is sent twice.
 
 Memory is bounded twice: the queue of span operations in items
 (``OTEL_BSP_MAX_QUEUE_SIZE``), and everything waiting in bytes
@@ -21,6 +23,7 @@ are dropped and counted.
 
 from __future__ import annotations
 
+import enum
 import logging
 import os
 import threading
@@ -28,30 +31,31 @@ import time
 import weakref
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from opentelemetry import context as otel_context
 
+from ._clock import SYSTEM_CLOCK, Clock
 from ._convert import ConvertOptions, RunNode, early_post_summary, patch_fields, span_to_run
-from ._delivery import Delivery
+from ._delivery import Delivery, Outcome
 from ._encode import EncodedRun, encode_run
 from ._logging import RateLimitedLog
 from ._settings import Settings
-from ._stats import Counters, ExporterStats
+from ._stats import ExporterStats, Ledger
 from ._transport import Transport, suppressed_context
 
-__all__ = ["Batcher"]
+__all__ = ["Worker"]
 
 logger = logging.getLogger(__name__)
 _rl = RateLimitedLog(logger)
 
-_MAX_PENDING_IDS = 100_000
+_MAX_EARLY = 100_000  # runs awaiting their patch; a span that never ends must not grow this forever
 _YIELD_EVERY_S = 0.002
 # What one queued span operation holds in memory, estimated: a small SDK span with
 # its ReadableSpan measured ~3.1 KB for its two operations (tracemalloc, SDK 1.45).
 # The estimate keeps the hot path to one multiplication; payload strings are
 # counted exactly once encoded.
-_OP_BYTES = 1600  # runs awaiting their patch; a span that never ends must not grow this forever
+_OP_BYTES = 1600
 
 
 @dataclass
@@ -61,37 +65,34 @@ class _FlushRequest:
     ok: bool = False
 
 
-class Batcher:
-    """Bounded queue + worker thread + delivery; the engine behind ``RunsSpanProcessor``."""
+class _Cycle(enum.Enum):
+    DONE = "done"  # nothing left in memory
+    LATER = "later"  # the deadline came (or will, before the next retry)
+    INTERRUPTED = "interrupted"  # the wake event cut a backoff wait short
 
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        transport_factory: Callable[[Settings, threading.Event], Transport] | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+
+class Worker:
+    """Bounded queue + worker thread; the engine behind ``RunsSpanProcessor``."""
+
+    def __init__(self, settings: Settings, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self._settings = settings
         self._opts = ConvertOptions.from_settings(settings)
-        self._transport_factory = transport_factory or (lambda s, wake: Transport(s, wake=wake))
         self._clock = clock
-        self._counters = Counters()
         self._init_state()
-        _register_fork_handler(self)
+        _workers.add(self)
         self._start_worker()
 
     def _init_state(self) -> None:
+        self._ledger = Ledger()
         self._queue: deque[tuple[str, Any, RunNode]] = deque()
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._flush_requests: list[_FlushRequest] = []
         self._early: dict[str, tuple[str, str, bool]] = {}
-        self._merged: dict[str, None] = {}
         self._stopping = False
         self._stopped = False
         self._stop_deadline = 0.0
-        self._transport = self._transport_factory(self._settings, self._wake)
-        self._delivery = Delivery(self._settings, self._transport, lambda: self._counters, self._clock)
+        self._delivery = Delivery(self._settings, Transport(self._settings, wake=self._wake, clock=self._clock))
         self._worker: threading.Thread | None = None
 
     def _start_worker(self) -> None:
@@ -102,25 +103,27 @@ class Batcher:
         # The parent's queue is the parent's to send; the child starts clean.
         if self._stopping:
             return
-        self._counters = Counters()
         self._init_state()
         self._start_worker()
 
     # --- application threads -----------------------------------------------------
 
     def submit(self, kind: str, span: Any, node: RunNode) -> None:
-        """Queue a span operation; never blocks, never raises."""
+        """Queue a span operation; never blocks, never raises.
+
+        Only a ``patch`` (the run's end) is counted: a refused ``post`` is
+        carried whole by its patch later, so each run is counted once.
+        """
         if self._stopping:
-            self._counters.drop("after_shutdown")
+            if kind == "patch":
+                self._ledger.refuse("after_shutdown")
             return
         queue = self._queue
         settings = self._settings
         waiting = len(queue)
-        # A refused post is not counted: its patch, if admitted, sends the whole run
-        # (see _convert); a refused patch is, so each lost run is counted once.
         if waiting >= settings.max_queue_size:
             if kind == "patch":
-                self._counters.drop("queue_full")
+                self._ledger.refuse("queue_full")
             _rl.warning(
                 "queue_full",
                 "the run queue is full (%d); dropping new runs (raise OTEL_BSP_MAX_QUEUE_SIZE or check delivery)",
@@ -131,7 +134,7 @@ class Batcher:
             # One budget for memory: spans waiting to be converted (estimated) plus
             # encoded runs waiting to be sent (exact) stay under the byte cap.
             if kind == "patch":
-                self._counters.drop("queue_bytes_full")
+                self._ledger.refuse("queue_bytes_full")
             _rl.warning(
                 "queue_bytes_full",
                 "runs waiting for delivery hold about %d bytes, the cap (OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES); "
@@ -139,61 +142,102 @@ class Batcher:
                 settings.max_queue_bytes,
             )
             return
+        if kind == "patch":
+            self._ledger.admit()
+            # Only now may the worker merge the post with the end: the patch is sure to be queued.
+            node.state = RunNode.ENDED
         queue.append((kind, span, node))
-        if len(queue) >= self._settings.max_export_batch_size and not self._wake.is_set():
+        if len(queue) >= settings.max_export_batch_size and not self._wake.is_set():
             self._wake.set()
 
     def force_flush(self, timeout_s: float) -> bool:
-        """Deliver everything queued so far; False when ``timeout_s`` runs out first or delivery failed."""
+        """Deliver everything queued so far.
+
+        Keeps sending through retryable failures until everything is delivered
+        or ``timeout_s`` runs out. False when the timeout ran out first, or when
+        runs were dropped or spooled instead of delivered meanwhile.
+        """
         if self._stopped or self._worker is None or not self._worker.is_alive():
-            return not self._queue and not len(self._delivery)
-        request = _FlushRequest(self._clock() + timeout_s)
+            return self._ledger.queued == 0 and not self._queue
+        request = _FlushRequest(self._clock.now() + timeout_s)
         with self._lock:
             self._flush_requests.append(request)
         self._wake.set()
         return request.done.wait(timeout_s) and request.ok
 
     def shutdown(self, timeout_s: float) -> None:
-        """Last bounded delivery attempt; reports what it gave up in one log line."""
+        """Last delivery attempt, bounded by ``timeout_s``; never raises.
+
+        What could not be delivered in time goes to the spool (when there is
+        one) or is counted as dropped (``shutdown``), and is reported in one
+        line with the real time waited. Ctrl-C while waiting stops the wait at
+        once, with the same one line and no traceback.
+        """
         if self._stopping:
             return
-        self._stop_deadline = self._clock() + timeout_s
-        self._stopping = True
-        self._wake.set()
-        worker = self._worker
-        if worker is not None and worker.is_alive() and worker is not threading.current_thread():
-            worker.join(timeout_s + 0.5)
+        started = time.monotonic()
+        interrupted = False
+        try:
+            self._stop_deadline = self._clock.now() + timeout_s
+            self._stopping = True
+            self._wake.set()
+            worker = self._worker
+            if worker is not None and worker.is_alive() and worker is not threading.current_thread():
+                # The worker stops sending at the deadline; the margin lets it spool and count.
+                worker.join(timeout_s + 0.5)
+        except KeyboardInterrupt:
+            interrupted = True
         self._stopped = True
-        left = len(self._queue) + len(self._delivery)
-        if left:
-            # Only when the worker did not finish (stuck in a request past the timeout).
-            runs = {node.resolve(self._settings.id_scheme).run_id for _, _, node in self._queue}
-            runs |= self._delivery.run_ids()
-            self._counters.drop("shutdown", left)
-            logger.warning(
-                "shutdown: gave up %d runs (%d operations) that could not be delivered within %.1f s",
-                len(runs),
-                left,
-                timeout_s,
-            )
-            self._queue.clear()
-            self._delivery.clear()
-        self._transport.close()
+        try:
+            self._give_up(time.monotonic() - started, interrupted)
+        except KeyboardInterrupt:
+            pass
+        self._delivery.close()
 
     def stats(self) -> ExporterStats:
-        c = self._counters
-        t = self._transport
-        return ExporterStats(
-            queued=len(self._queue) + len(self._delivery),
-            sent=c.sent,
-            completed=c.completed,
-            spooled=c.spooled,
-            replayed=c.replayed,
-            retried=t.retried,
-            failed=t.failed,
-            requests=t.requests,
-            dropped=c.dropped(),
-        )
+        return self._ledger.snapshot(self._delivery.transport.counts)
+
+    # --- shutdown ------------------------------------------------------------------
+
+    def _give_up(self, waited_s: float, interrupted: bool) -> None:
+        """Account for what the worker could not deliver by the deadline (or before Ctrl-C)."""
+        if self._worker is not None and self._worker.is_alive():
+            # The worker is stuck in a request past the deadline (or we were interrupted):
+            # take what it has not, and count the rest, in flight, as given up.
+            self._queue.clear()
+            if self._delivery.spool is not None and not interrupted:
+                self._record(self._delivery.spool_all())
+            self._delivery.take_all()
+        lost = self._ledger.give_up("shutdown")
+        if lost or interrupted:
+            logger.warning(
+                "shutdown%s: gave up %d runs that could not be delivered in %.1f s",
+                " interrupted" if interrupted else "",
+                lost,
+                waited_s,
+            )
+
+    def _finish(self) -> None:
+        """The worker's last cycle: send until the deadline, then spool what is left."""
+        if self._cycle(self._stop_deadline) is not _Cycle.DONE and self._delivery.spool is not None:
+            self._convert_some(everything=True)
+            spooled = self._delivery.spool_all()
+            self._record(spooled)
+            if spooled.spooled:
+                logger.warning(
+                    "shutdown: %d runs could not be delivered in time; written to the spool at %s "
+                    "for the next process to send",
+                    sum(1 for r in spooled.spooled if r.completes),
+                    self._delivery.spool.dir,
+                )
+        if self._queue or len(self._delivery):
+            self._queue.clear()
+            self._delivery.take_all()  # counted by give_up(), in runs, once
+        with self._lock:
+            requests, self._flush_requests = self._flush_requests, []
+        for r in requests:
+            r.ok = False
+            r.done.set()
 
     # --- the worker --------------------------------------------------------------
 
@@ -205,54 +249,75 @@ class Batcher:
             self._wake.clear()
             try:
                 if self._stopping:
-                    if not self._cycle(self._stop_deadline):
-                        self._spool_leftovers()
-                    self._finish_flush_requests()
+                    self._finish()
                     return
                 with self._lock:
                     requests, self._flush_requests = self._flush_requests, []
                 if requests:
-                    deadline = min(r.deadline for r in requests)
-                    ok = self._cycle(deadline)
+                    ok = self._flush(min(r.deadline for r in requests))
                     for r in requests:
                         r.ok = ok
                         r.done.set()
                 else:
-                    self._cycle(self._clock() + self._settings.export_timeout_s)
+                    self._cycle(self._clock.now() + self._settings.export_timeout_s)
             except Exception:  # noqa: BLE001 - the worker must survive any bug of ours
                 logger.exception("unexpected error in the export worker; continuing")
 
-    def _finish_flush_requests(self) -> None:
-        with self._lock:
-            requests, self._flush_requests = self._flush_requests, []
-        for r in requests:
-            r.ok = not self._queue and not len(self._delivery)
-            r.done.set()
+    def _flush(self, deadline: float) -> bool:
+        """Send until nothing is left or the deadline; False also when runs were lost meanwhile."""
+        before = self._ledger.snapshot()
+        while True:
+            result = self._cycle(deadline)
+            if result is not _Cycle.INTERRUPTED or self._stopping or self._clock.now() >= deadline:
+                break
+            # New work woke a backoff wait: the flush goes on until its own deadline.
+            self._wake.clear()
+        after = self._ledger.snapshot()
+        lost = after.dropped_total - before.dropped_total + after.spooled - before.spooled
+        return result is _Cycle.DONE and lost == 0
 
-    def _spool_leftovers(self) -> None:
-        """At shutdown, what could not be delivered goes to the spool (when there is one)."""
-        if self._delivery.spool is None:
-            return
-        self._convert_queued(everything=True)
-        runs = self._delivery.run_ids()
-        spooled = self._delivery.spool_everything()
-        if spooled:
-            logger.warning(
-                "shutdown: %d runs (%d operations) could not be delivered in time; written to the spool at %s "
-                "for the next process to send",
-                len(runs),
-                spooled,
-                self._delivery.spool.dir,
-            )
+    def _cycle(self, deadline: float) -> _Cycle:
+        """Convert what is queued and send it, batch by batch, until nothing is left or the deadline."""
+        self._convert_some()
+        delivery = self._delivery
+        while True:
+            outcome = delivery.send_next(deadline)
+            if outcome is None:
+                if not self._queue:
+                    break
+                self._convert_some()
+                continue
+            self._record(outcome)
+            if outcome.retry_later:
+                return _Cycle.INTERRUPTED if outcome.interrupted else _Cycle.LATER
+            if self._clock.now() >= deadline:
+                return _Cycle.LATER
+            # Take what arrived meanwhile, a batch at a time, so a fast producer
+            # is sent alongside instead of after.
+            self._convert_some()
+        self._replay(deadline)
+        return _Cycle.DONE if not self._queue and not len(delivery) else _Cycle.LATER
 
-    def _cycle(self, deadline: float) -> bool:
-        """Convert what is queued and send it all; True when nothing is left."""
-        self._convert_queued()
+    def _replay(self, deadline: float) -> None:
+        """Send spool files while there is time and no new work: old runs never crowd out new ones."""
         batch = self._settings.max_export_batch_size
-        busy = lambda: len(self._queue) >= batch  # noqa: E731
-        return self._delivery.deliver(deadline, between=self._convert_queued, busy=busy) and not self._queue
+        while self._clock.now() < deadline and len(self._queue) < batch:
+            outcome = self._delivery.replay_next(deadline)
+            if outcome is None:
+                return
+            self._record(outcome)
+            if outcome.retry_later:
+                return
 
-    def _convert_queued(self, everything: bool = False) -> None:
+    def _record(self, outcome: Outcome) -> None:
+        self._ledger.record(outcome)
+        for runs in outcome.dropped.values():
+            for run in runs:
+                if not run.completes:
+                    # The service never got this early post: its patch must carry the whole run.
+                    self._early.pop(run.run_id, None)
+
+    def _convert_some(self, everything: bool = False) -> None:
         """Convert up to one batch of queued operations (all of them with ``everything``).
 
         Bounded so that a producer faster than conversion cannot keep the worker
@@ -262,16 +327,23 @@ class Batcher:
         budget = len(queue) if everything else min(len(queue), self._settings.max_export_batch_size)
         last_yield = time.perf_counter()
         for _ in range(budget):
-            kind, span, node = queue.popleft()
             try:
-                encoded = self._convert(kind, span, node.resolve(self._settings.id_scheme))
+                kind, span, node = queue.popleft()
+            except IndexError:  # emptied by a shutdown that could not wait for us
+                return
+            try:
+                encoded = self._convert(kind, span, node)
             except Exception:  # noqa: BLE001 - one bad span must not stop the others
                 logger.exception("could not convert span %r; dropped", getattr(span, "name", "?"))
-                self._counters.drop("convert_error")
+                if kind == "patch":
+                    self._ledger.drop("convert_error")
                 continue
-            if encoded is not None and not self._delivery.add(encoded) and not encoded.completes:
-                # The early post did not fit: forget it, so the patch goes out as a whole post.
-                self._early.pop(encoded.run_id, None)
+            if encoded is not None and not self._delivery.add(encoded):
+                if encoded.completes:
+                    self._ledger.drop("queue_bytes_full")
+                else:
+                    # The early post did not fit: forget it, so the patch goes out as a whole post.
+                    self._early.pop(encoded.run_id, None)
             now = time.perf_counter()
             if now - last_yield > _YIELD_EVERY_S:
                 # Let application threads waiting for the GIL in, instead of after the
@@ -281,43 +353,37 @@ class Batcher:
                 time.sleep(0)
                 last_yield = time.perf_counter()
 
-    def _convert(self, kind: str, span: Any, ids: Any) -> EncodedRun | None:
+    def _convert(self, kind: str, span: Any, node: RunNode) -> EncodedRun | None:
         limit = self._settings.max_value_chars
+        ids = node.resolve(self._settings.id_scheme)
         if kind == "post":
             run = span_to_run(span, ids, self._opts)
-            if span.end_time is not None:
-                # Ended before its post left: one post carries the whole run, its patch is skipped.
-                _bounded_put(self._merged, ids.run_id, None)
+            if node.state == RunNode.ENDED:
+                # Its patch is queued already: one post carries the whole run, the patch is skipped.
+                node.state = RunNode.MERGED
                 return encode_run("post", run, limit, completes=True)
-            _bounded_put(self._early, ids.run_id, early_post_summary(run))
+            early = self._early
+            if len(early) >= _MAX_EARLY:
+                early.pop(next(iter(early)))
+            early[ids.run_id] = early_post_summary(run)
             return encode_run("post", run, limit)
-        if self._merged.pop(ids.run_id, 0) is None:
+        if node.state == RunNode.MERGED:
             return None
-        early = self._early.pop(ids.run_id, None)
+        summary = self._early.pop(ids.run_id, None)
         full = span_to_run(span, ids, self._opts)
-        if early is None:
-            # Its post never went out (dropped while the queue was full): send the whole run.
+        if summary is None:
+            # Its post never went out (dropped, or refused while the queue was full): send the whole run.
             return encode_run("post", full, limit, completes=True)
-        return encode_run("patch", patch_fields(full, early), limit, completes=True)
+        return encode_run("patch", patch_fields(full, summary), limit, completes=True)
 
 
-def _bounded_put(mapping: dict[str, Any], key: str, value: Any) -> None:
-    if len(mapping) >= _MAX_PENDING_IDS:
-        mapping.pop(next(iter(mapping)))
-    mapping[key] = value
-
-
-_batchers: "weakref.WeakSet[Batcher]" = weakref.WeakSet()
+_workers: "weakref.WeakSet[Worker]" = weakref.WeakSet()
 
 
 def _after_fork() -> None:
-    for batcher in list(_batchers):
-        batcher._after_fork_in_child()
+    for worker in list(_workers):
+        worker._after_fork_in_child()
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
-
-
-def _register_fork_handler(batcher: Batcher) -> None:
-    _batchers.add(batcher)

@@ -33,6 +33,7 @@ from opentelemetry.instrumentation.distro import BaseDistro
 from opentelemetry.sdk._configuration import _OTelSDKConfigurator
 from opentelemetry.sdk.trace import TracerProvider
 
+from ._configure import _installed_by_autoconfig
 from ._errors import ConfigError
 from ._processor import RunsSpanProcessor
 
@@ -78,7 +79,9 @@ class RunsConfigurator(_OTelSDKConfigurator):
             logger.error("no SDK tracer provider after configuration (%r); runs will not be exported", provider)
             return
         try:
-            provider.add_span_processor(RunsSpanProcessor())
+            processor = RunsSpanProcessor()
+            provider.add_span_processor(processor)
+            _installed_by_autoconfig(processor)
         except ConfigError as exc:
             # A bad variable must not take the application down: say what is wrong and run untraced.
             logger.error("runs exporter not installed: %s", exc)

@@ -109,7 +109,7 @@ def run_demo(out: TextIO = sys.stdout, db: str = ":memory:") -> int:
         violations = service.violations()
         stats = processor.stats()
         print(
-            f"\ndelivered {stats.completed} runs in {stats.requests} request(s); "
+            f"\ndelivered {stats.delivered} runs in {stats.requests} request(s); "
             f"dropped {stats.dropped_total}; violations {len(violations)}",
             file=out,
         )

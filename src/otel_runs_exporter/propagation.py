@@ -21,8 +21,6 @@ with the remote OTel ids in its metadata (``otel_parent_span_id``,
 from __future__ import annotations
 
 import logging
-from typing import Any
-
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.propagators.textmap import (
@@ -34,8 +32,8 @@ from opentelemetry.propagators.textmap import (
     default_setter,
 )
 
-from . import _processor
 from ._ids import DottedOrderError, RunIds, parse_dotted_order
+from ._registry import remote_run, run_ids_for, with_remote_run
 
 __all__ = ["RunsPropagator", "HEADER"]
 
@@ -43,7 +41,6 @@ logger = logging.getLogger(__name__)
 
 HEADER = "langsmith-trace"
 _MAX_HEADER_CHARS = 64 * 1024  # a hostile header must not cost more than a deep real trace
-_REMOTE_RUN_KEY = otel_context.create_key("otel_runs_exporter.remote_run")
 
 
 def _ids_from_dotted_order(value: str) -> RunIds:
@@ -60,16 +57,8 @@ def _ids_from_dotted_order(value: str) -> RunIds:
     )
 
 
-def _remote_parent(parent_context: Any) -> RunIds | None:
-    """The processor's lookup: the remote run this context came with, if any."""
-    return otel_context.get_value(_REMOTE_RUN_KEY, parent_context)  # type: ignore[return-value]
-
-
 class RunsPropagator(TextMapPropagator):
     """Injects and extracts the current run's dotted_order (``langsmith-trace``)."""
-
-    def __init__(self) -> None:
-        _processor.remote_parent_lookup = _remote_parent
 
     def extract(
         self, carrier: CarrierT, context: otel_context.Context | None = None, getter: Getter[CarrierT] = default_getter
@@ -87,7 +76,7 @@ class RunsPropagator(TextMapPropagator):
         except DottedOrderError as exc:
             logger.debug("ignored a malformed %s header: %s", HEADER, exc)
             return ctx
-        return otel_context.set_value(_REMOTE_RUN_KEY, ids, ctx)
+        return with_remote_run(ids, ctx)
 
     def inject(
         self, carrier: CarrierT, context: otel_context.Context | None = None, setter: Setter[CarrierT] = default_setter
@@ -96,10 +85,10 @@ class RunsPropagator(TextMapPropagator):
         span_context = span.get_span_context()
         ids = None
         if span_context.is_valid and not span_context.is_remote:
-            ids = _processor.run_ids_for(span_context.span_id)
+            ids = run_ids_for(span_context.span_id)
         if ids is None:
             # A service in the middle that only forwards: pass on what it received.
-            ids = _remote_parent(context if context is not None else otel_context.get_current())
+            ids = remote_run(context if context is not None else otel_context.get_current())
         if ids is not None:
             setter.set(carrier, HEADER, ids.dotted_order)
 

@@ -138,7 +138,8 @@ def test_two_processes_linked_by_http_make_one_run_tree(service):
 def test_propagator_ignores_malformed_headers():
     from opentelemetry import context as otel_context
 
-    from otel_runs_exporter.propagation import RunsPropagator, _remote_parent
+    from otel_runs_exporter._registry import remote_run as _remote_parent
+    from otel_runs_exporter.propagation import RunsPropagator
 
     prop = RunsPropagator()
     for bad in ("nonsense", "2023T1Zx", "x" * 100_000):

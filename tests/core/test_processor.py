@@ -66,7 +66,7 @@ def test_processor_delivers_correct_trees(service):
     assert root["inputs"] == {"question": "why"} and root["outputs"] == {"answer": 42}
     assert all(r["trace_id"] == root["id"] for r in runs)
     stats = processor.stats()
-    assert isinstance(stats, ExporterStats) and stats.completed == n and stats.dropped_total == 0
+    assert isinstance(stats, ExporterStats) and stats.delivered == n and stats.dropped_total == 0
     provider.shutdown()
 
 
@@ -124,7 +124,7 @@ def test_queue_full_drops_newest_and_counts_them(service, caplog):
     assert len([r for r in caplog.records if "queue is full" in r.getMessage()]) == 1
     assert processor.force_flush(5000)
     stats = processor.stats()
-    assert stats.completed + stats.dropped_total == 20  # each span delivered whole or counted once
+    assert stats.delivered + stats.dropped_total == 20  # each span delivered whole or counted once
     assert len(service.wait_for_runs(5)) == 5
     provider.shutdown()
 
@@ -144,7 +144,7 @@ def test_outage_longer_than_the_export_timeout_loses_nothing(service):
     assert processor.force_flush(10_000)
     assert len(service.wait_for_runs(count)) == count
     stats = processor.stats()
-    assert stats.dropped_total == 0 and stats.completed == count and stats.retried > 0
+    assert stats.dropped_total == 0 and stats.delivered == count and stats.retried > 0
     provider.shutdown()
 
 
@@ -233,7 +233,7 @@ def test_app_never_sees_our_errors(service, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("bug in conversion")
 
-    monkeypatch.setattr("otel_runs_exporter._batcher.span_to_run", broken)
+    monkeypatch.setattr("otel_runs_exporter._worker.span_to_run", broken)
     with provider.get_tracer("t").start_as_current_span("fine"):
         pass
     processor.force_flush(2000)

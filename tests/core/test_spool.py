@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from otel_runs_exporter._encode import encode_run
-from otel_runs_exporter._spool import Spool, SpoolCorrupt, deserialize, serialize
+from otel_runs_exporter._spool import Spool, SpoolCorrupt, _count_in_name, deserialize, serialize
 
 from core.helpers import processor_provider
 
@@ -36,30 +36,30 @@ def test_file_format_round_trip_and_corruption_is_detected():
 
 
 def test_claims_are_exclusive_and_give_back_keeps_order(tmp_path):
-    drops = []
-    a = Spool(str(tmp_path), 10**9, lambda reason, n: drops.append((reason, n)))
+    a = Spool(str(tmp_path), 10**9)
     assert a.write(_runs(2, "first")) and a.write(_runs(3, "second"))
     path, runs = a.claim()
     assert [r.run_id for r in runs] == ["first0", "first1"]
-    b = Spool(str(tmp_path), 10**9, lambda *x: None)
+    b = Spool(str(tmp_path), 10**9)
     path2, runs2 = b.claim()  # the other file, not the claimed one
     assert [r.run_id for r in runs2] == ["second0", "second1", "second2"]
     assert b.claim() is None
     a.give_back(path, runs[1:])  # one went through; the other goes back first in line
     _, again = b.claim()
     assert [r.run_id for r in again] == ["first1"]
-    assert drops == []
+    assert a.take_losses() == {} and b.take_losses() == {}
 
 
 def test_cap_drops_oldest_files_and_counts_them(tmp_path):
-    drops = []
-    spool = Spool(str(tmp_path), 1500, lambda reason, n: drops.append((reason, n)))
+    spool = Spool(str(tmp_path), 1500)
     for i in range(6):
         assert spool.write(_runs(4, f"b{i}-"))
     total = sum(p.stat().st_size for p in tmp_path.iterdir())
-    assert total <= 1500 and drops and all(reason == "spool_full" and n == 4 for reason, n in drops)
+    losses = spool.take_losses()
+    assert total <= 1500 and set(losses) == {"spool_full"} and losses["spool_full"] % 4 == 0
     kept = sum(1 for _ in tmp_path.glob("*.spool"))
-    assert kept + len(drops) == 6
+    assert kept + losses["spool_full"] // 4 == 6  # each evicted file held 4 runs, counted once
+    assert spool.take_losses() == {}
 
 
 def test_outage_spools_then_replays_everything(service, tmp_path, caplog):
@@ -114,7 +114,7 @@ def test_exit_while_down_spools_and_the_next_process_sends(service, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "written to the spool" in proc.stderr and KEY not in proc.stderr
-    assert sum(int(p.name.split("-n")[1].split(".")[0]) for p in tmp_path.glob("*.spool")) == 20
+    assert sum(_count_in_name(p.name) for p in tmp_path.glob("*.spool")) == 20
     service.faults.update(outage=False)
     proc = _script(
         """
@@ -177,7 +177,7 @@ def test_kill_9_mid_write_leaves_nothing_that_blocks_replay(service, tmp_path):
         p = RunsSpanProcessor()
         assert p.force_flush(30000), p.stats()
         s = p.stats()
-        assert "spool_corrupt" not in s.dropped, s
+        assert "spool_corrupt" not in s.spool_dropped, s
         print(s.replayed)
         p.shutdown()
         """,
@@ -190,7 +190,7 @@ def test_kill_9_mid_write_leaves_nothing_that_blocks_replay(service, tmp_path):
 
 
 def test_two_processes_replaying_at_once_send_each_run_once(service, tmp_path):
-    spool = Spool(str(tmp_path), 10**9, lambda *x: None)
+    spool = Spool(str(tmp_path), 10**9)
     from otel_runs_exporter._ids import iso_time, root_ids, run_id_v7
 
     total = 0

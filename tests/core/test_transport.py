@@ -63,7 +63,7 @@ def test_transient_statuses_are_retried_until_delivered(service, statuses):
     t = transport_for(service.url)
     result = t.send(make_runs(3), time.monotonic() + 10)
     assert len(result.delivered) == 3
-    assert t.retried == len(statuses)
+    assert t.counts.retried == len(statuses)
     assert [r["status"] for r in service.requests()] == [*statuses, 202]
 
 
@@ -89,7 +89,7 @@ def test_unreachable_service_returns_runs_by_the_deadline():
     t = transport_for("http://127.0.0.1:9")
     began = time.monotonic()
     result = t.send(make_runs(4), time.monotonic() + 1.0)
-    assert len(result.retry) == 4 and t.failed >= 1
+    assert len(result.retry) == 4 and t.counts.failed >= 1
     assert time.monotonic() - began < 2.0
 
 
@@ -142,14 +142,15 @@ def test_404_falls_back_once_to_basic_tracing_parents_first(caplog):
         assert sum(1 for m, p in reqs if m == "PATCH") == 4
         assert svc.violations() == []
         assert all(r["outputs"] == {"done": 1} for r in svc.runs())
-        assert len([r for r in caplog.records if "switching" in r.getMessage()]) == 1
+        assert len([r for r in caplog.records if "no multipart endpoint" in r.getMessage()]) == 1
 
 
 def test_multipart_mode_never_falls_back():
     with LocalService(multipart=False) as svc:
         t = transport_for(svc.url, mode="multipart")
         result = t.send(make_runs(2), time.monotonic() + 5)
-        assert len(result.dropped["http_404"]) == 2 and t.mode == "multipart"
+        # No fallback; the 404 says the address is wrong, so the runs are counted as not_found.
+        assert len(result.dropped["not_found"]) == 2 and t.mode == "multipart"
 
 
 def test_basic_mode_from_the_start(service):

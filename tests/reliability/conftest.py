@@ -1,4 +1,4 @@
-"""Fixtures of the reliability tests: a fresh local service per test, logs not rate-limited across tests."""
+"""Fixtures of the reliability tests: a fresh local service per test (rate-limited logs are reset by the root conftest)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from otel_runs_exporter import _batcher, _processor, _transport
 from otel_runs_exporter.server import FaultConfig, LocalService
 
 
@@ -33,15 +32,6 @@ def make_service() -> Iterator[Callable[..., LocalService]]:
 @pytest.fixture
 def svc(make_service: Callable[..., LocalService]) -> LocalService:
     return make_service(faults=FaultConfig(seed=7))
-
-
-@pytest.fixture(autouse=True)
-def _fresh_log_limits() -> None:
-    # Repeated warnings are rate-limited per process (30 s per key); a test that
-    # asserts a drop is logged must not find the line swallowed because an
-    # earlier test logged the same key.
-    for module in (_batcher, _processor, _transport):
-        module._rl.reset()
 
 
 @pytest.fixture

@@ -59,7 +59,12 @@ class Tally:
 
 
 def tally(case: str, created: int, service: LocalService, stats: ExporterStats, began: float, **extra: Any) -> Tally:
-    """Count at the service (one pass over its runs) and take the exporter's counters beside it."""
+    """Count at the service (one pass over its runs) and take the exporter's counters beside it.
+
+    Every scenario ends settled: each run the test created is accounted for
+    exactly once, as delivered, dropped with a reason, or spooled.
+    """
+    assert_accounted(stats, created)
     runs = service.runs()
     completed = sum(1 for r in runs if r.get("end_time") is not None)
     faults: dict[str, int] = {}
@@ -76,7 +81,7 @@ def tally(case: str, created: int, service: LocalService, stats: ExporterStats, 
         posted_incomplete=len(runs) - completed,
         duplicates=sum(service.duplicate_posts().values()),
         dropped=dict(stats.dropped),
-        stats_completed=stats.completed,
+        stats_completed=stats.delivered,
         retried=stats.retried,
         requests=stats.requests,
         faults_fired=faults,
@@ -84,6 +89,13 @@ def tally(case: str, created: int, service: LocalService, stats: ExporterStats, 
         elapsed_s=round(time.monotonic() - began, 2),
         extra=extra,
     )
+
+
+def assert_accounted(stats: ExporterStats, created: int) -> None:
+    """created = delivered + dropped (by reason) + spooled, nothing left queued, and created is what the test made."""
+    assert stats.created == created, (stats.created, created, stats)
+    assert stats.queued == 0, stats
+    assert stats.created == stats.delivered + stats.dropped_total + stats.spooled, stats
 
 
 def report(t: Tally | dict[str, Any]) -> None:

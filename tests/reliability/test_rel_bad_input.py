@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import math
+import os
 import subprocess
 import sys
 import textwrap
@@ -95,15 +96,26 @@ def test_10k_attributes_on_one_span(svc):
     provider.shutdown()
 
 
-def test_100k_children_under_one_root(service_process):
-    # Processor path: the root is posted while open, then 100k children start and
-    # end under it. The service runs in its own process to get the second core.
+# RELIABILITY.md's figure was taken with 100k: OTEL_RUNS_REL_WIDE_CHILDREN=100000.
+WIDE_CHILDREN = int(os.environ.get("OTEL_RUNS_REL_WIDE_CHILDREN", "20000"))
+
+
+def test_wide_tree_children_under_one_open_root(service_process):
+    """Proves: a very wide tree keeps every child under its open root, none lost or misplaced.
+
+    The root is posted while open; 20k children start and end under it, which
+    crosses the processor's memory of recently ended spans (16,384), the batch
+    size (512) forty times over and the service's per-parent bookkeeping. (The
+    figure in RELIABILITY.md was taken with 100k; nothing in the code depends
+    on the count beyond those bounds.) The service runs in its own process to
+    get the second core.
+    """
     svc = service_process
     provider, processor = processor_provider(svc.url, max_queue_size=250_000, max_queue_bytes=2 * 1024**3)
     tracer = provider.get_tracer("t")
     began = time.monotonic()
     with tracer.start_as_current_span("root") as root:
-        for i in range(100_000):
+        for i in range(WIDE_CHILDREN):
             with tracer.start_as_current_span(f"c{i}"):
                 pass
     assert processor.force_flush(300_000)
@@ -112,12 +124,12 @@ def test_100k_children_under_one_root(service_process):
     root_id = span_ids(root, None).run_id
     report(
         {
-            "case": "100k children under one root (processor path)",
-            "created": 100_001,
+            "case": f"{WIDE_CHILDREN} children under one root (processor path)",
+            "created": WIDE_CHILDREN + 1,
             "delivered": at["completed"],
             "dropped": dict(stats.dropped),
             "duplicates": at["duplicates"],
-            "stats_completed": stats.completed,
+            "stats_completed": stats.delivered,
             "elapsed_s": round(time.monotonic() - began, 1),
             "requests": stats.requests,
             "retried": stats.retried,
@@ -126,8 +138,9 @@ def test_100k_children_under_one_root(service_process):
         }
     )
     assert stats.dropped == {}
-    assert at["completed"] == at["posted"] == stats.completed == 100_001
-    assert at["children_per_parent"] == {"None": 1, root_id: 100_000}
+    assert at["completed"] == at["posted"] == stats.delivered == WIDE_CHILDREN + 1
+    assert at["children_per_parent"] == {"None": 1, root_id: WIDE_CHILDREN}
+    assert stats.settled() and stats.created == WIDE_CHILDREN + 1
     assert at["missing_parents"] == 0 and at["violations"] == 0
     # No fault is injected, but a request the loaded service answers after timeout_s
     # (10 s) is resent: at-least-once. Duplicates are allowed only with such a retry.

@@ -21,7 +21,9 @@ from rel_helpers import completed_names, processor_provider, report, spans, tall
 # shorten it when the whole suite would otherwise exceed its time budget
 # (see RELIABILITY.md for the measured decision); read at import because the
 # test fixtures clear OTEL_* variables.
-OUTAGE_S = float(os.environ.get("OTEL_RUNS_REL_OUTAGE_S", "60"))
+# 5 s is ten export timeouts (0.5 s) of outage: what the test proves needs many, not a minute.
+# RELIABILITY.md's 60 s figure: OTEL_RUNS_REL_OUTAGE_S=60.
+OUTAGE_S = float(os.environ.get("OTEL_RUNS_REL_OUTAGE_S", "5"))
 
 
 def _assert_all_arrived(t, names, service, *, duplicates_allowed: bool) -> None:
@@ -143,9 +145,13 @@ def test_server_slower_than_the_request_timeout(svc):
 
 
 def test_outage_then_recovery_delivers_everything(svc):
-    # The app keeps producing through an outage several times longer than the
-    # export timeout; what could not be sent stays queued and goes out on recovery.
-    provider, processor = processor_provider(svc.url, export_timeout_s=5.0)
+    """Proves: an outage many export timeouts long loses nothing and never blocks the app.
+
+    The app keeps producing through it; each export cycle gives up at its
+    timeout (ten times here) and keeps the runs queued rather than dropping
+    them; on recovery one flush delivers them all, with no duplicates.
+    """
+    provider, processor = processor_provider(svc.url, export_timeout_s=0.5)
     tracer = provider.get_tracer("t")
     began = time.monotonic()
     names = spans(tracer, 100, "before")

@@ -1,27 +1,36 @@
-"""Load: a soak of 200k spans from 8 threads under random faults, and delivery under a producer that never pauses."""
+"""Load: a soak from 8 threads under random faults, and delivery under a producer that never pauses."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
 from rel_helpers import processor_provider, report, tally
 
-SOAK_SPANS = 200_000
+# 40k spans in batches of 100 make as many requests (~600) as 200k in batches of 512, so every
+# fault fires as often; RELIABILITY.md's 200k figure: OTEL_RUNS_REL_SOAK_SPANS=200000.
+SOAK_SPANS = int(os.environ.get("OTEL_RUNS_REL_SOAK_SPANS", "40000"))
+SOAK_BATCH = max(100, SOAK_SPANS // 400)
 SOAK_THREADS = 8
 TRACE_SIZE = 5  # a root with four children: early posts, patches and merged posts all occur
 
 
-def test_soak_200k_spans_8_threads_random_faults(service_process):
-    # Seeded faults at a few percent each; the ones chosen never store a request
-    # they do not answer, so zero duplicates is required, and every span must be
-    # either completed at the service or counted in stats().dropped. The service
-    # runs in its own process (same LocalService) so the two share the two cores.
+def test_soak_8_threads_random_faults(service_process):
+    """Proves: under concurrent producers and random faults, every run is delivered exactly once.
+
+    Seeded faults at 2 % each (500, 429 with and without Retry-After, a
+    connection closed before the body is read) over ~600 requests, so each
+    fires many times; the ones chosen never store a request they do not
+    answer, so zero duplicates is required, and every span must be either
+    completed at the service or counted in stats().dropped. The service runs
+    in its own process (same LocalService) so the two share the two cores.
+    """
     svc = service_process
     svc.faults(rate_500=0.02, rate_429=0.02, rate_drop_before_read=0.02, retry_after=0.05)
     provider, processor = processor_provider(
         # room for the whole burst in items and in bytes: this test counts faults, not caps
-        svc.url, max_queue_size=SOAK_SPANS * 2 + 1000, max_queue_bytes=2 * 1024**3
+        svc.url, max_queue_size=SOAK_SPANS * 2 + 1000, max_queue_bytes=2 * 1024**3, max_export_batch_size=SOAK_BATCH
     )
     tracer = provider.get_tracer("soak")
     per_thread = SOAK_SPANS // SOAK_THREADS // TRACE_SIZE
@@ -64,7 +73,7 @@ def test_soak_200k_spans_8_threads_random_faults(service_process):
         "delivered": at_service["completed"],
         "dropped": dict(stats.dropped),
         "duplicates": at_service["duplicates"],
-        "stats_completed": stats.completed,
+        "stats_completed": stats.delivered,
         "retried": stats.retried,
         "requests": stats.requests,
         "faults_fired": at_service["faults_fired"],
@@ -74,20 +83,22 @@ def test_soak_200k_spans_8_threads_random_faults(service_process):
     }
     report(figures)
     assert errors == []
-    assert created >= 200_000
+    assert created >= SOAK_SPANS - SOAK_THREADS * TRACE_SIZE
+    assert stats.requests >= 500, "too few requests for the faults to fire often"
     for fault in ("rate_500", "rate_429", "rate_drop_before_read"):
         assert at_service["faults_fired"].get(fault, 0) >= 1, f"{fault} never fired"
     assert at_service["completed"] + stats.dropped_total == created, figures
     assert at_service["posted"] == at_service["completed"]
-    assert stats.completed == at_service["completed"]
+    assert stats.delivered == at_service["completed"]
     assert at_service["duplicates"] == 0
     assert at_service["missing_parents"] == 0 and at_service["patched_not_posted"] == 0
     assert at_service["violations"] == 0
+    assert stats.settled() and stats.created == created
     provider.shutdown()
 
 
 def test_producer_that_never_pauses_still_gets_runs_delivered(service_process):
-    # One app thread creating spans flat out for 3 s against a healthy service.
+    # One app thread creating spans flat out for 2 s against a healthy service.
     # Runs must reach the service while the app is busy, not only once it stops:
     # a worker that only converts while spans keep coming delivers nothing and
     # grows its backlog until the byte cap drops runs. The service runs in its
@@ -98,7 +109,7 @@ def test_producer_that_never_pauses_still_gets_runs_delivered(service_process):
     tracer = provider.get_tracer("flat-out")
     began = time.monotonic()
     n = 0
-    while time.monotonic() - began < 3.0:
+    while time.monotonic() - began < 2.0:
         with tracer.start_as_current_span(f"f-{n}"):
             pass
         n += 1
@@ -108,7 +119,7 @@ def test_producer_that_never_pauses_still_gets_runs_delivered(service_process):
     at_service = svc.tally()
     stats = processor.stats()
     figures = {
-        "case": "producer that never pauses, 3 s, healthy service (own process)",
+        "case": "producer that never pauses, 2 s, healthy service (own process)",
         "created": n,
         "delivered": at_service["completed"],
         "dropped": dict(stats.dropped),
@@ -122,8 +133,9 @@ def test_producer_that_never_pauses_still_gets_runs_delivered(service_process):
     }
     report(figures)
     assert at_service["completed"] == n and stats.dropped == {}, figures
+    assert stats.settled() and stats.created == n
     assert requests_during > 0 and during.sent > 0, (
-        f"{n} spans created in 3 s and nothing sent meanwhile ({during.queued} operations waiting)"
+        f"{n} spans created in 2 s and nothing sent meanwhile ({during.queued} operations waiting)"
     )
     provider.shutdown()
 

@@ -1,0 +1,66 @@
+"""Where a span's run is: the lookups that let a run tree cross boundaries.
+
+Two questions are asked from outside the processor, and both are answered here
+so that no module reaches into another's privates or rewires its globals:
+
+* *Which run did a live processor give this span?* A processor registers
+  itself (:func:`register`) while it runs; the ``runs`` propagator asks
+  :func:`run_ids_for` when it injects the current run into an outgoing request.
+* *Did this context arrive with a remote run?* The propagator stores the
+  extracted run in the context (:func:`with_remote_run`); the processor reads it
+  (:func:`remote_run`) when a span with a remote parent starts.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Protocol
+
+from opentelemetry import context as otel_context
+
+from ._ids import RunIds
+
+__all__ = ["RunLookup", "register", "unregister", "run_ids_for", "remote_run", "with_remote_run"]
+
+_REMOTE_RUN_KEY = otel_context.create_key("otel_runs_exporter.remote_run")
+
+
+class RunLookup(Protocol):
+    def run_ids(self, span_id: int) -> RunIds | None:
+        """The run ids given to the open or recently ended span ``span_id``, or None."""
+
+
+_lock = threading.Lock()
+# Weak: a processor nobody holds any more is not kept alive by being registered.
+_lookups: "weakref.WeakSet[RunLookup]" = weakref.WeakSet()  # type: ignore[type-var]
+
+
+def register(lookup: RunLookup) -> None:
+    with _lock:
+        _lookups.add(lookup)
+
+
+def unregister(lookup: RunLookup) -> None:
+    with _lock:
+        _lookups.discard(lookup)
+
+
+def run_ids_for(span_id: int) -> RunIds | None:
+    """The run ids a registered processor gave the span ``span_id`` (open or recently ended)."""
+    with _lock:
+        lookups = list(_lookups)
+    for lookup in lookups:
+        ids = lookup.run_ids(span_id)
+        if ids is not None:
+            return ids
+    return None
+
+
+def remote_run(context: otel_context.Context | None) -> RunIds | None:
+    """The remote run ``context`` arrived with (set by the ``runs`` propagator), if any."""
+    return otel_context.get_value(_REMOTE_RUN_KEY, context)  # type: ignore[return-value]
+
+
+def with_remote_run(ids: RunIds, context: otel_context.Context | None = None) -> otel_context.Context:
+    return otel_context.set_value(_REMOTE_RUN_KEY, ids, context)

@@ -1,0 +1,121 @@
+"""The worker's promises: what force_flush reports, how a wrong address is told, the fake clock seam."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from otel_runs_exporter import RunsSpanExporter, RunsSpanProcessor
+from otel_runs_exporter._clock import FakeClock
+from otel_runs_exporter.server import LocalService
+from opentelemetry.sdk.trace import TracerProvider
+
+from core.helpers import created, processor_provider
+
+
+def _spans(provider: TracerProvider, n: int, prefix: str = "s") -> None:
+    tracer = provider.get_tracer("t")
+    for i in range(n):
+        with tracer.start_as_current_span(f"{prefix}{i}"):
+            pass
+
+
+def test_force_flush_is_false_when_the_key_is_refused():
+    with LocalService(api_key="the-right-key") as svc:
+        provider, processor = processor_provider(svc.url, api_key="a-wrong-key")
+        _spans(provider, 2)
+        assert processor.force_flush(5000) is False
+        stats = processor.stats()
+        assert dict(stats.dropped) == {"unauthorized": 2} and stats.settled() and stats.created == 2
+
+
+def test_force_flush_is_false_when_a_run_is_rejected(service):
+    provider, processor = processor_provider(service.url)
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("poison") as span:
+        service.faults.reject_run_ids = {processor.run_ids(span.get_span_context().span_id).run_id}
+    with tracer.start_as_current_span("fine"):
+        pass
+    assert processor.force_flush(5000) is False
+    stats = processor.stats()
+    assert dict(stats.dropped) == {"rejected": 1} and stats.delivered == 1 and stats.settled()
+    # Nothing new to send and nothing lost since: the next flush is a success.
+    assert processor.force_flush(5000) is True
+
+
+def test_a_wrong_base_path_is_told_once_and_counted(service, caplog):
+    wrong = service.url + "/v1/traces"  # an OTLP path pasted as the base address: 404 on both endpoints
+    provider, processor = processor_provider(wrong)
+    with caplog.at_level(logging.WARNING, logger="otel_runs_exporter"):
+        for _ in range(3):
+            _spans(provider, 4)
+            assert processor.force_flush(5000) is False
+    lines = [r.getMessage() for r in caplog.records if "404" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert wrong in lines[0] and "OTEL_EXPORTER_RUNS_ENDPOINT" in lines[0] and "base address" in lines[0]
+    stats = processor.stats()
+    assert dict(stats.dropped) == {"not_found": 12} and stats.settled()
+    # One probe of each endpoint per batch, not one request per run.
+    assert stats.requests <= 3 * 2 + 1
+
+
+def test_flush_keeps_sending_through_retryable_failures_until_its_deadline(service):
+    # 12 refusals, each asking for 5 s: a minute of waiting, taken on a fake clock.
+    service.faults.update(status_sequence=[503, 429] * 6, retry_after=5.0)
+    clock = FakeClock()
+    processor = RunsSpanProcessor(endpoint=service.url, api_key="k", schedule_delay_s=30, clock=clock)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    created.append(provider)
+    _spans(provider, 5)
+    began = time.monotonic()
+    assert processor.force_flush(120_000) is True
+    assert time.monotonic() - began < 10  # no real minute slept
+    assert sum(clock.waits) >= 60 and min(w for w in clock.waits if w > 0) >= 5.0  # Retry-After honoured
+    stats = processor.stats()
+    assert stats.delivered == 5 and stats.retried == 12 and stats.settled()
+    assert sorted(r["name"] for r in service.runs()) == [f"s{i}" for i in range(5)]
+
+
+def test_flush_past_its_deadline_is_false_and_keeps_the_runs(service):
+    service.faults.update(outage=True, retry_after=5.0)
+    clock = FakeClock()
+    processor = RunsSpanProcessor(endpoint=service.url, api_key="k", schedule_delay_s=30, clock=clock)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    created.append(provider)
+    _spans(provider, 3)
+    assert processor.force_flush(12_000) is False
+    assert processor.stats().queued == 3  # not dropped: they wait for the service
+    service.faults.update(outage=False)
+    assert processor.force_flush(60_000) is True
+    assert processor.stats().delivered == 3 and processor.stats().settled()
+
+
+def test_exporter_path_reports_drops_from_force_flush_too():
+    with LocalService(api_key="the-right-key") as svc:
+        exporter = RunsSpanExporter(endpoint=svc.url, api_key="a-wrong-key")
+        provider = TracerProvider()
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        created.append(provider)
+        _spans(provider, 2)
+        assert exporter.force_flush(2000) is True  # nothing pending: each export already reported
+        stats = exporter.stats()
+        assert dict(stats.dropped) == {"unauthorized": 2} and stats.settled() and stats.created == 2
+
+
+@pytest.mark.parametrize("var", ["OTEL_EXPORTER_RUNS_SPOOL_DIR", "OTEL_EXPORTER_RUNS_CERTIFICATE"])
+def test_bad_paths_are_config_errors_at_setup(monkeypatch, tmp_path, var):
+    from otel_runs_exporter import ConfigError
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    bad = str(blocker / "below-a-file") if var.endswith("SPOOL_DIR") else str(tmp_path / "missing.pem")
+    monkeypatch.setenv(var, bad)
+    with pytest.raises(ConfigError) as err:
+        RunsSpanProcessor(endpoint="http://127.0.0.1:9")
+    assert var in str(err.value) and bad in str(err.value)
