@@ -120,3 +120,20 @@ def test_control_plane_follows_the_region_unless_given():
 def test_bearer_token_never_in_repr():
     s = resolve({"bearer_token": "tok-secret"}, env={})
     assert "tok-secret" not in repr(s) and "bearer_token=<set>" in repr(s)
+
+
+def test_env_var_constants_match_the_declaration_table_and_the_readme():
+    from pathlib import Path
+
+    from otel_runs_exporter import environment_variables as ev
+    from otel_runs_exporter._settings import _DECLS
+
+    declared = {name for decl in _DECLS.values() for name in decl.env}
+    assert set(ev.ALL) == declared
+    assert all(getattr(ev, name) == name for name in ev.ALL)
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    # The README may shorten a repeated prefix ("..._CLIENT_KEY"); each variable is named there.
+    missing = [
+        name for name in ev.ALL if name not in readme and "..._" + name.removeprefix("OTEL_EXPORTER_RUNS_") not in readme
+    ]
+    assert missing == []
