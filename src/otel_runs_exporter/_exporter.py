@@ -135,14 +135,7 @@ class RunsSpanExporter(SpanExporter):
         except Exception:  # noqa: BLE001
             logger.exception("shutdown could not deliver the remaining runs")
         self._delivery.take_all()
-        lost = self._ledger.give_up("shutdown")
-        if lost or interrupted:
-            logger.warning(
-                "shutdown%s: gave up %d runs that could not be delivered in %.1f s",
-                " interrupted" if interrupted else "",
-                lost,
-                time.monotonic() - started,
-            )
+        self._ledger.give_up(time.monotonic() - started, interrupted)
         self._delivery.close()
 
     def stats(self) -> ExporterStats:

@@ -18,6 +18,7 @@ found unreadable).
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from ._delivery import Outcome
 
 __all__ = ["ExporterStats", "Ledger", "RequestCounts"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -123,11 +126,12 @@ class Ledger:
                 self._queued -= runs
                 self._dropped[reason] = self._dropped.get(reason, 0) + runs
 
-    def give_up(self, reason: str) -> int:
-        """Count every run still queued as lost (a shutdown that could not wait); returns how many.
+    def give_up(self, waited_s: float, interrupted: bool = False, reason: str = "shutdown") -> int:
+        """Count every run still queued as lost (a shutdown that could not wait) and say so in one line.
 
-        A send still in flight may finish later: runs it delivers or spools are
-        then moved back out of ``reason``, so nothing is counted twice.
+        Returns how many. A send still in flight may finish later: runs it
+        delivers or spools are then moved back out of ``reason``, so nothing is
+        counted twice.
         """
         with self._lock:
             n = self._queued
@@ -135,7 +139,14 @@ class Ledger:
                 self._dropped[reason] = self._dropped.get(reason, 0) + n
                 self._queued = 0
             self._gave_up = reason
-            return n
+        if n or interrupted:
+            logger.warning(
+                "shutdown%s: gave up %d runs that could not be delivered in %.1f s",
+                " interrupted" if interrupted else "",
+                n,
+                waited_s,
+            )
+        return n
 
     def record(self, outcome: "Outcome") -> None:
         """Apply what one delivery step reports; only completing operations move runs."""

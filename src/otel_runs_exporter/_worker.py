@@ -208,14 +208,7 @@ class Worker:
             if self._delivery.spool is not None and not interrupted:
                 self._record(self._delivery.spool_all())
             self._delivery.take_all()
-        lost = self._ledger.give_up("shutdown")
-        if lost or interrupted:
-            logger.warning(
-                "shutdown%s: gave up %d runs that could not be delivered in %.1f s",
-                " interrupted" if interrupted else "",
-                lost,
-                waited_s,
-            )
+        self._ledger.give_up(waited_s, interrupted)
 
     def _finish(self) -> None:
         """The worker's last cycle: send until the deadline, then spool what is left."""

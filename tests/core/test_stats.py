@@ -41,7 +41,7 @@ def test_give_up_counts_what_is_queued_and_a_late_delivery_moves_back():
     ledger = Ledger()
     ledger.admit(4)
     ledger.record(Outcome(delivered=[_run(0)]))
-    assert ledger.give_up("shutdown") == 3
+    assert ledger.give_up(1.0) == 3
     assert ledger.snapshot().settled()
     # The send that was in flight when shutdown gave up finishes after all.
     ledger.record(Outcome(delivered=[_run(1)], spooled=[_run(2)]))

@@ -22,6 +22,16 @@ def _spans(provider: TracerProvider, n: int, prefix: str = "s") -> None:
             pass
 
 
+def _on_fake_clock(service):
+    """A processor whose waits run on a FakeClock; a long schedule delay, so only flushes send."""
+    clock = FakeClock()
+    processor = RunsSpanProcessor(endpoint=service.url, api_key="k", schedule_delay_s=30, clock=clock)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    created.append(provider)
+    return clock, provider, processor
+
+
 def test_force_flush_is_false_when_the_key_is_refused():
     with LocalService(api_key="the-right-key") as svc:
         provider, processor = processor_provider(svc.url, api_key="a-wrong-key")
@@ -64,11 +74,7 @@ def test_a_wrong_base_path_is_told_once_and_counted(service, caplog):
 def test_flush_keeps_sending_through_retryable_failures_until_its_deadline(service):
     # 12 refusals, each asking for 5 s: a minute of waiting, taken on a fake clock.
     service.faults.update(status_sequence=[503, 429] * 6, retry_after=5.0)
-    clock = FakeClock()
-    processor = RunsSpanProcessor(endpoint=service.url, api_key="k", schedule_delay_s=30, clock=clock)
-    provider = TracerProvider()
-    provider.add_span_processor(processor)
-    created.append(provider)
+    clock, provider, processor = _on_fake_clock(service)
     _spans(provider, 5)
     began = time.monotonic()
     assert processor.force_flush(120_000) is True
@@ -81,11 +87,7 @@ def test_flush_keeps_sending_through_retryable_failures_until_its_deadline(servi
 
 def test_flush_past_its_deadline_is_false_and_keeps_the_runs(service):
     service.faults.update(outage=True, retry_after=5.0)
-    clock = FakeClock()
-    processor = RunsSpanProcessor(endpoint=service.url, api_key="k", schedule_delay_s=30, clock=clock)
-    provider = TracerProvider()
-    provider.add_span_processor(processor)
-    created.append(provider)
+    clock, provider, processor = _on_fake_clock(service)
     _spans(provider, 3)
     assert processor.force_flush(12_000) is False
     assert processor.stats().queued == 3  # not dropped: they wait for the service
