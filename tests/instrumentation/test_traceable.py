@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import threading
@@ -166,6 +167,96 @@ def test_async_generator_and_early_aclose(spans):
     assert items == [0, 1, 2] and first == 0
     done = [s for s in spans.all() if s.name == "agen"]
     assert sorted(json.loads(s.attributes["output.value"])["output"] for s in done) == [[0], [0, 1, 2]]
+
+
+def test_exceptions_thrown_into_a_generator_reach_the_users_generator(spans):
+    @traceable
+    def handles():
+        try:
+            yield "ready"
+        except KeyError:
+            yield "recovered"
+
+    @traceable
+    def ignores():
+        yield "ready"
+
+    gen = handles()
+    assert next(gen) == "ready"
+    assert gen.throw(KeyError("k")) == "recovered"
+    assert list(gen) == []
+    span = spans.named("handles")
+    assert attrs_json(span, "output.value") == {"output": ["ready", "recovered"]}
+    assert span.status.status_code is StatusCode.UNSET
+
+    error = KeyError("k")
+    gen = ignores()
+    next(gen)
+    with pytest.raises(KeyError) as caught:
+        gen.throw(error)
+    assert caught.value is error
+    span = spans.named("ignores")
+    assert span.status.status_code is StatusCode.ERROR and span.attributes["error.type"] == "KeyError"
+    assert "output.value" not in span.attributes
+
+
+def test_exceptions_thrown_into_an_async_generator_reach_the_users_generator(spans):
+    @traceable
+    async def handles():
+        try:
+            yield "ready"
+        except KeyError:
+            yield "recovered"
+
+    @traceable
+    async def ignores():
+        yield "ready"
+
+    error = KeyError("k")
+
+    async def main():
+        agen = handles()
+        assert await agen.__anext__() == "ready"
+        assert await agen.athrow(KeyError("k")) == "recovered"
+        assert [i async for i in agen] == []
+        agen = ignores()
+        await agen.__anext__()
+        with pytest.raises(KeyError) as caught:
+            await agen.athrow(error)
+        assert caught.value is error
+
+    asyncio.run(main())
+    assert attrs_json(spans.named("handles"), "output.value") == {"output": ["ready", "recovered"]}
+    span = spans.named("ignores")
+    assert span.status.status_code is StatusCode.ERROR and span.attributes["error.type"] == "KeyError"
+
+
+def test_decorating_keeps_name_doc_signature_and_kind():
+    # Frameworks pick how to call a function by its kind (FastAPI awaits coroutine functions,
+    # streams generators) and build schemas from its signature: the wrapper must look the same.
+    def plain(a, b=1, *, c: int) -> int:
+        """doc"""
+        return a
+
+    async def coro(a, b=1, *, c: int) -> int:
+        """doc"""
+        return a
+
+    def gen(a, b=1, *, c: int):
+        """doc"""
+        yield a
+
+    async def agen(a, b=1, *, c: int):
+        """doc"""
+        yield a
+
+    kinds = (inspect.iscoroutinefunction, inspect.isgeneratorfunction, inspect.isasyncgenfunction)
+    for fn in (plain, coro, gen, agen):
+        wrapped = traceable(fn)
+        assert wrapped is not fn and wrapped.__wrapped__ is fn
+        assert (wrapped.__name__, wrapped.__doc__) == (fn.__name__, "doc")
+        assert inspect.signature(wrapped) == inspect.signature(fn)
+        assert [kind(wrapped) for kind in kinds] == [kind(fn) for kind in kinds], fn.__name__
 
 
 def test_methods_drop_self_and_cls(spans):
