@@ -133,6 +133,76 @@ def test_generator_closed_early_still_ends_the_span(spans):
     assert span.status.status_code is not StatusCode.ERROR
 
 
+def test_generator_cleanup_on_early_close_runs_in_its_span_and_may_fail(spans):
+    @traceable
+    def cleanup():
+        return None
+
+    @traceable
+    def tidy():
+        try:
+            yield 1
+            yield 2
+        finally:
+            cleanup()
+
+    @traceable
+    def messy():
+        try:
+            yield 1
+            yield 2
+        finally:
+            raise RuntimeError("cleanup failed")
+
+    gen = tidy()
+    next(gen)
+    gen.close()
+    assert spans.named("cleanup").parent.span_id == spans.named("tidy").context.span_id
+
+    gen = messy()
+    next(gen)
+    with pytest.raises(RuntimeError, match="cleanup failed"):
+        gen.close()
+    span = spans.named("messy")  # ended, so the run is not lost
+    assert span.status.status_code is StatusCode.ERROR and span.attributes["error.type"] == "RuntimeError"
+
+
+def test_async_generator_cleanup_on_early_close_runs_in_its_span_and_may_fail(spans):
+    @traceable
+    def cleanup():
+        return None
+
+    @traceable
+    async def tidy():
+        try:
+            yield 1
+            yield 2
+        finally:
+            cleanup()
+
+    @traceable
+    async def messy():
+        try:
+            yield 1
+            yield 2
+        finally:
+            raise RuntimeError("cleanup failed")
+
+    async def main():
+        agen = tidy()
+        await agen.__anext__()
+        await agen.aclose()
+        agen = messy()
+        await agen.__anext__()
+        with pytest.raises(RuntimeError, match="cleanup failed"):
+            await agen.aclose()
+
+    asyncio.run(main())
+    assert spans.named("cleanup").parent.span_id == spans.named("tidy").context.span_id
+    span = spans.named("messy")
+    assert span.status.status_code is StatusCode.ERROR and span.attributes["error.type"] == "RuntimeError"
+
+
 def test_generator_send_and_return_value_pass_through(spans):
     @traceable
     def echo():

@@ -349,7 +349,7 @@ class _Traceable:
                     try:
                         to_send = yield item
                     except GeneratorExit:
-                        await _aclose_quietly(agen, call)
+                        await _aclose_in_span(agen, call)
                         call.finish({"output": items})
                         raise
                     except BaseException as exc:  # athrow() from the consumer goes into the user's generator
@@ -390,7 +390,7 @@ class _Traceable:
                     try:
                         to_send = yield item
                     except GeneratorExit:
-                        gen.close()
+                        _close_in_span(gen, call)
                         call.finish({"output": items})
                         raise
                     except BaseException as exc:
@@ -437,12 +437,30 @@ class _Traceable:
         return wrapper  # type: ignore[return-value]
 
 
-async def _aclose_quietly(agen: Any, call: _Call) -> None:
+# Closing early runs the user's cleanup (``finally``), which is the user's code like any step: it
+# runs in the span, and if it raises, the span ends as failed rather than never ending.
+
+
+def _close_in_span(gen: Any, call: _Call) -> None:
+    token = call.attach()
+    try:
+        gen.close()
+    except BaseException as exc:
+        call.detach(token)
+        call.fail(exc)
+        raise
+    call.detach(token)
+
+
+async def _aclose_in_span(agen: Any, call: _Call) -> None:
     token = call.attach()
     try:
         await agen.aclose()
-    finally:
+    except BaseException as exc:
         call.detach(token)
+        call.fail(exc)
+        raise
+    call.detach(token)
 
 
 def traceable(
