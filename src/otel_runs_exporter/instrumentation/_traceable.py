@@ -134,27 +134,57 @@ def _set_metadata(span: Span, metadata: Mapping[str, Any]) -> None:
 # --------------------------------------------------------------------------- one traced call
 
 
-class _Call:
-    """The span of one call or block, with every operation on it guarded."""
+class SpanCall:
+    """The span of one traced call, shared by ``traceable`` and the client instrumentors.
 
-    __slots__ = ("span", "ctx", "handle")
+    ``with call:`` runs a stretch of the user's code with the span current. An exception that
+    leaves the block is the user's: it is recorded by :meth:`fail` (which ends the span) and goes
+    on unchanged. Ending on success is the caller's part, since only it knows the outputs.
+    """
 
-    def __init__(self, span: Span) -> None:
+    __slots__ = ("span", "ctx", "_token")
+
+    def __init__(self, span: Span, ctx: otel_context.Context) -> None:
         self.span = span
-        self.ctx = trace.set_span_in_context(span)
-        self.handle = RunHandle(span)
+        self.ctx = ctx
+        self._token: object | None = None
 
     def attach(self) -> object | None:
+        """Make the span current; the token for :meth:`detach`, or None if that failed (logged)."""
         try:
             return otel_context.attach(self.ctx)
         except Exception:
-            logger.warning("traceable: could not attach the context", exc_info=True)
+            logger.warning("could not make the span current", exc_info=True)
             return None
 
     @staticmethod
     def detach(token: object | None) -> None:
+        """Undo :meth:`attach`."""
         if token is not None:
             otel_context.detach(token)  # logs its own failures, never raises
+
+    def fail(self, exc: BaseException) -> None:
+        """Record the user's exception and end the span; must not raise."""
+        raise NotImplementedError
+
+    def __enter__(self) -> None:
+        self._token = self.attach()
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        token, self._token = self._token, None
+        self.detach(token)
+        if exc is not None:
+            self.fail(exc)
+
+
+class _Call(SpanCall):
+    """The span of one decorated call or ``with`` block, with every operation on it guarded."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self, span: Span) -> None:
+        super().__init__(span, trace.set_span_in_context(span))
+        self.handle = RunHandle(span)
 
     def fail(self, exc: BaseException) -> None:
         try:
@@ -169,6 +199,7 @@ class _Call:
             logger.warning("traceable: could not record an exception", exc_info=True)
 
     def finish(self, result: Any) -> None:
+        """End the span with ``result`` as outputs, unless the run handle was given outputs."""
         try:
             self._end(result)
         except Exception:
@@ -181,6 +212,30 @@ class _Call:
         if outputs is not _UNSET:
             self.span.set_attribute("output.value", json_dumps(_as_object(outputs, "output")))
         self.span.end()
+
+
+class _Consumer:
+    """What the consumer of a traced generator did at its last ``yield`` (sent a value or threw an
+    exception), to be passed on to the user's generator, and the items yielded so far.
+
+    The wrappers drive the user's generator step by step rather than ``yield from`` it, so that
+    our span is current only while the user's code runs, never in the consumer's.
+    """
+
+    __slots__ = ("items", "sent", "thrown")
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+        self.sent: Any = None
+        self.thrown: BaseException | None = None
+
+    def resume(self, send: Callable[[Any], Any], throw: Callable[[BaseException], Any]) -> Any:
+        """Resume the user's generator as ours was resumed (for an async one: the awaitable)."""
+        exc, self.thrown = self.thrown, None
+        return send(self.sent) if exc is None else throw(exc)
+
+    def outputs(self) -> dict[str, Any]:
+        return {"output": self.items}
 
 
 # --------------------------------------------------------------------------- the decorator
@@ -224,6 +279,104 @@ class _Signature:
         return inputs
 
 
+_Begin = Callable[[tuple[Any, ...], dict[str, Any]], "_Call | None"]
+"""Starts the span of one call from its arguments; None when it could not (the call runs untraced)."""
+
+
+def _trace_function(fn: Callable[..., Any], begin: _Begin) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        call = begin(args, kwargs)
+        if call is None:
+            return fn(*args, **kwargs)
+        with call:
+            result = fn(*args, **kwargs)
+        call.finish(result)
+        return result
+
+    return wrapper
+
+
+def _trace_coroutine(fn: Callable[..., Any], begin: _Begin) -> Callable[..., Any]:
+    async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+        call = begin(args, kwargs)
+        if call is None:
+            return await fn(*args, **kwargs)
+        with call:
+            result = await fn(*args, **kwargs)
+        call.finish(result)
+        return result
+
+    return async_wrapper
+
+
+def _trace_generator(fn: Callable[..., Any], begin: _Begin) -> Callable[..., Any]:
+    def gen_wrapper(*args: Any, **kwargs: Any) -> Any:
+        call = begin(args, kwargs)
+        if call is None:
+            return (yield from fn(*args, **kwargs))
+        gen, consumer = fn(*args, **kwargs), _Consumer()
+        while True:
+            # Our span is current only while the user's generator runs, never in the consumer.
+            with call:
+                try:
+                    item = consumer.resume(gen.send, gen.throw)
+                except StopIteration as stop:
+                    call.finish(consumer.outputs())
+                    return stop.value
+            consumer.items.append(item)
+            try:
+                consumer.sent = yield item
+            except GeneratorExit:
+                with call:  # the user's cleanup runs, in the span, and may fail
+                    gen.close()
+                call.finish(consumer.outputs())
+                raise
+            except BaseException as exc:  # gen.throw() from the consumer goes into the user's generator
+                consumer.thrown = exc
+
+    return gen_wrapper
+
+
+def _trace_async_generator(fn: Callable[..., Any], begin: _Begin) -> Callable[..., Any]:
+    async def async_gen_wrapper(*args: Any, **kwargs: Any) -> Any:
+        call = begin(args, kwargs)
+        if call is None:
+            async for item in fn(*args, **kwargs):
+                yield item
+            return
+        agen, consumer = fn(*args, **kwargs), _Consumer()
+        while True:
+            with call:
+                try:
+                    item = await consumer.resume(agen.asend, agen.athrow)
+                except StopAsyncIteration:
+                    call.finish(consumer.outputs())
+                    return
+            consumer.items.append(item)
+            try:
+                consumer.sent = yield item
+            except GeneratorExit:
+                with call:
+                    await agen.aclose()
+                call.finish(consumer.outputs())
+                raise
+            except BaseException as exc:
+                consumer.thrown = exc
+
+    return async_gen_wrapper
+
+
+_Wrap = Callable[[Callable[..., Any], _Begin], Callable[..., Any]]
+
+# Each wrapper is of the same kind as the function it wraps, for callers that check (frameworks
+# await coroutine functions and stream generators); anything else gets ``_trace_function``.
+_WRAPPERS: tuple[tuple[Callable[[Any], bool], _Wrap], ...] = (
+    (inspect.isasyncgenfunction, _trace_async_generator),
+    (inspect.isgeneratorfunction, _trace_generator),
+    (inspect.iscoroutinefunction, _trace_coroutine),
+)
+
+
 class _Traceable:
     """The object ``traceable(...)`` returns: a decorator and a context manager."""
 
@@ -244,7 +397,7 @@ class _Traceable:
         self.tags = json_dumps([str(t) for t in tags]) if tags else None
         self.inputs = inputs
         # Context-manager entries; a stack so a (discouraged) nested reuse of one object still pairs up.
-        self._entered: list[tuple[_Call, object | None]] = []
+        self._entered: list[_Call] = []
 
     # -- shared
 
@@ -270,17 +423,16 @@ class _Traceable:
         if call is None:
             # A handle on a non-recording span keeps ``run.set_outputs`` working as a no-op.
             call = _Call(trace.INVALID_SPAN)
-        self._entered.append((call, call.attach()))
+        self._entered.append(call)
+        call.__enter__()
         return call.handle
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if not self._entered:
             return
-        call, token = self._entered.pop()
-        call.detach(token)
-        if exc is not None:
-            call.fail(exc)
-        else:
+        call = self._entered.pop()
+        call.__exit__(exc_type, exc, tb)
+        if exc is None:
             call.finish(_UNSET)
 
     async def __aenter__(self) -> RunHandle:
@@ -314,153 +466,8 @@ class _Traceable:
                 inputs = {}
             return start(name, inputs)
 
-        if inspect.isasyncgenfunction(fn):
-
-            @functools.wraps(fn)
-            async def async_gen_wrapper(*args: Any, **kwargs: Any) -> Any:
-                call = begin(args, kwargs)
-                if call is None:
-                    async for item in fn(*args, **kwargs):
-                        yield item
-                    return
-                # The body of an async generator cannot ``return`` a value, so drive it by hand.
-                agen = fn(*args, **kwargs)
-                items: list[Any] = []
-                to_send: Any = None
-                to_throw: BaseException | None = None
-                while True:
-                    token = call.attach()
-                    try:
-                        if to_throw is not None:
-                            exc, to_throw = to_throw, None
-                            item = await agen.athrow(exc)
-                        else:
-                            item = await agen.asend(to_send)
-                    except StopAsyncIteration:
-                        call.detach(token)
-                        call.finish({"output": items})
-                        return
-                    except BaseException as exc:
-                        call.detach(token)
-                        call.fail(exc)
-                        raise
-                    call.detach(token)
-                    items.append(item)
-                    try:
-                        to_send = yield item
-                    except GeneratorExit:
-                        await _aclose_in_span(agen, call)
-                        call.finish({"output": items})
-                        raise
-                    except BaseException as exc:  # athrow() from the consumer goes into the user's generator
-                        to_throw = exc
-
-            return async_gen_wrapper  # type: ignore[return-value]
-
-        if inspect.isgeneratorfunction(fn):
-
-            @functools.wraps(fn)
-            def gen_wrapper(*args: Any, **kwargs: Any) -> Any:
-                call = begin(args, kwargs)
-                if call is None:
-                    return (yield from fn(*args, **kwargs))
-                gen = fn(*args, **kwargs)
-                items: list[Any] = []
-                to_send: Any = None
-                to_throw: BaseException | None = None
-                while True:
-                    # Our span is current only while the user's generator runs, never in the consumer.
-                    token = call.attach()
-                    try:
-                        if to_throw is not None:
-                            exc, to_throw = to_throw, None
-                            item = gen.throw(exc)
-                        else:
-                            item = gen.send(to_send)
-                    except StopIteration as stop:
-                        call.detach(token)
-                        call.finish({"output": items})
-                        return stop.value
-                    except BaseException as exc:
-                        call.detach(token)
-                        call.fail(exc)
-                        raise
-                    call.detach(token)
-                    items.append(item)
-                    try:
-                        to_send = yield item
-                    except GeneratorExit:
-                        _close_in_span(gen, call)
-                        call.finish({"output": items})
-                        raise
-                    except BaseException as exc:
-                        to_throw = exc
-
-            return gen_wrapper  # type: ignore[return-value]
-
-        if inspect.iscoroutinefunction(fn):
-
-            @functools.wraps(fn)
-            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                call = begin(args, kwargs)
-                if call is None:
-                    return await fn(*args, **kwargs)
-                token = call.attach()
-                try:
-                    result = await fn(*args, **kwargs)
-                except BaseException as exc:
-                    call.detach(token)
-                    call.fail(exc)
-                    raise
-                call.detach(token)
-                call.finish(result)
-                return result
-
-            return async_wrapper  # type: ignore[return-value]
-
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            call = begin(args, kwargs)
-            if call is None:
-                return fn(*args, **kwargs)
-            token = call.attach()
-            try:
-                result = fn(*args, **kwargs)
-            except BaseException as exc:
-                call.detach(token)
-                call.fail(exc)
-                raise
-            call.detach(token)
-            call.finish(result)
-            return result
-
-        return wrapper  # type: ignore[return-value]
-
-
-# Closing early runs the user's cleanup (``finally``), which is the user's code like any step: it
-# runs in the span, and if it raises, the span ends as failed rather than never ending.
-
-
-def _close_in_span(gen: Any, call: _Call) -> None:
-    token = call.attach()
-    try:
-        gen.close()
-    except BaseException as exc:
-        call.detach(token)
-        call.fail(exc)
-        raise
-    call.detach(token)
-
-
-async def _aclose_in_span(agen: Any, call: _Call) -> None:
-    token = call.attach()
-    try:
-        await agen.aclose()
-    except BaseException as exc:
-        call.detach(token)
-        call.fail(exc)
-        raise
-    call.detach(token)
+        make = next((make for is_kind, make in _WRAPPERS if is_kind(fn)), _trace_function)
+        return functools.wraps(fn)(make(fn, begin))  # type: ignore[return-value]
 
 
 def traceable(
