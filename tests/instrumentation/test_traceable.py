@@ -448,11 +448,12 @@ def test_unserializable_arguments_never_break_the_call(spans):
     assert isinstance(span.attributes["input.value"], str)  # something readable, no exception
 
 
-def test_our_failures_are_logged_and_the_function_still_runs(spans, monkeypatch, caplog):
-    class BrokenTracer:
-        def start_span(self, *a, **k):
-            raise RuntimeError("tracer exploded")
+class BrokenTracer:
+    def start_span(self, *a, **k):
+        raise RuntimeError("tracer exploded")
 
+
+def test_our_failures_are_logged_and_the_function_still_runs(spans, monkeypatch, caplog):
     monkeypatch.setattr(_traceable, "_tracer", BrokenTracer())
     calls = []
 
@@ -473,6 +474,53 @@ def test_our_failures_are_logged_and_the_function_still_runs(spans, monkeypatch,
     assert calls == [1]
     assert "tracer exploded" in caplog.text
     assert spans.all() == []
+
+
+def test_without_a_span_generators_still_pass_sends_and_throws_through(spans, monkeypatch):
+    monkeypatch.setattr(_traceable, "_tracer", BrokenTracer())
+
+    @traceable
+    def echo():
+        try:
+            received = yield "ready"
+            yield f"got {received}"
+        except KeyError:
+            yield "recovered"
+
+    @traceable
+    async def aecho():
+        try:
+            received = yield "ready"
+            yield f"got {received}"
+        except KeyError:
+            yield "recovered"
+
+    gen = echo()
+    assert (next(gen), gen.send("x")) == ("ready", "got x")
+    gen = echo()
+    assert (next(gen), gen.throw(KeyError("k"))) == ("ready", "recovered")
+
+    async def main():
+        agen = aecho()
+        assert (await agen.__anext__(), await agen.asend("x")) == ("ready", "got x")
+        agen = aecho()
+        assert (await agen.__anext__(), await agen.athrow(KeyError("k"))) == ("ready", "recovered")
+
+    asyncio.run(main())
+    assert spans.all() == []
+
+
+def test_a_block_without_a_span_leaves_the_current_span_current(spans, monkeypatch, tracer_provider):
+    # Our failure to start a span must not cut other instrumentations' spans off from their parent.
+    monkeypatch.setattr(_traceable, "_tracer", BrokenTracer())
+    other = tracer_provider.get_tracer("other")
+    with other.start_as_current_span("outer"):
+        with traceable("block") as run:
+            run.set_outputs({"ignored": True})
+            with other.start_as_current_span("inner"):
+                pass
+    assert [s.name for s in spans.all()] == ["inner", "outer"]
+    assert spans.named("inner").parent.span_id == spans.named("outer").context.span_id
 
 
 def test_json_dumps_coerces_models_and_never_raises():

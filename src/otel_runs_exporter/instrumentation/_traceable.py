@@ -214,6 +214,26 @@ class _Call(SpanCall):
         self.span.end()
 
 
+class _Untraced(_Call):
+    """Stands in when no span could be started: the user's code runs as if undecorated (whatever
+    span was current stays current) and recording is a no-op, so every wrapper takes one path."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        # A handle on a non-recording span keeps ``run.set_outputs`` and the rest working as no-ops.
+        super().__init__(trace.INVALID_SPAN)
+
+    def attach(self) -> object | None:
+        return None
+
+    def fail(self, exc: BaseException) -> None:
+        pass
+
+    def finish(self, result: Any) -> None:
+        pass
+
+
 class _Consumer:
     """What the consumer of a traced generator did at its last ``yield`` (sent a value or threw an
     exception), to be passed on to the user's generator, and the items yielded so far.
@@ -279,15 +299,13 @@ class _Signature:
         return inputs
 
 
-_Begin = Callable[[tuple[Any, ...], dict[str, Any]], "_Call | None"]
-"""Starts the span of one call from its arguments; None when it could not (the call runs untraced)."""
+_Begin = Callable[[tuple[Any, ...], dict[str, Any]], _Call]
+"""Starts the span of one call from its arguments (an :class:`_Untraced` one when it could not)."""
 
 
 def _trace_function(fn: Callable[..., Any], begin: _Begin) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         call = begin(args, kwargs)
-        if call is None:
-            return fn(*args, **kwargs)
         with call:
             result = fn(*args, **kwargs)
         call.finish(result)
@@ -299,8 +317,6 @@ def _trace_function(fn: Callable[..., Any], begin: _Begin) -> Callable[..., Any]
 def _trace_coroutine(fn: Callable[..., Any], begin: _Begin) -> Callable[..., Any]:
     async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
         call = begin(args, kwargs)
-        if call is None:
-            return await fn(*args, **kwargs)
         with call:
             result = await fn(*args, **kwargs)
         call.finish(result)
@@ -312,8 +328,6 @@ def _trace_coroutine(fn: Callable[..., Any], begin: _Begin) -> Callable[..., Any
 def _trace_generator(fn: Callable[..., Any], begin: _Begin) -> Callable[..., Any]:
     def gen_wrapper(*args: Any, **kwargs: Any) -> Any:
         call = begin(args, kwargs)
-        if call is None:
-            return (yield from fn(*args, **kwargs))
         gen, consumer = fn(*args, **kwargs), _Consumer()
         while True:
             # Our span is current only while the user's generator runs, never in the consumer.
@@ -340,10 +354,6 @@ def _trace_generator(fn: Callable[..., Any], begin: _Begin) -> Callable[..., Any
 def _trace_async_generator(fn: Callable[..., Any], begin: _Begin) -> Callable[..., Any]:
     async def async_gen_wrapper(*args: Any, **kwargs: Any) -> Any:
         call = begin(args, kwargs)
-        if call is None:
-            async for item in fn(*args, **kwargs):
-                yield item
-            return
         agen, consumer = fn(*args, **kwargs), _Consumer()
         while True:
             with call:
@@ -401,7 +411,7 @@ class _Traceable:
 
     # -- shared
 
-    def _start(self, name: str, inputs: Any) -> _Call | None:
+    def _start(self, name: str, inputs: Any) -> _Call:
         try:
             attributes: dict[str, Any] = {"langsmith.span.kind": self.run_type}
             if inputs is not None:
@@ -414,15 +424,12 @@ class _Traceable:
             return _Call(span)
         except Exception:
             logger.warning("traceable: could not start a span for %r", name, exc_info=True)
-            return None
+            return _Untraced()
 
     # -- context manager
 
     def __enter__(self) -> RunHandle:
         call = self._start(self.name or "traceable", self.inputs)
-        if call is None:
-            # A handle on a non-recording span keeps ``run.set_outputs`` working as a no-op.
-            call = _Call(trace.INVALID_SPAN)
         self._entered.append(call)
         call.__enter__()
         return call.handle
@@ -458,7 +465,7 @@ class _Traceable:
         name = self.name or getattr(fn, "__name__", None) or type(fn).__name__
         start = self._start
 
-        def begin(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call | None:
+        def begin(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call:
             try:
                 inputs = sig.inputs(args, kwargs)
             except Exception:
