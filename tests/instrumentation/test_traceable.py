@@ -379,6 +379,28 @@ def test_exceptions_are_recorded_and_reraised_unchanged(spans):
     assert "output.value" not in span.attributes
 
 
+def test_generator_called_with_wrong_arguments_still_ends_its_span(spans):
+    @traceable
+    def gen(a):
+        yield a
+
+    @traceable
+    async def agen(a):
+        yield a
+
+    with pytest.raises(TypeError):
+        next(gen(1, 2))
+
+    async def main():
+        with pytest.raises(TypeError):
+            await agen(1, 2).__anext__()
+
+    asyncio.run(main())
+    for name in ("gen", "agen"):
+        span = spans.named(name)
+        assert span.status.status_code is StatusCode.ERROR and span.attributes["error.type"] == "TypeError"
+
+
 def test_context_manager_sets_outputs_metadata_and_parents_children(spans):
     @traceable
     def step():

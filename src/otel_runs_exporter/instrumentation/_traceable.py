@@ -328,7 +328,9 @@ def _trace_coroutine(fn: Callable[..., Any], begin: _Begin) -> Callable[..., Any
 def _trace_generator(fn: Callable[..., Any], begin: _Begin) -> Callable[..., Any]:
     def gen_wrapper(*args: Any, **kwargs: Any) -> Any:
         call = begin(args, kwargs)
-        gen, consumer = fn(*args, **kwargs), _Consumer()
+        with call:  # a call with the wrong arguments fails here, and must end the span too
+            gen = fn(*args, **kwargs)
+        consumer = _Consumer()
         while True:
             # Our span is current only while the user's generator runs, never in the consumer.
             with call:
@@ -354,7 +356,9 @@ def _trace_generator(fn: Callable[..., Any], begin: _Begin) -> Callable[..., Any
 def _trace_async_generator(fn: Callable[..., Any], begin: _Begin) -> Callable[..., Any]:
     async def async_gen_wrapper(*args: Any, **kwargs: Any) -> Any:
         call = begin(args, kwargs)
-        agen, consumer = fn(*args, **kwargs), _Consumer()
+        with call:
+            agen = fn(*args, **kwargs)
+        consumer = _Consumer()
         while True:
             with call:
                 try:
