@@ -42,7 +42,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from ._traceable import json_dumps
+from ._traceable import SpanCall, json_dumps
 
 logger = logging.getLogger("otel_runs_exporter.instrumentation")
 
@@ -235,15 +235,18 @@ class StreamAccumulator:
         return {}
 
 
-class GenAICall:
-    """One model call's span; every method is guarded and ends the span at most once."""
+class GenAICall(SpanCall):
+    """One model call's span; every method is guarded and ends the span at most once.
 
-    __slots__ = ("span", "ctx", "capture", "_ended", "_first_token")
+    ``with call:`` runs the client's request with the span current (and marked as ours, for the
+    double-tracing check); an exception leaving it is recorded and re-raised unchanged.
+    """
+
+    __slots__ = ("capture", "_ended", "_first_token")
 
     def __init__(self, span: Span, capture: bool) -> None:
-        self.span = span
+        super().__init__(span, otel_context.set_value(_ACTIVE_KEY, True, trace.set_span_in_context(span)))
         self.capture = capture
-        self.ctx = otel_context.set_value(_ACTIVE_KEY, True, trace.set_span_in_context(span))
         self._ended = False
         self._first_token = False
 
@@ -264,9 +267,6 @@ class GenAICall:
         except Exception:
             logger.warning("could not start the span of a %s call", op.provider, exc_info=True)
             return None
-
-    def attach(self) -> object:
-        return otel_context.attach(self.ctx)
 
     def first_token(self) -> None:
         if not self._first_token:
@@ -390,14 +390,8 @@ def sync_wrapper(op: Operation, tracer: trace.Tracer, capture: bool, switch: Swi
         call = GenAICall.start(tracer, op, instance, kwargs, capture)
         if call is None:
             return wrapped(*args, **kwargs)
-        token = call.attach()
-        try:
+        with call:
             result = wrapped(*args, **kwargs)
-        except BaseException as exc:
-            otel_context.detach(token)
-            call.fail(exc)
-            raise
-        otel_context.detach(token)
         return call.complete(op, kwargs, result, is_async=False)
 
     return traced
@@ -412,14 +406,8 @@ def async_wrapper(op: Operation, tracer: trace.Tracer, capture: bool, switch: Sw
         call = GenAICall.start(tracer, op, instance, kwargs, capture)
         if call is None:
             return await wrapped(*args, **kwargs)
-        token = call.attach()
-        try:
+        with call:
             result = await wrapped(*args, **kwargs)
-        except BaseException as exc:
-            otel_context.detach(token)
-            call.fail(exc)
-            raise
-        otel_context.detach(token)
         return call.complete(op, kwargs, result, is_async=True)
 
     return traced

@@ -31,7 +31,6 @@ from importlib import import_module
 from typing import Any, Callable, Collection, Mapping
 
 import wrapt
-from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from . import _genai
@@ -291,14 +290,8 @@ class _StreamManagerProxy(wrapt.ObjectProxy):  # type: ignore[misc]
         call = self._self_begin()
         if call is None:
             return self.__wrapped__.__enter__()
-        token = call.attach()
-        try:
+        with call:
             stream = self.__wrapped__.__enter__()
-        except BaseException as exc:
-            otel_context.detach(token)
-            call.fail(exc)
-            raise
-        otel_context.detach(token)
         self._self_proxy_raw(stream, call, SyncStreamProxy)
         return stream
 
@@ -313,14 +306,8 @@ class _StreamManagerProxy(wrapt.ObjectProxy):  # type: ignore[misc]
         call = self._self_begin()
         if call is None:
             return await self.__wrapped__.__aenter__()
-        token = call.attach()
-        try:
+        with call:
             stream = await self.__wrapped__.__aenter__()
-        except BaseException as exc:
-            otel_context.detach(token)
-            call.fail(exc)
-            raise
-        otel_context.detach(token)
         self._self_proxy_raw(stream, call, AsyncStreamProxy)
         return stream
 
