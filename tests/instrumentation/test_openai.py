@@ -153,6 +153,26 @@ def test_stream_closed_early_ends_the_span(instrumented, client, spans):
     assert [e.name for e in span.events] == ["new_token"]
 
 
+def test_stream_failing_midway_records_the_error_and_ends_the_span(instrumented, client, aclient, spans, fake_api):
+    stream = client.chat.completions.create(model="fail-midstream", messages=MESSAGES, stream=True)
+    with pytest.raises(openai.APIError, match="fake mid-stream failure"):
+        for _ in stream:
+            pass
+
+    async def main():
+        stream = await aclient.chat.completions.create(model="fail-midstream", messages=MESSAGES, stream=True)
+        with pytest.raises(openai.APIError, match="fake mid-stream failure"):
+            async for _ in stream:
+                pass
+
+    asyncio.run(main())
+    failed = [s for s in ours(spans) if s.name == "chat fail-midstream"]
+    assert len(failed) == 2
+    for span in failed:
+        assert span.status.status_code is StatusCode.ERROR and span.attributes["error.type"] == "APIError"
+        assert [e.name for e in span.events] == ["new_token", "exception"]
+
+
 def test_async_chat_and_stream(instrumented, aclient, spans, fake_api):
     async def main():
         await aclient.chat.completions.create(model="a1", messages=MESSAGES)
