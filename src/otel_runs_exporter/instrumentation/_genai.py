@@ -425,30 +425,41 @@ def unwrap_own(owner: Any, attr: str, switch: Switch) -> None:
 # --------------------------------------------------------------------------- stream proxies
 
 
-def _safe_add(acc: StreamAccumulator, item: Any, call: GenAICall) -> None:
-    try:
-        acc.add(item, call)
-    except Exception:
-        logger.warning("could not read a streamed chunk", exc_info=True)
-
-
-def _safe_finish(acc: StreamAccumulator, call: GenAICall) -> None:
-    try:
-        attributes = acc.attributes()
-    except Exception:
-        logger.warning("could not aggregate a stream", exc_info=True)
-        attributes = {}
-    call.end(attributes)
-
-
-class SyncStreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
-    """The client's stream, unchanged for the user, ending our span when it is exhausted,
-    fails, or is closed (directly or by leaving its ``with`` block)."""
+class _StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
+    """What the sync and async stream proxies share: folding each item into the accumulator and
+    ending the span at the stream's end, failure or close. Nothing here raises into the reader."""
 
     def __init__(self, stream: Any, call: GenAICall, acc: StreamAccumulator) -> None:
         super().__init__(stream)
         self._self_call = call
         self._self_acc = acc
+
+    def _self_took(self, item: Any) -> Any:
+        try:
+            self._self_acc.add(item, self._self_call)
+        except Exception:
+            logger.warning("could not read a streamed chunk", exc_info=True)
+        return item
+
+    def _self_stopped(self, exc: BaseException) -> None:
+        """The stream's reader got ``exc``: the end of the stream, or the stream's own failure."""
+        if isinstance(exc, (StopIteration, StopAsyncIteration)):
+            self._self_end()
+        else:
+            self._self_call.fail(exc)
+
+    def _self_end(self) -> None:
+        try:
+            attributes = self._self_acc.attributes()
+        except Exception:
+            logger.warning("could not aggregate a stream", exc_info=True)
+            attributes = {}
+        self._self_call.end(attributes)
+
+
+class SyncStreamProxy(_StreamProxy):
+    """The client's stream, unchanged for the user, ending our span when it is exhausted,
+    fails, or is closed (directly or by leaving its ``with`` block)."""
 
     def __iter__(self) -> "SyncStreamProxy":
         return self
@@ -456,14 +467,10 @@ class SyncStreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
     def __next__(self) -> Any:
         try:
             item = next(self.__wrapped__)
-        except StopIteration:
-            _safe_finish(self._self_acc, self._self_call)
-            raise
         except BaseException as exc:
-            self._self_call.fail(exc)
+            self._self_stopped(exc)
             raise
-        _safe_add(self._self_acc, item, self._self_call)
-        return item
+        return self._self_took(item)
 
     def __enter__(self) -> "SyncStreamProxy":
         self.__wrapped__.__enter__()
@@ -473,22 +480,17 @@ class SyncStreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
         try:
             return self.__wrapped__.__exit__(*exc_info)
         finally:
-            _safe_finish(self._self_acc, self._self_call)
+            self._self_end()
 
     def close(self) -> None:
         try:
             self.__wrapped__.close()
         finally:
-            _safe_finish(self._self_acc, self._self_call)
+            self._self_end()
 
 
-class AsyncStreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
+class AsyncStreamProxy(_StreamProxy):
     """The async counterpart of :class:`SyncStreamProxy`."""
-
-    def __init__(self, stream: Any, call: GenAICall, acc: StreamAccumulator) -> None:
-        super().__init__(stream)
-        self._self_call = call
-        self._self_acc = acc
 
     def __aiter__(self) -> "AsyncStreamProxy":
         return self
@@ -496,14 +498,10 @@ class AsyncStreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
     async def __anext__(self) -> Any:
         try:
             item = await self.__wrapped__.__anext__()
-        except StopAsyncIteration:
-            _safe_finish(self._self_acc, self._self_call)
-            raise
         except BaseException as exc:
-            self._self_call.fail(exc)
+            self._self_stopped(exc)
             raise
-        _safe_add(self._self_acc, item, self._self_call)
-        return item
+        return self._self_took(item)
 
     async def __aenter__(self) -> "AsyncStreamProxy":
         await self.__wrapped__.__aenter__()
@@ -513,13 +511,13 @@ class AsyncStreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
         try:
             return await self.__wrapped__.__aexit__(*exc_info)
         finally:
-            _safe_finish(self._self_acc, self._self_call)
+            self._self_end()
 
     async def close(self) -> None:
         try:
             await self.__wrapped__.close()
         finally:
-            _safe_finish(self._self_acc, self._self_call)
+            self._self_end()
 
     async def aclose(self) -> None:
         await self.close()
