@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping, NamedTuple
 from urllib.parse import urlsplit
 
 import orjson
@@ -95,17 +95,14 @@ def get(obj: Any, key: str, default: Any = None) -> Any:
     return default if value is None else value
 
 
-def given(kwargs: Mapping[str, Any], key: str) -> Any:
-    """A request argument, or None when absent or an SDK ``NOT_GIVEN``/``omit`` sentinel."""
-    value = kwargs.get(key)
-    if value is None or type(value).__name__ in ("NotGiven", "Omit"):
-        return None
-    return value
+def _not_given(value: Any) -> bool:
+    """Whether ``value`` is the SDKs' stand-in for an argument the caller left out."""
+    return type(value).__name__ in ("NotGiven", "Omit")
 
 
 def set_if(attributes: dict[str, Any], key: str, value: Any) -> None:
     """Set an attribute only when the value is something OTel can hold."""
-    if value is None or type(value).__name__ in ("NotGiven", "Omit"):
+    if value is None or _not_given(value):
         return
     if isinstance(value, (str, bool, int, float)):
         attributes[key] = value
@@ -114,6 +111,85 @@ def set_if(attributes: dict[str, Any], key: str, value: Any) -> None:
             attributes[key] = list(value)
         elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
             attributes[key] = list(value)
+
+
+# --------------------------------------------------------------------------- attribute tables
+
+
+class Attr(NamedTuple):
+    """One row of an attribute table: where a value is read, the attribute it sets, and how.
+
+    ``path`` is a request keyword or a response field; dots go into nested fields
+    (``usage.prompt_tokens``). ``convert`` gets the value read (None when absent) and returns what
+    to set (None: nothing). ``content`` rows are read only when message content is captured.
+    """
+
+    path: str
+    attribute: str
+    convert: Callable[[Any], Any] | None = None
+    content: bool = False
+
+
+def read_attributes(table: Iterable[Attr], source: Any, capture: bool = True) -> dict[str, Any]:
+    """The attributes ``table`` reads from ``source``: a call's keyword arguments or a response.
+
+    A value that is missing, None or an SDK "not given" sentinel reads as None. For each attribute
+    the first row that gives a value OTel can hold wins, so a newer keyword can be listed before
+    the older one it replaces. A converter that raises is a bug of ours; the caller guards it.
+
+    >>> table = (Attr("max_completion_tokens", "gen_ai.request.max_tokens"),
+    ...          Attr("max_tokens", "gen_ai.request.max_tokens"),
+    ...          Attr("stop", "gen_ai.request.stop_sequences", as_list),
+    ...          Attr("messages", "gen_ai.input.messages", json_of(list), content=True))
+    >>> read_attributes(table, {"max_tokens": 50, "stop": "END", "messages": []}, capture=False)
+    {'gen_ai.request.max_tokens': 50, 'gen_ai.request.stop_sequences': ['END']}
+    """
+    attributes: dict[str, Any] = {}
+    for row in table:
+        if row.attribute in attributes or (row.content and not capture):
+            continue
+        value = _read(source, row.path)
+        set_if(attributes, row.attribute, value if row.convert is None else row.convert(value))
+    return attributes
+
+
+def _read(source: Any, path: str) -> Any:
+    value = source
+    for key in path.split("."):
+        value = get(value, key)
+        if value is None or _not_given(value):
+            return None
+    return value
+
+
+def count(value: Any) -> int | None:
+    """Converter for token counts and sizes: ints only (a bool is not a count)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def flag(value: Any) -> bool | None:
+    """Converter for switches such as ``stream``: set to True when on, left out otherwise."""
+    return True if value else None
+
+
+def as_list(value: Any) -> Any:
+    """Converter for arguments that take one string or a list of them (``stop``)."""
+    return [value] if isinstance(value, str) else value
+
+
+def json_of(convert: Callable[[Any], Any]) -> Callable[[Any], str | None]:
+    """Converter: ``convert``, then the JSON string the conventions ask for (None stays None)."""
+
+    def to_json(value: Any) -> str | None:
+        converted = convert(value)
+        return None if converted is None else json_attr(converted)
+
+    return to_json
+
+
+def tool_definitions(tools: Any) -> str | None:
+    """Converter for the ``tools`` argument: its JSON when there are any."""
+    return json_attr(list(tools)) if tools else None
 
 
 def server_attributes(instance: Any) -> dict[str, Any]:
@@ -204,10 +280,12 @@ class Operation:
 
     operation_name = "chat"
     provider = ""
+    request_table: tuple[Attr, ...] = ()
+    """Request keyword -> attribute rows, read by :func:`read_attributes`."""
 
     def request_attributes(self, instance: Any, kwargs: Mapping[str, Any], capture: bool) -> dict[str, Any]:
         """Attributes known before the call; must include ``gen_ai.request.model`` when known."""
-        raise NotImplementedError
+        return read_attributes(self.request_table, kwargs, capture)
 
     def response_attributes(self, result: Any, capture: bool) -> dict[str, Any]:
         """Attributes read from a complete (non-streamed) response."""
@@ -521,27 +599,6 @@ class AsyncStreamProxy(_StreamProxy):
 
     async def aclose(self) -> None:
         await self.close()
-
-
-def usage_attributes(
-    input_tokens: Any = None,
-    output_tokens: Any = None,
-    cache_read: Any = None,
-    cache_creation: Any = None,
-    reasoning: Any = None,
-) -> dict[str, Any]:
-    """The ``gen_ai.usage.*`` attributes for the counts the API reported (ints only)."""
-    out: dict[str, Any] = {}
-    for key, value in (
-        ("gen_ai.usage.input_tokens", input_tokens),
-        ("gen_ai.usage.output_tokens", output_tokens),
-        ("gen_ai.usage.cache_read.input_tokens", cache_read),
-        ("gen_ai.usage.cache_creation.input_tokens", cache_creation),
-        ("gen_ai.usage.reasoning.output_tokens", reasoning),
-    ):
-        if isinstance(value, int) and not isinstance(value, bool):
-            out[key] = value
-    return out
 
 
 def json_attr(value: Any) -> str:
