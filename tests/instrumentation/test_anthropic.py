@@ -23,21 +23,8 @@ TOOL = {"name": "get_weather", "input_schema": {"type": "object", "properties": 
 
 
 @pytest.fixture
-def instrument(tracer_provider):
-    inst = RunsAnthropicInstrumentor()
-
-    def _instrument(**kwargs):
-        inst.instrument(tracer_provider=tracer_provider, **kwargs)
-        return inst
-
-    yield _instrument
-    if inst.is_instrumented_by_opentelemetry:
-        inst.uninstrument()
-
-
-@pytest.fixture
-def instrumented(instrument):
-    return instrument()
+def instrumentor():
+    return RunsAnthropicInstrumentor()
 
 
 @pytest.fixture

@@ -23,22 +23,8 @@ WEATHER_TOOL = {
 
 
 @pytest.fixture
-def instrument(tracer_provider):
-    """Instrument (with optional kwargs) for one test; always uninstrumented afterwards."""
-    inst = RunsOpenAIInstrumentor()
-
-    def _instrument(**kwargs):
-        inst.instrument(tracer_provider=tracer_provider, **kwargs)
-        return inst
-
-    yield _instrument
-    if inst.is_instrumented_by_opentelemetry:
-        inst.uninstrument()
-
-
-@pytest.fixture
-def instrumented(instrument):
-    return instrument()
+def instrumentor():
+    return RunsOpenAIInstrumentor()
 
 
 @pytest.fixture
