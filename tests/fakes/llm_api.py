@@ -30,7 +30,9 @@ Deterministic behaviour, so tests can assert exact values:
   :attr:`reasoning_tokens` reasoning tokens (OpenAI only).
 * The response model is the request model with ``-fake-0001`` appended.
 * Errors: a model named ``error-<status>`` (e.g. ``error-500``, ``error-429``) gets that HTTP
-  status with the provider's error body; unknown paths get 404.
+  status with the provider's error body; unknown paths get 404. A streamed chat completion for
+  the model ``fail-midstream`` sends its first word and then an error event, as the real API does
+  when it fails during a stream (the client raises ``openai.APIError`` while iterating).
 
 Every request is appended to :attr:`requests` as a :class:`RecordedRequest` (thread-safe);
 :meth:`reset` clears the log.
@@ -324,6 +326,9 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             for word in self.api.words():
                 yield None, chunk({"content": word})
+                if body.get("model") == "fail-midstream":
+                    yield None, {"error": {"message": "fake mid-stream failure", "type": "server_error"}}
+                    return
             yield None, chunk({}, "stop")
         if (body.get("stream_options") or {}).get("include_usage"):
             yield None, {**base, "choices": [], "usage": self._chat_usage(bool(call))}

@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 from opentelemetry import trace
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -47,8 +48,11 @@ class Spans:
     def all(self) -> list[ReadableSpan]:
         return list(self.exporter.get_finished_spans())
 
+    def all_named(self, name: str) -> list[ReadableSpan]:
+        return [s for s in self.all() if s.name == name]
+
     def named(self, name: str) -> ReadableSpan:
-        found = [s for s in self.all() if s.name == name]
+        found = self.all_named(name)
         assert len(found) == 1, f"expected one span {name!r}, got {[s.name for s in self.all()]}"
         return found[0]
 
@@ -58,6 +62,30 @@ def spans(tracer_provider: TracerProvider) -> Iterator[Spans]:
     _EXPORTER.clear()
     yield Spans(_EXPORTER)
     _EXPORTER.clear()
+
+
+@pytest.fixture
+def instrumentor() -> BaseInstrumentor:
+    """The instrumentor under test; each client's test module overrides this fixture."""
+    raise NotImplementedError("override the instrumentor fixture in the test module")
+
+
+@pytest.fixture
+def instrument(tracer_provider: TracerProvider, instrumentor: BaseInstrumentor) -> Iterator[Callable[..., BaseInstrumentor]]:
+    """Instrument (with optional kwargs) for one test; always uninstrumented afterwards."""
+
+    def _instrument(**kwargs: Any) -> BaseInstrumentor:
+        instrumentor.instrument(tracer_provider=tracer_provider, **kwargs)
+        return instrumentor
+
+    yield _instrument
+    if instrumentor.is_instrumented_by_opentelemetry:
+        instrumentor.uninstrument()
+
+
+@pytest.fixture
+def instrumented(instrument: Callable[..., BaseInstrumentor]) -> BaseInstrumentor:
+    return instrument()
 
 
 @pytest.fixture(scope="session")

@@ -23,21 +23,8 @@ TOOL = {"name": "get_weather", "input_schema": {"type": "object", "properties": 
 
 
 @pytest.fixture
-def instrument(tracer_provider):
-    inst = RunsAnthropicInstrumentor()
-
-    def _instrument(**kwargs):
-        inst.instrument(tracer_provider=tracer_provider, **kwargs)
-        return inst
-
-    yield _instrument
-    if inst.is_instrumented_by_opentelemetry:
-        inst.uninstrument()
-
-
-@pytest.fixture
-def instrumented(instrument):
-    return instrument()
+def instrumentor():
+    return RunsAnthropicInstrumentor()
 
 
 @pytest.fixture
@@ -106,6 +93,10 @@ def test_stream_true_aggregates_and_marks_first_token(instrumented, client, span
     assert span.attributes["gen_ai.request.stream"] is True
     assert span.attributes["gen_ai.usage.output_tokens"] == fake_api.output_tokens()
     assert span.attributes["gen_ai.usage.input_tokens"] == fake_api.input_tokens
+    assert span.attributes["gen_ai.usage.cache_read.input_tokens"] == fake_api.cached_tokens
+    assert span.attributes["gen_ai.usage.cache_creation.input_tokens"] == 0
+    assert (span.attributes["gen_ai.response.model"], span.attributes["gen_ai.response.id"]) == ("c-fake-0001", "msg_fake")
+    assert tuple(span.attributes["gen_ai.response.finish_reasons"]) == ("end_turn",)
     assert messages(span, "gen_ai.output.messages")[0]["parts"] == [{"type": "text", "content": fake_api.reply_text}]
     (event,) = span.events
     assert event.name == "new_token" and span.start_time <= event.timestamp <= span.end_time
@@ -222,3 +213,36 @@ def test_uninstrument_restores_the_methods(instrument, client, spans):
             assert not hasattr(owner.__dict__[method], "_self_wrapper")
     client.messages.create(model="c", max_tokens=8, messages=MESSAGES)
     assert spans.all() == []
+
+
+# --------------------------------------------------------------------------- request mapping
+
+
+@pytest.mark.parametrize("kwargs, expected", [
+    # temperature/top_p/top_k: arguments of older clients, still read when given.
+    pytest.param({"model": "c", "max_tokens": 64, "temperature": 0.4, "top_p": 0.9, "top_k": 5,
+                  "stop_sequences": ["END"], "stream": True}, {
+        "gen_ai.request.model": "c", "gen_ai.request.max_tokens": 64, "gen_ai.request.temperature": 0.4,
+        "gen_ai.request.top_p": 0.9, "gen_ai.request.top_k": 5, "gen_ai.request.stop_sequences": ["END"],
+        "gen_ai.request.stream": True,
+    }, id="every-keyword"),
+    pytest.param({"model": "c", "max_tokens": 8, "temperature": anthropic.NOT_GIVEN, "stop_sequences": anthropic.omit,
+                  "stream": False}, {"gen_ai.request.model": "c", "gen_ai.request.max_tokens": 8}, id="absent"),
+])
+def test_request_keywords_become_attributes(kwargs, expected):
+    assert runs_anthropic.MessagesCreate().request_attributes(None, kwargs, capture=False) == expected
+
+
+@pytest.mark.parametrize("kwargs, expected", [
+    pytest.param({"model": "c", "system": None, "tools": []}, {"gen_ai.input.messages": "[]"}, id="none-given"),
+    pytest.param({"model": "c", "system": "s", "messages": MESSAGES, "tools": [TOOL]}, {
+        "gen_ai.system_instructions": '[{"type":"text","content":"s"}]',
+        "gen_ai.input.messages": '[{"role":"user","parts":[{"type":"text","content":"Hi there"}]}]',
+        "gen_ai.tool.definitions": json.dumps([TOOL], separators=(",", ":")),
+    }, id="all-given"),
+])
+def test_content_keywords_become_attributes_only_when_capturing(kwargs, expected):
+    op = runs_anthropic.MessagesCreate()
+    without = op.request_attributes(None, kwargs, capture=False)
+    with_content = op.request_attributes(None, kwargs, capture=True)
+    assert {k: v for k, v in with_content.items() if k not in without} == expected

@@ -23,22 +23,8 @@ WEATHER_TOOL = {
 
 
 @pytest.fixture
-def instrument(tracer_provider):
-    """Instrument (with optional kwargs) for one test; always uninstrumented afterwards."""
-    inst = RunsOpenAIInstrumentor()
-
-    def _instrument(**kwargs):
-        inst.instrument(tracer_provider=tracer_provider, **kwargs)
-        return inst
-
-    yield _instrument
-    if inst.is_instrumented_by_opentelemetry:
-        inst.uninstrument()
-
-
-@pytest.fixture
-def instrumented(instrument):
-    return instrument()
+def instrumentor():
+    return RunsOpenAIInstrumentor()
 
 
 @pytest.fixture
@@ -121,8 +107,11 @@ def test_streaming_chat_aggregates_and_marks_first_token(instrumented, client, s
     a = span.attributes
     assert a["gen_ai.request.stream"] is True
     assert messages(span, "gen_ai.output.messages")[0]["parts"] == [{"type": "text", "content": fake_api.reply_text}]
+    assert (a["gen_ai.response.model"], a["gen_ai.response.id"]) == ("m-fake-0001", "chatcmpl-fake")
     assert a["gen_ai.usage.input_tokens"] == fake_api.input_tokens
     assert a["gen_ai.usage.output_tokens"] == fake_api.output_tokens()
+    assert a["gen_ai.usage.cache_read.input_tokens"] == fake_api.cached_tokens
+    assert a["gen_ai.usage.reasoning.output_tokens"] == fake_api.reasoning_tokens
     assert tuple(a["gen_ai.response.finish_reasons"]) == ("stop",)
     (event,) = [e for e in span.events if e.name == "new_token"]
     assert span.start_time <= event.timestamp <= span.end_time
@@ -148,6 +137,26 @@ def test_stream_closed_early_ends_the_span(instrumented, client, spans):
     span = spans.named("chat m")
     assert span.end_time is not None
     assert [e.name for e in span.events] == ["new_token"]
+
+
+def test_stream_failing_midway_records_the_error_and_ends_the_span(instrumented, client, aclient, spans, fake_api):
+    stream = client.chat.completions.create(model="fail-midstream", messages=MESSAGES, stream=True)
+    with pytest.raises(openai.APIError, match="fake mid-stream failure"):
+        for _ in stream:
+            pass
+
+    async def main():
+        stream = await aclient.chat.completions.create(model="fail-midstream", messages=MESSAGES, stream=True)
+        with pytest.raises(openai.APIError, match="fake mid-stream failure"):
+            async for _ in stream:
+                pass
+
+    asyncio.run(main())
+    failed = [s for s in ours(spans) if s.name == "chat fail-midstream"]
+    assert len(failed) == 2
+    for span in failed:
+        assert span.status.status_code is StatusCode.ERROR and span.attributes["error.type"] == "APIError"
+        assert [e.name for e in span.events] == ["new_token", "exception"]
 
 
 def test_async_chat_and_stream(instrumented, aclient, spans, fake_api):
@@ -196,6 +205,9 @@ def test_responses_json_and_stream(instrumented, client, spans, fake_api):
     s2 = spans.named("chat r2")
     assert [e.name for e in s2.events] == ["new_token"]
     assert s2.attributes["gen_ai.usage.output_tokens"] == fake_api.output_tokens()
+    assert (s2.attributes["gen_ai.response.model"], s2.attributes["gen_ai.response.id"]) == ("r2-fake-0001", "resp_fake")
+    assert tuple(s2.attributes["gen_ai.response.finish_reasons"]) == ("stop",)
+    assert s2.attributes["gen_ai.usage.reasoning.output_tokens"] == fake_api.reasoning_tokens
     assert messages(s2, "gen_ai.output.messages")[0]["parts"] == [{"type": "text", "content": fake_api.reply_text}]
 
 
@@ -401,3 +413,74 @@ def test_uninstrument_under_a_foreign_wrapper_turns_ours_off(tracer_provider, cl
     finally:
         while hasattr(Completions.__dict__["create"], "_self_wrapper"):
             unwrap(Completions, "create")
+
+
+# --------------------------------------------------------------------------- request mapping
+
+# What the SDK passes for an argument the caller left out; it must read as absent.
+NOT_GIVEN, OMIT = openai.NOT_GIVEN, openai.omit
+
+
+@pytest.mark.parametrize("op, kwargs, expected", [
+    pytest.param(runs_openai.ChatCompletions(), {
+        "model": "m", "temperature": 0.5, "top_p": 0.9, "max_completion_tokens": 30, "max_tokens": 50,
+        "frequency_penalty": 0.1, "presence_penalty": 0.2, "seed": 7, "stop": ["a", "b"], "n": 2,
+        "response_format": {"type": "json_schema", "json_schema": {}}, "stream": True,
+    }, {
+        "gen_ai.request.model": "m", "gen_ai.request.temperature": 0.5, "gen_ai.request.top_p": 0.9,
+        "gen_ai.request.max_tokens": 30, "gen_ai.request.frequency_penalty": 0.1,
+        "gen_ai.request.presence_penalty": 0.2, "gen_ai.request.seed": 7,
+        "gen_ai.request.stop_sequences": ["a", "b"], "gen_ai.request.choice.count": 2,
+        "gen_ai.output.type": "json", "gen_ai.request.stream": True,
+    }, id="chat-every-keyword"),
+    pytest.param(runs_openai.ChatCompletions(), {
+        "model": "m", "temperature": NOT_GIVEN, "top_p": OMIT, "max_tokens": 50, "stop": "END", "n": 1,
+        "response_format": {"type": "text"}, "stream": False, "seed": {"not": "a number"},
+    }, {
+        "gen_ai.request.model": "m", "gen_ai.request.max_tokens": 50, "gen_ai.request.stop_sequences": ["END"],
+        "gen_ai.output.type": "text",
+    }, id="chat-absent-default-and-odd-values"),
+    pytest.param(runs_openai.Embeddings(), {"model": "e", "dimensions": 256, "encoding_format": "float", "input": "x"}, {
+        "gen_ai.request.model": "e", "gen_ai.embeddings.dimension.count": 256,
+        "gen_ai.request.encoding_formats": ["float"],
+    }, id="embeddings"),
+    pytest.param(runs_openai.Embeddings(), {"model": "e", "encoding_format": NOT_GIVEN, "dimensions": OMIT},
+                 {"gen_ai.request.model": "e"}, id="embeddings-absent"),
+    pytest.param(runs_openai.Responses(), {
+        "model": "r", "temperature": 0.3, "top_p": 0.8, "max_output_tokens": 20, "conversation": "conv_1",
+        "text": {"format": {"type": "json_object"}}, "stream": True,
+    }, {
+        "gen_ai.request.model": "r", "gen_ai.request.temperature": 0.3, "gen_ai.request.top_p": 0.8,
+        "gen_ai.request.max_tokens": 20, "gen_ai.conversation.id": "conv_1", "gen_ai.output.type": "json",
+        "gen_ai.request.stream": True,
+    }, id="responses-every-keyword"),
+    pytest.param(runs_openai.Responses(), {"model": "r", "conversation": {"id": "conv_2"}, "text": {"format": {"type": "text"}}},
+                 {"gen_ai.request.model": "r", "gen_ai.conversation.id": "conv_2", "gen_ai.output.type": "text"},
+                 id="responses-conversation-object"),
+    pytest.param(runs_openai.Responses(), {"model": "r", "conversation": NOT_GIVEN, "text": OMIT},
+                 {"gen_ai.request.model": "r"}, id="responses-absent"),
+])
+def test_request_keywords_become_attributes(op, kwargs, expected):
+    assert op.request_attributes(None, kwargs, capture=False) == expected
+
+
+@pytest.mark.parametrize("op, kwargs, expected", [
+    pytest.param(runs_openai.ChatCompletions(), {"model": "m", "tools": []},
+                 {"gen_ai.input.messages": "[]"}, id="chat-no-messages-no-tools"),
+    pytest.param(runs_openai.ChatCompletions(), {"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                                                 "tools": [WEATHER_TOOL]},
+                 {"gen_ai.input.messages": '[{"role":"user","parts":[{"type":"text","content":"hi"}]}]',
+                  "gen_ai.tool.definitions": json.dumps([WEATHER_TOOL], separators=(",", ":"))}, id="chat"),
+    pytest.param(runs_openai.Responses(), {"model": "r", "instructions": ["not", "text"]},
+                 {"gen_ai.input.messages": "[]"}, id="responses-no-input-odd-instructions"),
+    pytest.param(runs_openai.Responses(), {"model": "r", "instructions": "x", "input": "hi"},
+                 {"gen_ai.system_instructions": '[{"type":"text","content":"x"}]',
+                  "gen_ai.input.messages": '[{"role":"user","parts":[{"type":"text","content":"hi"}]}]'},
+                 id="responses"),
+    pytest.param(runs_openai.Embeddings(), {"model": "e"}, {"input.value": '{"input":null}'}, id="embeddings-no-input"),
+])
+def test_content_keywords_become_attributes_only_when_capturing(op, kwargs, expected):
+    without = op.request_attributes(None, kwargs, capture=False)
+    with_content = op.request_attributes(None, kwargs, capture=True)
+    assert {k: v for k, v in with_content.items() if k not in without} == expected
+    assert not set(expected) & set(without)

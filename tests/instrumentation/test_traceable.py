@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import threading
@@ -132,6 +133,62 @@ def test_generator_closed_early_still_ends_the_span(spans):
     assert span.status.status_code is not StatusCode.ERROR
 
 
+@traceable
+def cleanup():
+    return None
+
+
+def check_cleanup_spans(spans):
+    """A clean early close ran ``cleanup`` in the generator's span; a failing one ended it as failed."""
+    tidy, messy = sorted(spans.all_named("closing"), key=lambda s: attrs_json(s, "input.value")["fail"])
+    assert spans.named("cleanup").parent.span_id == tidy.context.span_id
+    assert tidy.status.status_code is StatusCode.UNSET
+    assert messy.status.status_code is StatusCode.ERROR and messy.attributes["error.type"] == "RuntimeError"
+
+
+def test_generator_cleanup_on_early_close_runs_in_its_span_and_may_fail(spans):
+    @traceable
+    def closing(fail):
+        try:
+            yield 1
+        finally:
+            if fail:
+                raise RuntimeError("cleanup failed")
+            cleanup()
+
+    gen = closing(False)
+    next(gen)
+    gen.close()
+    gen = closing(True)
+    next(gen)
+    with pytest.raises(RuntimeError, match="cleanup failed"):
+        gen.close()
+    check_cleanup_spans(spans)
+
+
+def test_async_generator_cleanup_on_early_close_runs_in_its_span_and_may_fail(spans):
+    @traceable
+    async def closing(fail):
+        try:
+            yield 1
+        finally:
+            if fail:
+                raise RuntimeError("cleanup failed")
+            cleanup()
+
+    async def main():
+        agen = closing(False)
+        await agen.__anext__()
+        await agen.aclose()
+        agen = closing(True)
+        await agen.__anext__()
+        with pytest.raises(RuntimeError, match="cleanup failed"):
+            await agen.aclose()
+
+    asyncio.run(main())
+    check_cleanup_spans(spans)
+
+
 def test_generator_send_and_return_value_pass_through(spans):
     @traceable
     def echo():
@@ -166,6 +223,96 @@ def test_async_generator_and_early_aclose(spans):
     assert items == [0, 1, 2] and first == 0
     done = [s for s in spans.all() if s.name == "agen"]
     assert sorted(json.loads(s.attributes["output.value"])["output"] for s in done) == [[0], [0, 1, 2]]
+
+
+def test_exceptions_thrown_into_a_generator_reach_the_users_generator(spans):
+    @traceable
+    def handles():
+        try:
+            yield "ready"
+        except KeyError:
+            yield "recovered"
+
+    @traceable
+    def ignores():
+        yield "ready"
+
+    gen = handles()
+    assert next(gen) == "ready"
+    assert gen.throw(KeyError("k")) == "recovered"
+    assert list(gen) == []
+    span = spans.named("handles")
+    assert attrs_json(span, "output.value") == {"output": ["ready", "recovered"]}
+    assert span.status.status_code is StatusCode.UNSET
+
+    error = KeyError("k")
+    gen = ignores()
+    next(gen)
+    with pytest.raises(KeyError) as caught:
+        gen.throw(error)
+    assert caught.value is error
+    span = spans.named("ignores")
+    assert span.status.status_code is StatusCode.ERROR and span.attributes["error.type"] == "KeyError"
+    assert "output.value" not in span.attributes
+
+
+def test_exceptions_thrown_into_an_async_generator_reach_the_users_generator(spans):
+    @traceable
+    async def handles():
+        try:
+            yield "ready"
+        except KeyError:
+            yield "recovered"
+
+    @traceable
+    async def ignores():
+        yield "ready"
+
+    error = KeyError("k")
+
+    async def main():
+        agen = handles()
+        assert await agen.__anext__() == "ready"
+        assert await agen.athrow(KeyError("k")) == "recovered"
+        assert [i async for i in agen] == []
+        agen = ignores()
+        await agen.__anext__()
+        with pytest.raises(KeyError) as caught:
+            await agen.athrow(error)
+        assert caught.value is error
+
+    asyncio.run(main())
+    assert attrs_json(spans.named("handles"), "output.value") == {"output": ["ready", "recovered"]}
+    span = spans.named("ignores")
+    assert span.status.status_code is StatusCode.ERROR and span.attributes["error.type"] == "KeyError"
+
+
+def test_decorating_keeps_name_doc_signature_and_kind():
+    # Frameworks pick how to call a function by its kind (FastAPI awaits coroutine functions,
+    # streams generators) and build schemas from its signature: the wrapper must look the same.
+    def plain(a, b=1, *, c: int) -> int:
+        """doc"""
+        return a
+
+    async def coro(a, b=1, *, c: int) -> int:
+        """doc"""
+        return a
+
+    def gen(a, b=1, *, c: int):
+        """doc"""
+        yield a
+
+    async def agen(a, b=1, *, c: int):
+        """doc"""
+        yield a
+
+    kinds = (inspect.iscoroutinefunction, inspect.isgeneratorfunction, inspect.isasyncgenfunction)
+    for fn in (plain, coro, gen, agen):
+        wrapped = traceable(fn)
+        assert wrapped is not fn and wrapped.__wrapped__ is fn
+        assert (wrapped.__name__, wrapped.__doc__) == (fn.__name__, "doc")
+        assert inspect.signature(wrapped) == inspect.signature(fn)
+        assert [kind(wrapped) for kind in kinds] == [kind(fn) for kind in kinds], fn.__name__
 
 
 def test_methods_drop_self_and_cls(spans):
@@ -216,6 +363,28 @@ def test_exceptions_are_recorded_and_reraised_unchanged(spans):
     assert span.attributes["error.type"] == "ValueError"
     assert [e.name for e in span.events] == ["exception"]
     assert "output.value" not in span.attributes
+
+
+def test_generator_called_with_wrong_arguments_still_ends_its_span(spans):
+    @traceable
+    def gen(a):
+        yield a
+
+    @traceable
+    async def agen(a):
+        yield a
+
+    with pytest.raises(TypeError):
+        next(gen(1, 2))
+
+    async def main():
+        with pytest.raises(TypeError):
+            await agen(1, 2).__anext__()
+
+    asyncio.run(main())
+    for name in ("gen", "agen"):
+        span = spans.named(name)
+        assert span.status.status_code is StatusCode.ERROR and span.attributes["error.type"] == "TypeError"
 
 
 def test_context_manager_sets_outputs_metadata_and_parents_children(spans):
@@ -287,11 +456,12 @@ def test_unserializable_arguments_never_break_the_call(spans):
     assert isinstance(span.attributes["input.value"], str)  # something readable, no exception
 
 
-def test_our_failures_are_logged_and_the_function_still_runs(spans, monkeypatch, caplog):
-    class BrokenTracer:
-        def start_span(self, *a, **k):
-            raise RuntimeError("tracer exploded")
+class BrokenTracer:
+    def start_span(self, *a, **k):
+        raise RuntimeError("tracer exploded")
 
+
+def test_our_failures_are_logged_and_the_function_still_runs(spans, monkeypatch, caplog):
     monkeypatch.setattr(_traceable, "_tracer", BrokenTracer())
     calls = []
 
@@ -312,6 +482,53 @@ def test_our_failures_are_logged_and_the_function_still_runs(spans, monkeypatch,
     assert calls == [1]
     assert "tracer exploded" in caplog.text
     assert spans.all() == []
+
+
+def test_without_a_span_generators_still_pass_sends_and_throws_through(spans, monkeypatch):
+    monkeypatch.setattr(_traceable, "_tracer", BrokenTracer())
+
+    @traceable
+    def echo():
+        try:
+            received = yield "ready"
+            yield f"got {received}"
+        except KeyError:
+            yield "recovered"
+
+    @traceable
+    async def aecho():
+        try:
+            received = yield "ready"
+            yield f"got {received}"
+        except KeyError:
+            yield "recovered"
+
+    gen = echo()
+    assert (next(gen), gen.send("x")) == ("ready", "got x")
+    gen = echo()
+    assert (next(gen), gen.throw(KeyError("k"))) == ("ready", "recovered")
+
+    async def main():
+        agen = aecho()
+        assert (await agen.__anext__(), await agen.asend("x")) == ("ready", "got x")
+        agen = aecho()
+        assert (await agen.__anext__(), await agen.athrow(KeyError("k"))) == ("ready", "recovered")
+
+    asyncio.run(main())
+    assert spans.all() == []
+
+
+def test_a_block_without_a_span_leaves_the_current_span_current(spans, monkeypatch, tracer_provider):
+    # Our failure to start a span must not cut other instrumentations' spans off from their parent.
+    monkeypatch.setattr(_traceable, "_tracer", BrokenTracer())
+    other = tracer_provider.get_tracer("other")
+    with other.start_as_current_span("outer"):
+        with traceable("block") as run:
+            run.set_outputs({"ignored": True})
+            with other.start_as_current_span("inner"):
+                pass
+    assert [s.name for s in spans.all()] == ["inner", "outer"]
+    assert spans.named("inner").parent.span_id == spans.named("outer").context.span_id
 
 
 def test_json_dumps_coerces_models_and_never_raises():

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping, NamedTuple
 from urllib.parse import urlsplit
 
 import orjson
@@ -42,7 +42,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from ._traceable import json_dumps
+from ._traceable import SpanCall, json_dumps
 
 logger = logging.getLogger("otel_runs_exporter.instrumentation")
 
@@ -95,17 +95,14 @@ def get(obj: Any, key: str, default: Any = None) -> Any:
     return default if value is None else value
 
 
-def given(kwargs: Mapping[str, Any], key: str) -> Any:
-    """A request argument, or None when absent or an SDK ``NOT_GIVEN``/``omit`` sentinel."""
-    value = kwargs.get(key)
-    if value is None or type(value).__name__ in ("NotGiven", "Omit"):
-        return None
-    return value
+def _not_given(value: Any) -> bool:
+    """Whether ``value`` is the SDKs' stand-in for an argument the caller left out."""
+    return type(value).__name__ in ("NotGiven", "Omit")
 
 
 def set_if(attributes: dict[str, Any], key: str, value: Any) -> None:
     """Set an attribute only when the value is something OTel can hold."""
-    if value is None or type(value).__name__ in ("NotGiven", "Omit"):
+    if value is None or _not_given(value):
         return
     if isinstance(value, (str, bool, int, float)):
         attributes[key] = value
@@ -114,6 +111,85 @@ def set_if(attributes: dict[str, Any], key: str, value: Any) -> None:
             attributes[key] = list(value)
         elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
             attributes[key] = list(value)
+
+
+# --------------------------------------------------------------------------- attribute tables
+
+
+class Attr(NamedTuple):
+    """One row of an attribute table: where a value is read, the attribute it sets, and how.
+
+    ``path`` is a request keyword or a response field; dots go into nested fields
+    (``usage.prompt_tokens``). ``convert`` gets the value read (None when absent) and returns what
+    to set (None: nothing). ``content`` rows are read only when message content is captured.
+    """
+
+    path: str
+    attribute: str
+    convert: Callable[[Any], Any] | None = None
+    content: bool = False
+
+
+def read_attributes(table: Iterable[Attr], source: Any, capture: bool = True) -> dict[str, Any]:
+    """The attributes ``table`` reads from ``source``: a call's keyword arguments or a response.
+
+    A value that is missing, None or an SDK "not given" sentinel reads as None. For each attribute
+    the first row that gives a value OTel can hold wins, so a newer keyword can be listed before
+    the older one it replaces. A converter that raises is a bug of ours; the caller guards it.
+
+    >>> table = (Attr("max_completion_tokens", "gen_ai.request.max_tokens"),
+    ...          Attr("max_tokens", "gen_ai.request.max_tokens"),
+    ...          Attr("stop", "gen_ai.request.stop_sequences", as_list),
+    ...          Attr("messages", "gen_ai.input.messages", json_of(list), content=True))
+    >>> read_attributes(table, {"max_tokens": 50, "stop": "END", "messages": []}, capture=False)
+    {'gen_ai.request.max_tokens': 50, 'gen_ai.request.stop_sequences': ['END']}
+    """
+    attributes: dict[str, Any] = {}
+    for row in table:
+        if row.attribute in attributes or (row.content and not capture):
+            continue
+        value = _read(source, row.path)
+        set_if(attributes, row.attribute, value if row.convert is None else row.convert(value))
+    return attributes
+
+
+def _read(source: Any, path: str) -> Any:
+    value = source
+    for key in path.split("."):
+        value = get(value, key)
+        if value is None or _not_given(value):
+            return None
+    return value
+
+
+def count(value: Any) -> int | None:
+    """Converter for token counts and sizes: ints only (a bool is not a count)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def flag(value: Any) -> bool | None:
+    """Converter for switches such as ``stream``: set to True when on, left out otherwise."""
+    return True if value else None
+
+
+def as_list(value: Any) -> Any:
+    """Converter for arguments that take one string or a list of them (``stop``)."""
+    return [value] if isinstance(value, str) else value
+
+
+def json_of(convert: Callable[[Any], Any]) -> Callable[[Any], str | None]:
+    """Converter: ``convert``, then the JSON string the conventions ask for (None stays None)."""
+
+    def to_json(value: Any) -> str | None:
+        converted = convert(value)
+        return None if converted is None else json_attr(converted)
+
+    return to_json
+
+
+def tool_definitions(tools: Any) -> str | None:
+    """Converter for the ``tools`` argument: its JSON when there are any."""
+    return json_attr(list(tools)) if tools else None
 
 
 def server_attributes(instance: Any) -> dict[str, Any]:
@@ -204,10 +280,12 @@ class Operation:
 
     operation_name = "chat"
     provider = ""
+    request_table: tuple[Attr, ...] = ()
+    """Request keyword -> attribute rows, read by :func:`read_attributes`."""
 
     def request_attributes(self, instance: Any, kwargs: Mapping[str, Any], capture: bool) -> dict[str, Any]:
         """Attributes known before the call; must include ``gen_ai.request.model`` when known."""
-        raise NotImplementedError
+        return read_attributes(self.request_table, kwargs, capture)
 
     def response_attributes(self, result: Any, capture: bool) -> dict[str, Any]:
         """Attributes read from a complete (non-streamed) response."""
@@ -235,15 +313,18 @@ class StreamAccumulator:
         return {}
 
 
-class GenAICall:
-    """One model call's span; every method is guarded and ends the span at most once."""
+class GenAICall(SpanCall):
+    """One model call's span; every method is guarded and ends the span at most once.
 
-    __slots__ = ("span", "ctx", "capture", "_ended", "_first_token")
+    ``with call:`` runs the client's request with the span current (and marked as ours, for the
+    double-tracing check); an exception leaving it is recorded and re-raised unchanged.
+    """
+
+    __slots__ = ("capture", "_ended", "_first_token")
 
     def __init__(self, span: Span, capture: bool) -> None:
-        self.span = span
+        super().__init__(span, otel_context.set_value(_ACTIVE_KEY, True, trace.set_span_in_context(span)))
         self.capture = capture
-        self.ctx = otel_context.set_value(_ACTIVE_KEY, True, trace.set_span_in_context(span))
         self._ended = False
         self._first_token = False
 
@@ -264,9 +345,6 @@ class GenAICall:
         except Exception:
             logger.warning("could not start the span of a %s call", op.provider, exc_info=True)
             return None
-
-    def attach(self) -> object:
-        return otel_context.attach(self.ctx)
 
     def first_token(self) -> None:
         if not self._first_token:
@@ -390,14 +468,8 @@ def sync_wrapper(op: Operation, tracer: trace.Tracer, capture: bool, switch: Swi
         call = GenAICall.start(tracer, op, instance, kwargs, capture)
         if call is None:
             return wrapped(*args, **kwargs)
-        token = call.attach()
-        try:
+        with call:
             result = wrapped(*args, **kwargs)
-        except BaseException as exc:
-            otel_context.detach(token)
-            call.fail(exc)
-            raise
-        otel_context.detach(token)
         return call.complete(op, kwargs, result, is_async=False)
 
     return traced
@@ -412,14 +484,8 @@ def async_wrapper(op: Operation, tracer: trace.Tracer, capture: bool, switch: Sw
         call = GenAICall.start(tracer, op, instance, kwargs, capture)
         if call is None:
             return await wrapped(*args, **kwargs)
-        token = call.attach()
-        try:
+        with call:
             result = await wrapped(*args, **kwargs)
-        except BaseException as exc:
-            otel_context.detach(token)
-            call.fail(exc)
-            raise
-        otel_context.detach(token)
         return call.complete(op, kwargs, result, is_async=True)
 
     return traced
@@ -437,30 +503,41 @@ def unwrap_own(owner: Any, attr: str, switch: Switch) -> None:
 # --------------------------------------------------------------------------- stream proxies
 
 
-def _safe_add(acc: StreamAccumulator, item: Any, call: GenAICall) -> None:
-    try:
-        acc.add(item, call)
-    except Exception:
-        logger.warning("could not read a streamed chunk", exc_info=True)
-
-
-def _safe_finish(acc: StreamAccumulator, call: GenAICall) -> None:
-    try:
-        attributes = acc.attributes()
-    except Exception:
-        logger.warning("could not aggregate a stream", exc_info=True)
-        attributes = {}
-    call.end(attributes)
-
-
-class SyncStreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
-    """The client's stream, unchanged for the user, ending our span when it is exhausted,
-    fails, or is closed (directly or by leaving its ``with`` block)."""
+class _StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
+    """What the sync and async stream proxies share: folding each item into the accumulator and
+    ending the span at the stream's end, failure or close. Nothing here raises into the reader."""
 
     def __init__(self, stream: Any, call: GenAICall, acc: StreamAccumulator) -> None:
         super().__init__(stream)
         self._self_call = call
         self._self_acc = acc
+
+    def _self_took(self, item: Any) -> Any:
+        try:
+            self._self_acc.add(item, self._self_call)
+        except Exception:
+            logger.warning("could not read a streamed chunk", exc_info=True)
+        return item
+
+    def _self_stopped(self, exc: BaseException) -> None:
+        """The stream's reader got ``exc``: the end of the stream, or the stream's own failure."""
+        if isinstance(exc, (StopIteration, StopAsyncIteration)):
+            self._self_end()
+        else:
+            self._self_call.fail(exc)
+
+    def _self_end(self) -> None:
+        try:
+            attributes = self._self_acc.attributes()
+        except Exception:
+            logger.warning("could not aggregate a stream", exc_info=True)
+            attributes = {}
+        self._self_call.end(attributes)
+
+
+class SyncStreamProxy(_StreamProxy):
+    """The client's stream, unchanged for the user, ending our span when it is exhausted,
+    fails, or is closed (directly or by leaving its ``with`` block)."""
 
     def __iter__(self) -> "SyncStreamProxy":
         return self
@@ -468,14 +545,10 @@ class SyncStreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
     def __next__(self) -> Any:
         try:
             item = next(self.__wrapped__)
-        except StopIteration:
-            _safe_finish(self._self_acc, self._self_call)
-            raise
         except BaseException as exc:
-            self._self_call.fail(exc)
+            self._self_stopped(exc)
             raise
-        _safe_add(self._self_acc, item, self._self_call)
-        return item
+        return self._self_took(item)
 
     def __enter__(self) -> "SyncStreamProxy":
         self.__wrapped__.__enter__()
@@ -485,22 +558,17 @@ class SyncStreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
         try:
             return self.__wrapped__.__exit__(*exc_info)
         finally:
-            _safe_finish(self._self_acc, self._self_call)
+            self._self_end()
 
     def close(self) -> None:
         try:
             self.__wrapped__.close()
         finally:
-            _safe_finish(self._self_acc, self._self_call)
+            self._self_end()
 
 
-class AsyncStreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
+class AsyncStreamProxy(_StreamProxy):
     """The async counterpart of :class:`SyncStreamProxy`."""
-
-    def __init__(self, stream: Any, call: GenAICall, acc: StreamAccumulator) -> None:
-        super().__init__(stream)
-        self._self_call = call
-        self._self_acc = acc
 
     def __aiter__(self) -> "AsyncStreamProxy":
         return self
@@ -508,14 +576,10 @@ class AsyncStreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
     async def __anext__(self) -> Any:
         try:
             item = await self.__wrapped__.__anext__()
-        except StopAsyncIteration:
-            _safe_finish(self._self_acc, self._self_call)
-            raise
         except BaseException as exc:
-            self._self_call.fail(exc)
+            self._self_stopped(exc)
             raise
-        _safe_add(self._self_acc, item, self._self_call)
-        return item
+        return self._self_took(item)
 
     async def __aenter__(self) -> "AsyncStreamProxy":
         await self.__wrapped__.__aenter__()
@@ -525,37 +589,16 @@ class AsyncStreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
         try:
             return await self.__wrapped__.__aexit__(*exc_info)
         finally:
-            _safe_finish(self._self_acc, self._self_call)
+            self._self_end()
 
     async def close(self) -> None:
         try:
             await self.__wrapped__.close()
         finally:
-            _safe_finish(self._self_acc, self._self_call)
+            self._self_end()
 
     async def aclose(self) -> None:
         await self.close()
-
-
-def usage_attributes(
-    input_tokens: Any = None,
-    output_tokens: Any = None,
-    cache_read: Any = None,
-    cache_creation: Any = None,
-    reasoning: Any = None,
-) -> dict[str, Any]:
-    """The ``gen_ai.usage.*`` attributes for the counts the API reported (ints only)."""
-    out: dict[str, Any] = {}
-    for key, value in (
-        ("gen_ai.usage.input_tokens", input_tokens),
-        ("gen_ai.usage.output_tokens", output_tokens),
-        ("gen_ai.usage.cache_read.input_tokens", cache_read),
-        ("gen_ai.usage.cache_creation.input_tokens", cache_creation),
-        ("gen_ai.usage.reasoning.output_tokens", reasoning),
-    ):
-        if isinstance(value, int) and not isinstance(value, bool):
-            out[key] = value
-    return out
 
 
 def json_attr(value: Any) -> str:

@@ -134,27 +134,57 @@ def _set_metadata(span: Span, metadata: Mapping[str, Any]) -> None:
 # --------------------------------------------------------------------------- one traced call
 
 
-class _Call:
-    """The span of one call or block, with every operation on it guarded."""
+class SpanCall:
+    """The span of one traced call, shared by ``traceable`` and the client instrumentors.
 
-    __slots__ = ("span", "ctx", "handle")
+    ``with call:`` runs a stretch of the user's code with the span current. An exception that
+    leaves the block is the user's: it is recorded by :meth:`fail` (which ends the span) and goes
+    on unchanged. Ending on success is the caller's part, since only it knows the outputs.
+    """
 
-    def __init__(self, span: Span) -> None:
+    __slots__ = ("span", "ctx", "_token")
+
+    def __init__(self, span: Span, ctx: otel_context.Context) -> None:
         self.span = span
-        self.ctx = trace.set_span_in_context(span)
-        self.handle = RunHandle(span)
+        self.ctx = ctx
+        self._token: object | None = None
 
     def attach(self) -> object | None:
+        """Make the span current; the token for :meth:`detach`, or None if that failed (logged)."""
         try:
             return otel_context.attach(self.ctx)
         except Exception:
-            logger.warning("traceable: could not attach the context", exc_info=True)
+            logger.warning("could not make the span current", exc_info=True)
             return None
 
     @staticmethod
     def detach(token: object | None) -> None:
+        """Undo :meth:`attach`."""
         if token is not None:
             otel_context.detach(token)  # logs its own failures, never raises
+
+    def fail(self, exc: BaseException) -> None:
+        """Record the user's exception and end the span; must not raise."""
+        raise NotImplementedError
+
+    def __enter__(self) -> None:
+        self._token = self.attach()
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        token, self._token = self._token, None
+        self.detach(token)
+        if exc is not None:
+            self.fail(exc)
+
+
+class _Call(SpanCall):
+    """The span of one decorated call or ``with`` block, with every operation on it guarded."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self, span: Span) -> None:
+        super().__init__(span, trace.set_span_in_context(span))
+        self.handle = RunHandle(span)
 
     def fail(self, exc: BaseException) -> None:
         try:
@@ -169,6 +199,7 @@ class _Call:
             logger.warning("traceable: could not record an exception", exc_info=True)
 
     def finish(self, result: Any) -> None:
+        """End the span with ``result`` as outputs, unless the run handle was given outputs."""
         try:
             self._end(result)
         except Exception:
@@ -181,6 +212,50 @@ class _Call:
         if outputs is not _UNSET:
             self.span.set_attribute("output.value", json_dumps(_as_object(outputs, "output")))
         self.span.end()
+
+
+class _Untraced(_Call):
+    """Stands in when no span could be started: the user's code runs as if undecorated (whatever
+    span was current stays current) and recording is a no-op, so every wrapper takes one path."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        # A handle on a non-recording span keeps ``run.set_outputs`` and the rest working as no-ops.
+        super().__init__(trace.INVALID_SPAN)
+
+    def attach(self) -> object | None:
+        return None
+
+    def fail(self, exc: BaseException) -> None:
+        pass
+
+    def finish(self, result: Any) -> None:
+        pass
+
+
+class _Consumer:
+    """What the consumer of a traced generator did at its last ``yield`` (sent a value or threw an
+    exception), to be passed on to the user's generator, and the items yielded so far.
+
+    The wrappers drive the user's generator step by step rather than ``yield from`` it, so that
+    our span is current only while the user's code runs, never in the consumer's.
+    """
+
+    __slots__ = ("items", "sent", "thrown")
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+        self.sent: Any = None
+        self.thrown: BaseException | None = None
+
+    def resume(self, send: Callable[[Any], Any], throw: Callable[[BaseException], Any]) -> Any:
+        """Resume the user's generator as ours was resumed (for an async one: the awaitable)."""
+        exc, self.thrown = self.thrown, None
+        return send(self.sent) if exc is None else throw(exc)
+
+    def outputs(self) -> dict[str, Any]:
+        return {"output": self.items}
 
 
 # --------------------------------------------------------------------------- the decorator
@@ -224,6 +299,98 @@ class _Signature:
         return inputs
 
 
+_Begin = Callable[[tuple[Any, ...], dict[str, Any]], _Call]
+"""Starts the span of one call from its arguments (an :class:`_Untraced` one when it could not)."""
+
+
+def _trace_function(fn: Callable[..., Any], begin: _Begin) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        call = begin(args, kwargs)
+        with call:
+            result = fn(*args, **kwargs)
+        call.finish(result)
+        return result
+
+    return wrapper
+
+
+def _trace_coroutine(fn: Callable[..., Any], begin: _Begin) -> Callable[..., Any]:
+    async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+        call = begin(args, kwargs)
+        with call:
+            result = await fn(*args, **kwargs)
+        call.finish(result)
+        return result
+
+    return async_wrapper
+
+
+def _trace_generator(fn: Callable[..., Any], begin: _Begin) -> Callable[..., Any]:
+    def gen_wrapper(*args: Any, **kwargs: Any) -> Any:
+        call = begin(args, kwargs)
+        with call:  # a call with the wrong arguments fails here, and must end the span too
+            gen = fn(*args, **kwargs)
+        consumer = _Consumer()
+        while True:
+            # Our span is current only while the user's generator runs, never in the consumer.
+            with call:
+                try:
+                    item = consumer.resume(gen.send, gen.throw)
+                except StopIteration as stop:
+                    call.finish(consumer.outputs())
+                    return stop.value
+            consumer.items.append(item)
+            try:
+                consumer.sent = yield item
+            except GeneratorExit:
+                with call:  # the user's cleanup runs, in the span, and may fail
+                    gen.close()
+                call.finish(consumer.outputs())
+                raise
+            except BaseException as exc:  # gen.throw() from the consumer goes into the user's generator
+                consumer.thrown = exc
+
+    return gen_wrapper
+
+
+def _trace_async_generator(fn: Callable[..., Any], begin: _Begin) -> Callable[..., Any]:
+    async def async_gen_wrapper(*args: Any, **kwargs: Any) -> Any:
+        call = begin(args, kwargs)
+        with call:
+            agen = fn(*args, **kwargs)
+        consumer = _Consumer()
+        while True:
+            with call:
+                try:
+                    item = await consumer.resume(agen.asend, agen.athrow)
+                except StopAsyncIteration:
+                    call.finish(consumer.outputs())
+                    return
+            consumer.items.append(item)
+            try:
+                consumer.sent = yield item
+            except GeneratorExit:
+                with call:
+                    await agen.aclose()
+                call.finish(consumer.outputs())
+                raise
+            except BaseException as exc:
+                consumer.thrown = exc
+
+    return async_gen_wrapper
+
+
+_Wrap = Callable[[Callable[..., Any], _Begin], Callable[..., Any]]
+
+# Each wrapper is of the same kind as the function it wraps, for callers that check (frameworks
+# await coroutine functions and stream generators); anything else gets ``_trace_function``.
+_WRAPPERS: tuple[tuple[Callable[[Any], bool], _Wrap], ...] = (
+    (inspect.isasyncgenfunction, _trace_async_generator),
+    (inspect.isgeneratorfunction, _trace_generator),
+    (inspect.iscoroutinefunction, _trace_coroutine),
+)
+
+
 class _Traceable:
     """The object ``traceable(...)`` returns: a decorator and a context manager."""
 
@@ -244,11 +411,11 @@ class _Traceable:
         self.tags = json_dumps([str(t) for t in tags]) if tags else None
         self.inputs = inputs
         # Context-manager entries; a stack so a (discouraged) nested reuse of one object still pairs up.
-        self._entered: list[tuple[_Call, object | None]] = []
+        self._entered: list[_Call] = []
 
     # -- shared
 
-    def _start(self, name: str, inputs: Any) -> _Call | None:
+    def _start(self, name: str, inputs: Any) -> _Call:
         try:
             attributes: dict[str, Any] = {"langsmith.span.kind": self.run_type}
             if inputs is not None:
@@ -261,26 +428,22 @@ class _Traceable:
             return _Call(span)
         except Exception:
             logger.warning("traceable: could not start a span for %r", name, exc_info=True)
-            return None
+            return _Untraced()
 
     # -- context manager
 
     def __enter__(self) -> RunHandle:
         call = self._start(self.name or "traceable", self.inputs)
-        if call is None:
-            # A handle on a non-recording span keeps ``run.set_outputs`` working as a no-op.
-            call = _Call(trace.INVALID_SPAN)
-        self._entered.append((call, call.attach()))
+        self._entered.append(call)
+        call.__enter__()
         return call.handle
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if not self._entered:
             return
-        call, token = self._entered.pop()
-        call.detach(token)
-        if exc is not None:
-            call.fail(exc)
-        else:
+        call = self._entered.pop()
+        call.__exit__(exc_type, exc, tb)
+        if exc is None:
             call.finish(_UNSET)
 
     async def __aenter__(self) -> RunHandle:
@@ -306,7 +469,7 @@ class _Traceable:
         name = self.name or getattr(fn, "__name__", None) or type(fn).__name__
         start = self._start
 
-        def begin(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call | None:
+        def begin(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call:
             try:
                 inputs = sig.inputs(args, kwargs)
             except Exception:
@@ -314,135 +477,8 @@ class _Traceable:
                 inputs = {}
             return start(name, inputs)
 
-        if inspect.isasyncgenfunction(fn):
-
-            @functools.wraps(fn)
-            async def async_gen_wrapper(*args: Any, **kwargs: Any) -> Any:
-                call = begin(args, kwargs)
-                if call is None:
-                    async for item in fn(*args, **kwargs):
-                        yield item
-                    return
-                # The body of an async generator cannot ``return`` a value, so drive it by hand.
-                agen = fn(*args, **kwargs)
-                items: list[Any] = []
-                to_send: Any = None
-                to_throw: BaseException | None = None
-                while True:
-                    token = call.attach()
-                    try:
-                        if to_throw is not None:
-                            exc, to_throw = to_throw, None
-                            item = await agen.athrow(exc)
-                        else:
-                            item = await agen.asend(to_send)
-                    except StopAsyncIteration:
-                        call.detach(token)
-                        call.finish({"output": items})
-                        return
-                    except BaseException as exc:
-                        call.detach(token)
-                        call.fail(exc)
-                        raise
-                    call.detach(token)
-                    items.append(item)
-                    try:
-                        to_send = yield item
-                    except GeneratorExit:
-                        await _aclose_quietly(agen, call)
-                        call.finish({"output": items})
-                        raise
-                    except BaseException as exc:  # athrow() from the consumer goes into the user's generator
-                        to_throw = exc
-
-            return async_gen_wrapper  # type: ignore[return-value]
-
-        if inspect.isgeneratorfunction(fn):
-
-            @functools.wraps(fn)
-            def gen_wrapper(*args: Any, **kwargs: Any) -> Any:
-                call = begin(args, kwargs)
-                if call is None:
-                    return (yield from fn(*args, **kwargs))
-                gen = fn(*args, **kwargs)
-                items: list[Any] = []
-                to_send: Any = None
-                to_throw: BaseException | None = None
-                while True:
-                    # Our span is current only while the user's generator runs, never in the consumer.
-                    token = call.attach()
-                    try:
-                        if to_throw is not None:
-                            exc, to_throw = to_throw, None
-                            item = gen.throw(exc)
-                        else:
-                            item = gen.send(to_send)
-                    except StopIteration as stop:
-                        call.detach(token)
-                        call.finish({"output": items})
-                        return stop.value
-                    except BaseException as exc:
-                        call.detach(token)
-                        call.fail(exc)
-                        raise
-                    call.detach(token)
-                    items.append(item)
-                    try:
-                        to_send = yield item
-                    except GeneratorExit:
-                        gen.close()
-                        call.finish({"output": items})
-                        raise
-                    except BaseException as exc:
-                        to_throw = exc
-
-            return gen_wrapper  # type: ignore[return-value]
-
-        if inspect.iscoroutinefunction(fn):
-
-            @functools.wraps(fn)
-            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                call = begin(args, kwargs)
-                if call is None:
-                    return await fn(*args, **kwargs)
-                token = call.attach()
-                try:
-                    result = await fn(*args, **kwargs)
-                except BaseException as exc:
-                    call.detach(token)
-                    call.fail(exc)
-                    raise
-                call.detach(token)
-                call.finish(result)
-                return result
-
-            return async_wrapper  # type: ignore[return-value]
-
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            call = begin(args, kwargs)
-            if call is None:
-                return fn(*args, **kwargs)
-            token = call.attach()
-            try:
-                result = fn(*args, **kwargs)
-            except BaseException as exc:
-                call.detach(token)
-                call.fail(exc)
-                raise
-            call.detach(token)
-            call.finish(result)
-            return result
-
-        return wrapper  # type: ignore[return-value]
-
-
-async def _aclose_quietly(agen: Any, call: _Call) -> None:
-    token = call.attach()
-    try:
-        await agen.aclose()
-    finally:
-        call.detach(token)
+        make = next((make for is_kind, make in _WRAPPERS if is_kind(fn)), _trace_function)
+        return functools.wraps(fn)(make(fn, begin))  # type: ignore[return-value]
 
 
 def traceable(

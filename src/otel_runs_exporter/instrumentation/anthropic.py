@@ -31,27 +31,29 @@ from importlib import import_module
 from typing import Any, Callable, Collection, Mapping
 
 import wrapt
-from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from . import _genai
 from ._genai import (
     AsyncStreamProxy,
+    Attr,
     GenAICall,
     GenAIInstrumentor,
     Operation,
     StreamAccumulator,
     Switch,
     SyncStreamProxy,
+    count,
+    flag,
     get,
-    given,
     json_attr,
+    json_of,
     message,
-    set_if,
+    read_attributes,
     text_part,
     tool_call_part,
+    tool_definitions,
     tool_response_part,
-    usage_attributes,
 )
 
 __all__ = ["RunsAnthropicInstrumentor"]
@@ -111,67 +113,64 @@ def input_messages(messages: Any) -> list[dict[str, Any]]:
 
 
 def system_instructions(system: Any) -> list[dict[str, Any]] | None:
-    """The ``system`` argument (a string or text blocks) as GenAI instruction parts."""
+    """The ``system`` argument (a string or text blocks) as GenAI instruction parts; None when empty."""
     if system is None:
         return None
-    return _parts(system)
+    return _parts(system) or None
 
 
 # --------------------------------------------------------------------------- operation
 
 
-def _usage(usage: Any) -> dict[str, Any]:
-    if usage is None:
-        return {}
+def _input_tokens(usage: Any) -> int | None:
+    # The conventions count every input token; Anthropic reports the cached ones apart.
     fresh = get(usage, "input_tokens")
-    cache_read = get(usage, "cache_read_input_tokens")
-    cache_creation = get(usage, "cache_creation_input_tokens")
-    total_in = None
-    if isinstance(fresh, int):
-        total_in = fresh + (cache_read or 0) + (cache_creation or 0)
-    return usage_attributes(
-        input_tokens=total_in,
-        output_tokens=get(usage, "output_tokens"),
-        cache_read=cache_read,
-        cache_creation=cache_creation,
-        reasoning=get(get(usage, "output_tokens_details"), "thinking_tokens"),
-    )
+    if not isinstance(fresh, int):
+        return None
+    return count(fresh + (get(usage, "cache_read_input_tokens") or 0) + (get(usage, "cache_creation_input_tokens") or 0))
+
+
+def _finish_reasons(stop_reason: Any) -> list[Any] | None:
+    return [stop_reason] if stop_reason else None
+
+
+_REQUEST = (
+    Attr("model", "gen_ai.request.model"),
+    Attr("max_tokens", "gen_ai.request.max_tokens"),
+    Attr("temperature", "gen_ai.request.temperature"),
+    Attr("top_p", "gen_ai.request.top_p"),
+    Attr("top_k", "gen_ai.request.top_k"),
+    Attr("stop_sequences", "gen_ai.request.stop_sequences"),
+    Attr("stream", "gen_ai.request.stream", flag),
+    Attr("system", "gen_ai.system_instructions", json_of(system_instructions), content=True),
+    # Written even when empty: the run's inputs are the messages.
+    Attr("messages", "gen_ai.input.messages", json_of(input_messages), content=True),
+    Attr("tools", "gen_ai.tool.definitions", tool_definitions, content=True),
+)
+
+_RESPONSE = (
+    Attr("model", "gen_ai.response.model"),
+    Attr("id", "gen_ai.response.id"),
+    Attr("stop_reason", "gen_ai.response.finish_reasons", _finish_reasons),
+    Attr("usage", "gen_ai.usage.input_tokens", _input_tokens),
+    Attr("usage.output_tokens", "gen_ai.usage.output_tokens", count),
+    Attr("usage.cache_read_input_tokens", "gen_ai.usage.cache_read.input_tokens", count),
+    Attr("usage.cache_creation_input_tokens", "gen_ai.usage.cache_creation.input_tokens", count),
+    Attr("usage.output_tokens_details.thinking_tokens", "gen_ai.usage.reasoning.output_tokens", count),
+)
 
 
 class MessagesCreate(Operation):
     operation_name = "chat"
     provider = _PROVIDER
-
-    def request_attributes(self, instance: Any, kwargs: Mapping[str, Any], capture: bool) -> dict[str, Any]:
-        attrs: dict[str, Any] = {}
-        set_if(attrs, "gen_ai.request.model", given(kwargs, "model"))
-        set_if(attrs, "gen_ai.request.max_tokens", given(kwargs, "max_tokens"))
-        set_if(attrs, "gen_ai.request.temperature", given(kwargs, "temperature"))
-        set_if(attrs, "gen_ai.request.top_p", given(kwargs, "top_p"))
-        set_if(attrs, "gen_ai.request.top_k", given(kwargs, "top_k"))
-        set_if(attrs, "gen_ai.request.stop_sequences", given(kwargs, "stop_sequences"))
-        if given(kwargs, "stream"):
-            attrs["gen_ai.request.stream"] = True
-        if capture:
-            instructions = system_instructions(given(kwargs, "system"))
-            if instructions:
-                attrs["gen_ai.system_instructions"] = json_attr(instructions)
-            attrs["gen_ai.input.messages"] = json_attr(input_messages(given(kwargs, "messages")))
-            tools = given(kwargs, "tools")
-            if tools:
-                attrs["gen_ai.tool.definitions"] = json_attr(list(tools))
-        return attrs
+    request_table = _REQUEST
 
     def response_attributes(self, result: Any, capture: bool) -> dict[str, Any]:
         if not hasattr(result, "content"):  # a raw response (``with_raw_response``)
             return {}
-        attrs: dict[str, Any] = {}
-        set_if(attrs, "gen_ai.response.model", get(result, "model"))
-        set_if(attrs, "gen_ai.response.id", get(result, "id"))
-        reason = get(result, "stop_reason")
-        set_if(attrs, "gen_ai.response.finish_reasons", [reason] if reason else None)
-        attrs.update(_usage(get(result, "usage")))
+        attrs = read_attributes(_RESPONSE, result)
         if capture:
+            reason = get(result, "stop_reason")
             attrs["gen_ai.output.messages"] = json_attr(
                 [message(get(result, "role", "assistant"), _parts(result.content), finish_reason=reason or "")]
             )
@@ -239,11 +238,9 @@ class _MessageStream(StreamAccumulator):
             self._merge_usage(get(event, "usage"))
 
     def attributes(self) -> dict[str, Any]:
-        attrs: dict[str, Any] = {}
-        set_if(attrs, "gen_ai.response.model", self.model)
-        set_if(attrs, "gen_ai.response.id", self.message_id)
-        set_if(attrs, "gen_ai.response.finish_reasons", [self.stop_reason] if self.stop_reason else None)
-        attrs.update(_usage(self.usage or None))
+        # The events add up to a message: read it with the same table as a complete one.
+        summed = {"model": self.model, "id": self.message_id, "stop_reason": self.stop_reason, "usage": self.usage}
+        attrs = read_attributes(_RESPONSE, summed)
         if self.capture:
             parts = []
             for index in sorted(self.blocks):
@@ -291,14 +288,8 @@ class _StreamManagerProxy(wrapt.ObjectProxy):  # type: ignore[misc]
         call = self._self_begin()
         if call is None:
             return self.__wrapped__.__enter__()
-        token = call.attach()
-        try:
+        with call:
             stream = self.__wrapped__.__enter__()
-        except BaseException as exc:
-            otel_context.detach(token)
-            call.fail(exc)
-            raise
-        otel_context.detach(token)
         self._self_proxy_raw(stream, call, SyncStreamProxy)
         return stream
 
@@ -313,14 +304,8 @@ class _StreamManagerProxy(wrapt.ObjectProxy):  # type: ignore[misc]
         call = self._self_begin()
         if call is None:
             return await self.__wrapped__.__aenter__()
-        token = call.attach()
-        try:
+        with call:
             stream = await self.__wrapped__.__aenter__()
-        except BaseException as exc:
-            otel_context.detach(token)
-            call.fail(exc)
-            raise
-        otel_context.detach(token)
         self._self_proxy_raw(stream, call, AsyncStreamProxy)
         return stream
 

@@ -24,23 +24,26 @@ from __future__ import annotations
 import logging
 from typing import Any, Collection, Mapping
 
-
 from . import _genai
 from ._genai import (
+    Attr,
     GenAICall,
     GenAIInstrumentor,
     Operation,
     StreamAccumulator,
+    as_list,
+    count,
+    flag,
     get,
-    given,
     image_url_part,
     json_attr,
+    json_of,
     message,
-    set_if,
+    read_attributes,
     text_part,
     tool_call_part,
+    tool_definitions,
     tool_response_part,
-    usage_attributes,
 )
 
 __all__ = ["RunsOpenAIInstrumentor"]
@@ -166,10 +169,6 @@ def responses_output(response: Any) -> tuple[list[dict[str, Any]], str]:
     return [message("assistant", parts, finish_reason=reason)], reason
 
 
-def _tool_definitions(tools: Any) -> str | None:
-    return json_attr(list(tools)) if tools else None
-
-
 # --------------------------------------------------------------------------- operations
 
 
@@ -186,40 +185,108 @@ def _output_type(response_format: Any) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
+def _choice_count(n: Any) -> Any:
+    # One choice is the default; the conventions record the count only when it is not.
+    return n if isinstance(n, int) and n != 1 else None
+
+
+def _conversation_id(conversation: Any) -> Any:
+    # ``conversation`` is an id or an object with one.
+    return get(conversation, "id") or (conversation if isinstance(conversation, str) else None)
+
+
+def _instruction_parts(instructions: Any) -> list[dict[str, Any]] | None:
+    return [text_part(instructions)] if isinstance(instructions, str) else None
+
+
+def _one_format(encoding_format: Any) -> list[str] | None:
+    return [encoding_format] if isinstance(encoding_format, str) else None
+
+
+def _finish_reasons(choices: Any) -> list[Any]:
+    return [get(choice, "finish_reason", "") for choice in choices or []]
+
+
+def _dimension_count(data: Any) -> int | None:
+    embedding = get(data[0], "embedding") if data else None
+    return len(embedding) if isinstance(embedding, list) else None
+
+
+_CHAT_REQUEST = (
+    Attr("model", "gen_ai.request.model"),
+    Attr("temperature", "gen_ai.request.temperature"),
+    Attr("top_p", "gen_ai.request.top_p"),
+    Attr("max_completion_tokens", "gen_ai.request.max_tokens"),  # the newer name wins over ...
+    Attr("max_tokens", "gen_ai.request.max_tokens"),  # ... the one it deprecates
+    Attr("frequency_penalty", "gen_ai.request.frequency_penalty"),
+    Attr("presence_penalty", "gen_ai.request.presence_penalty"),
+    Attr("seed", "gen_ai.request.seed"),
+    Attr("stop", "gen_ai.request.stop_sequences", as_list),
+    Attr("n", "gen_ai.request.choice.count", _choice_count),
+    Attr("response_format", "gen_ai.output.type", _output_type),
+    Attr("stream", "gen_ai.request.stream", flag),
+    # Written even when empty: the run's inputs are the messages.
+    Attr("messages", "gen_ai.input.messages", json_of(chat_input_messages), content=True),
+    Attr("tools", "gen_ai.tool.definitions", tool_definitions, content=True),
+)
+
+_CHAT_RESPONSE = (
+    Attr("model", "gen_ai.response.model"),
+    Attr("id", "gen_ai.response.id"),
+    Attr("choices", "gen_ai.response.finish_reasons", _finish_reasons),
+    Attr("usage.prompt_tokens", "gen_ai.usage.input_tokens", count),
+    Attr("usage.completion_tokens", "gen_ai.usage.output_tokens", count),
+    Attr("usage.prompt_tokens_details.cached_tokens", "gen_ai.usage.cache_read.input_tokens", count),
+    Attr("usage.completion_tokens_details.reasoning_tokens", "gen_ai.usage.reasoning.output_tokens", count),
+)
+
+_EMBEDDINGS_REQUEST = (
+    Attr("model", "gen_ai.request.model"),
+    Attr("dimensions", "gen_ai.embeddings.dimension.count"),
+    Attr("encoding_format", "gen_ai.request.encoding_formats", _one_format),
+    # The conventions name no attribute for embedding inputs; ``input.value`` is what the
+    # converter reads for a run's inputs.
+    Attr("input", "input.value", json_of(lambda value: {"input": value}), content=True),
+)
+
+_EMBEDDINGS_RESPONSE = (
+    Attr("model", "gen_ai.response.model"),
+    Attr("data", "gen_ai.embeddings.dimension.count", _dimension_count),
+    Attr("usage.prompt_tokens", "gen_ai.usage.input_tokens", count),
+)
+
+_RESPONSES_REQUEST = (
+    Attr("model", "gen_ai.request.model"),
+    Attr("temperature", "gen_ai.request.temperature"),
+    Attr("top_p", "gen_ai.request.top_p"),
+    Attr("max_output_tokens", "gen_ai.request.max_tokens"),
+    Attr("conversation", "gen_ai.conversation.id", _conversation_id),
+    Attr("text.format", "gen_ai.output.type", _output_type),
+    Attr("stream", "gen_ai.request.stream", flag),
+    Attr("instructions", "gen_ai.system_instructions", json_of(_instruction_parts), content=True),
+    Attr("input", "gen_ai.input.messages", json_of(responses_input_messages), content=True),
+    Attr("tools", "gen_ai.tool.definitions", tool_definitions, content=True),
+)
+
+_RESPONSES_RESPONSE = (
+    Attr("model", "gen_ai.response.model"),
+    Attr("id", "gen_ai.response.id"),
+    Attr("usage.input_tokens", "gen_ai.usage.input_tokens", count),
+    Attr("usage.output_tokens", "gen_ai.usage.output_tokens", count),
+    Attr("usage.input_tokens_details.cached_tokens", "gen_ai.usage.cache_read.input_tokens", count),
+    Attr("usage.output_tokens_details.reasoning_tokens", "gen_ai.usage.reasoning.output_tokens", count),
+)
+
+
 class ChatCompletions(Operation):
     operation_name = "chat"
     provider = _PROVIDER
-
-    def request_attributes(self, instance: Any, kwargs: Mapping[str, Any], capture: bool) -> dict[str, Any]:
-        attrs: dict[str, Any] = {}
-        set_if(attrs, "gen_ai.request.model", given(kwargs, "model"))
-        set_if(attrs, "gen_ai.request.temperature", given(kwargs, "temperature"))
-        set_if(attrs, "gen_ai.request.top_p", given(kwargs, "top_p"))
-        set_if(attrs, "gen_ai.request.max_tokens", given(kwargs, "max_completion_tokens") or given(kwargs, "max_tokens"))
-        set_if(attrs, "gen_ai.request.frequency_penalty", given(kwargs, "frequency_penalty"))
-        set_if(attrs, "gen_ai.request.presence_penalty", given(kwargs, "presence_penalty"))
-        set_if(attrs, "gen_ai.request.seed", given(kwargs, "seed"))
-        stop = given(kwargs, "stop")
-        set_if(attrs, "gen_ai.request.stop_sequences", [stop] if isinstance(stop, str) else stop)
-        n = given(kwargs, "n")
-        if isinstance(n, int) and n != 1:
-            attrs["gen_ai.request.choice.count"] = n
-        set_if(attrs, "gen_ai.output.type", _output_type(given(kwargs, "response_format")))
-        if given(kwargs, "stream"):
-            attrs["gen_ai.request.stream"] = True
-        if capture:
-            attrs["gen_ai.input.messages"] = json_attr(chat_input_messages(given(kwargs, "messages")))
-            set_if(attrs, "gen_ai.tool.definitions", _tool_definitions(given(kwargs, "tools")))
-        return attrs
+    request_table = _CHAT_REQUEST
 
     def response_attributes(self, result: Any, capture: bool) -> dict[str, Any]:
         if not hasattr(result, "choices"):  # e.g. a raw response from ``with_raw_response``
             return {}
-        attrs: dict[str, Any] = {}
-        set_if(attrs, "gen_ai.response.model", get(result, "model"))
-        set_if(attrs, "gen_ai.response.id", get(result, "id"))
-        set_if(attrs, "gen_ai.response.finish_reasons", [get(c, "finish_reason", "") for c in result.choices])
-        attrs.update(_chat_usage(get(result, "usage")))
+        attrs = read_attributes(_CHAT_RESPONSE, result)
         if capture:
             attrs["gen_ai.output.messages"] = json_attr(chat_output_messages(result.choices))
         return attrs
@@ -229,17 +296,6 @@ class ChatCompletions(Operation):
 
     def accumulator(self, kwargs: Mapping[str, Any], capture: bool) -> StreamAccumulator:
         return _ChatStream(capture)
-
-
-def _chat_usage(usage: Any) -> dict[str, Any]:
-    if usage is None:
-        return {}
-    return usage_attributes(
-        input_tokens=get(usage, "prompt_tokens"),
-        output_tokens=get(usage, "completion_tokens"),
-        cache_read=get(get(usage, "prompt_tokens_details"), "cached_tokens"),
-        reasoning=get(get(usage, "completion_tokens_details"), "reasoning_tokens"),
-    )
 
 
 class _ChatStream(StreamAccumulator):
@@ -281,12 +337,10 @@ class _ChatStream(StreamAccumulator):
             state["finish_reason"] = get(choice, "finish_reason", state["finish_reason"])
 
     def attributes(self) -> dict[str, Any]:
-        attrs: dict[str, Any] = {}
-        set_if(attrs, "gen_ai.response.model", self.model)
-        set_if(attrs, "gen_ai.response.id", self.response_id)
         ordered = [self.choices[i] for i in sorted(self.choices)]
-        set_if(attrs, "gen_ai.response.finish_reasons", [c["finish_reason"] or "" for c in ordered])
-        attrs.update(_chat_usage(self.usage))
+        # The chunks add up to a response: read it with the same table as a complete one.
+        summed = {"model": self.model, "id": self.response_id, "choices": ordered, "usage": self.usage}
+        attrs = read_attributes(_CHAT_RESPONSE, summed)
         if self.capture:
             messages = []
             for state in ordered:
@@ -302,69 +356,23 @@ class _ChatStream(StreamAccumulator):
 class Embeddings(Operation):
     operation_name = "embeddings"
     provider = _PROVIDER
-
-    def request_attributes(self, instance: Any, kwargs: Mapping[str, Any], capture: bool) -> dict[str, Any]:
-        attrs: dict[str, Any] = {}
-        set_if(attrs, "gen_ai.request.model", given(kwargs, "model"))
-        set_if(attrs, "gen_ai.embeddings.dimension.count", given(kwargs, "dimensions"))
-        fmt = given(kwargs, "encoding_format")
-        set_if(attrs, "gen_ai.request.encoding_formats", [fmt] if isinstance(fmt, str) else None)
-        if capture:
-            # The conventions name no attribute for embedding inputs; ``input.value`` is what the
-            # converter reads for a run's inputs.
-            attrs["input.value"] = json_attr({"input": given(kwargs, "input")})
-        return attrs
+    request_table = _EMBEDDINGS_REQUEST
 
     def response_attributes(self, result: Any, capture: bool) -> dict[str, Any]:
-        attrs: dict[str, Any] = {}
-        set_if(attrs, "gen_ai.response.model", get(result, "model"))
-        data = get(result, "data", []) or []
-        if data and isinstance(get(data[0], "embedding"), list):
-            attrs["gen_ai.embeddings.dimension.count"] = len(data[0].embedding)
-        usage = get(result, "usage")
-        attrs.update(usage_attributes(input_tokens=get(usage, "prompt_tokens")))
-        return attrs
+        return read_attributes(_EMBEDDINGS_RESPONSE, result)
 
 
 class Responses(Operation):
     operation_name = "chat"
     provider = _PROVIDER
-
-    def request_attributes(self, instance: Any, kwargs: Mapping[str, Any], capture: bool) -> dict[str, Any]:
-        attrs: dict[str, Any] = {}
-        set_if(attrs, "gen_ai.request.model", given(kwargs, "model"))
-        set_if(attrs, "gen_ai.request.temperature", given(kwargs, "temperature"))
-        set_if(attrs, "gen_ai.request.top_p", given(kwargs, "top_p"))
-        set_if(attrs, "gen_ai.request.max_tokens", given(kwargs, "max_output_tokens"))
-        set_if(attrs, "gen_ai.conversation.id", get(given(kwargs, "conversation"), "id") or (
-            given(kwargs, "conversation") if isinstance(given(kwargs, "conversation"), str) else None))
-        set_if(attrs, "gen_ai.output.type", _output_type(get(given(kwargs, "text"), "format")))
-        if given(kwargs, "stream"):
-            attrs["gen_ai.request.stream"] = True
-        if capture:
-            instructions = given(kwargs, "instructions")
-            if isinstance(instructions, str):
-                attrs["gen_ai.system_instructions"] = json_attr([text_part(instructions)])
-            attrs["gen_ai.input.messages"] = json_attr(responses_input_messages(given(kwargs, "input")))
-            set_if(attrs, "gen_ai.tool.definitions", _tool_definitions(given(kwargs, "tools")))
-        return attrs
+    request_table = _RESPONSES_REQUEST
 
     def response_attributes(self, result: Any, capture: bool) -> dict[str, Any]:
         if not hasattr(result, "output"):
             return {}
-        attrs: dict[str, Any] = {}
-        set_if(attrs, "gen_ai.response.model", get(result, "model"))
-        set_if(attrs, "gen_ai.response.id", get(result, "id"))
+        attrs = read_attributes(_RESPONSES_RESPONSE, result)
         messages, reason = responses_output(result)
         attrs["gen_ai.response.finish_reasons"] = [reason]
-        usage = get(result, "usage")
-        if usage is not None:
-            attrs.update(usage_attributes(
-                input_tokens=get(usage, "input_tokens"),
-                output_tokens=get(usage, "output_tokens"),
-                cache_read=get(get(usage, "input_tokens_details"), "cached_tokens"),
-                reasoning=get(get(usage, "output_tokens_details"), "reasoning_tokens"),
-            ))
         if capture:
             attrs["gen_ai.output.messages"] = json_attr(messages)
         return attrs
