@@ -22,7 +22,10 @@ set, it sends there.
 
 import os
 
-import anthropic
+try:
+    import anthropic
+except ImportError:
+    raise SystemExit("This example needs the anthropic client: pip install 'otel-runs-exporter[examples]'") from None
 
 from otel_runs_exporter import configure, traceable
 from otel_runs_exporter.instrumentation.anthropic import RunsAnthropicInstrumentor

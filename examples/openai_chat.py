@@ -17,7 +17,10 @@ script starts the embedded local service and prints the tree it received; with
 it set, it sends there.
 """
 
-import openai
+try:
+    import openai
+except ImportError:
+    raise SystemExit("This example needs the openai client: pip install 'otel-runs-exporter[examples]'") from None
 
 from otel_runs_exporter import configure, traceable
 from otel_runs_exporter.instrumentation.openai import RunsOpenAIInstrumentor

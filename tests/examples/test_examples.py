@@ -456,3 +456,13 @@ def test_each_example_says_what_it_shows_and_how_to_run_it(relpath: str) -> None
     assert f"python examples/{relpath}" in docstring, "the exact command to run it"
     if "import openai" in source or "import anthropic" in source:
         assert "pip install 'otel-runs-exporter[examples]'" in docstring
+
+
+@pytest.mark.parametrize("relpath, module", [("openai_chat.py", "openai"), ("anthropic_messages.py", "anthropic")])
+def test_client_example_without_the_extra_says_what_to_install(relpath: str, module: str) -> None:
+    # None in sys.modules makes the import fail, as in an environment without the package.
+    code = f"import runpy, sys; sys.modules[{module!r}] = None; runpy.run_path({str(EXAMPLES / relpath)!r}, run_name='__main__')"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=example_env(None), capture_output=True,
+                          text=True, timeout=TIMEOUT_S)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == f"This example needs the {module} client: pip install 'otel-runs-exporter[examples]'"
