@@ -1,6 +1,6 @@
 """Spans made by third-party instrumentation nobody here wrote, through ``map_span``.
 
-The real ``openai`` client talks to the shared loopback fake (``tests/fakes/llm_api.py``),
+The real ``openai`` client talks to the shared loopback fake (``otel_runs_exporter.testing.fake_llm``),
 instrumented by:
 
 * ``openinference-instrumentation-openai``: flattened ``llm.input_messages.N.*`` /
@@ -33,7 +33,6 @@ import importlib
 import json
 import sys
 import types
-from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -42,13 +41,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_runs_exporter._semconv import Mapped, SpanEvent, map_span
-
-# ``tests`` is not a package; make ``tests.fakes`` importable however pytest is started.
-_ROOT = str(Path(__file__).resolve().parents[1])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from tests.fakes.llm_api import FakeLLMAPI  # noqa: E402
+from otel_runs_exporter.testing.fake_llm import FakeLLMAPI
 
 openai = pytest.importorskip("openai")
 

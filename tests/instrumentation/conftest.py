@@ -8,8 +8,6 @@ same provider through ``tracer_provider=``. ``spans`` clears the exporter for ea
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -19,12 +17,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-# ``tests`` has no __init__.py; make ``tests.fakes`` importable however pytest is started.
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from tests.fakes.llm_api import FakeLLMAPI  # noqa: E402
+from otel_runs_exporter.testing.fake_llm import FakeLLMAPI
 
 _EXPORTER = InMemorySpanExporter()
 _PROVIDER = TracerProvider()

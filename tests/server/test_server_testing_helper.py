@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -11,7 +12,13 @@ import requests
 from server_helpers import Trace, good_trace_body, post_multipart
 
 from otel_runs_exporter.server import FaultConfig, LocalService
-from otel_runs_exporter.testing import local_service, run_local_service  # noqa: F401 - the fixture is used by name
+from otel_runs_exporter.testing import (  # noqa: F401 - the fixture is used by name
+    ENDPOINT_VAR,
+    local_service,
+    local_service_unless_configured,
+    run_local_service,
+    show_runs,
+)
 
 
 def test_fixture_gives_a_running_empty_service(local_service: LocalService) -> None:  # noqa: F811
@@ -54,3 +61,49 @@ def test_pytest_plugins_line_in_a_users_conftest(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 passed" in result.stdout
+
+
+def test_importing_the_package_loads_neither_the_helpers_nor_the_fake_api() -> None:
+    # The helpers pull in the local service and an HTTP server; an app that only exports must not pay for them.
+    code = (
+        "import sys, otel_runs_exporter\n"
+        "loaded = [m for m in ('otel_runs_exporter.testing', 'otel_runs_exporter.testing.fake_llm',"
+        " 'otel_runs_exporter.server', 'http.server') if m in sys.modules]\n"
+        "print(loaded)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_fake_llm_api_ships_in_the_installed_package() -> None:
+    from otel_runs_exporter.testing import FakeLLMAPI
+    from otel_runs_exporter.testing.fake_llm import FakeLLMAPI as direct
+
+    assert FakeLLMAPI is direct
+    with FakeLLMAPI() as api:
+        reply = requests.post(api.openai_base_url + "/chat/completions", json={"model": "m", "messages": []}, timeout=5)
+        assert reply.json()["choices"][0]["message"]["content"] == api.reply_text
+        assert [r.path for r in api.requests] == ["/v1/chat/completions"]
+
+
+def test_unless_configured_starts_a_service_and_points_the_endpoint_at_it(monkeypatch, capsys) -> None:
+    monkeypatch.delenv(ENDPOINT_VAR, raising=False)
+    with local_service_unless_configured() as svc:
+        assert svc is not None and os.environ[ENDPOINT_VAR] == svc.url
+        assert post_multipart(svc, good_trace_body(Trace())).status_code == 202
+        runs = show_runs(svc, expected=2, timeout=5)
+    assert ENDPOINT_VAR not in os.environ
+    assert len(runs) == 2
+    out = capsys.readouterr().out
+    assert "received 2 runs" in out and runs[0]["trace_id"] in out
+
+
+def test_unless_configured_leaves_a_configured_endpoint_alone(monkeypatch, capsys) -> None:
+    monkeypatch.setenv(ENDPOINT_VAR, "https://user:hunter2@collector.example:8443/api/v1")
+    with local_service_unless_configured() as svc:
+        assert svc is None
+        assert show_runs(svc) == []
+    assert os.environ[ENDPOINT_VAR] == "https://user:hunter2@collector.example:8443/api/v1"
+    out = capsys.readouterr().out
+    assert "https://collector.example:8443/api/v1" in out and "hunter2" not in out

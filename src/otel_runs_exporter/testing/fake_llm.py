@@ -1,4 +1,7 @@
-"""A fake OpenAI + Anthropic HTTP API on loopback, for tests that use the real client packages.
+"""A fake OpenAI + Anthropic HTTP API on loopback, for tests and examples that use the real client packages.
+
+No network and no account: answers are canned and deterministic, so a test can
+assert exact values and an example runs offline.
 
 Start it as a context manager and point the clients at it (turn retries off so error tests stay fast)::
 
