@@ -223,7 +223,9 @@ def span_to_run(span: Any, ids: RunIds, opts: ConvertOptions, *, mapped: Mapped 
     }
     if ids.parent_run_id is not None:
         run["parent_run_id"] = ids.parent_run_id
-    if mapped.session_name:
+    if ids.project is not None:
+        run["session_name"] = ids.project  # nested under a run that lives there: one tree, one project
+    elif mapped.session_name:
         run["session_name"] = mapped.session_name
     else:
         run.update(opts.session)

@@ -165,6 +165,10 @@ class RunIds(NamedTuple):
     parent_run_id: str | None
     dotted_order: str
     start_time_ns: int
+    # The project the tree lives in when it was decided elsewhere (a parent run
+    # made by the service's SDK); None: the exporter's own. Children inherit it,
+    # so one tree stays in one project.
+    project: str | None = None
 
 
 def root_ids(run_id: UUID | str, start_time_ns: int) -> RunIds:
@@ -183,6 +187,7 @@ def child_ids(parent: RunIds, run_id: UUID | str, start_time_ns: int) -> RunIds:
         parent.run_id,
         parent.dotted_order + "." + format_entry(start, rid),
         start,
+        parent.project,
     )
 
 
@@ -221,3 +226,23 @@ def parse_dotted_order(value: str) -> list[tuple[datetime, UUID]]:
             raise DottedOrderError(f"entry {index} has an impossible time {match['ts']!r}") from exc
         entries.append((ts, UUID(match["id"])))
     return entries
+
+
+def ids_from_dotted_order(value: str, project: str | None = None) -> RunIds:
+    """The ids of the run a dotted_order ends with (a remote or SDK parent); raises DottedOrderError.
+
+    >>> ids = ids_from_dotted_order("20231114T221320000001Z018bcfe5-6800-7000-8000-000000000001")
+    >>> ids.run_id == ids.trace_id and ids.parent_run_id is None
+    True
+    """
+    entries = parse_dotted_order(value)
+    last_time, last_id = entries[-1]
+    start_ns = int(last_time.timestamp()) * 1_000_000_000 + last_time.microsecond * 1000
+    return RunIds(
+        run_id=str(last_id),
+        trace_id=str(entries[0][1]),
+        parent_run_id=str(entries[-2][1]) if len(entries) > 1 else None,
+        dotted_order=value,
+        start_time_ns=start_ns,
+        project=project,
+    )

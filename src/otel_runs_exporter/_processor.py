@@ -11,13 +11,14 @@ service while it is still running, and children never wait for their parents.
 from __future__ import annotations
 
 import logging
+import sys
 from collections import OrderedDict
 from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from . import _registry
+from . import _registry, _sdk_bridge
 from ._clock import SYSTEM_CLOCK, Clock
 from ._convert import RunNode
 from ._ids import RunIds
@@ -48,6 +49,10 @@ class RunsSpanProcessor(SpanProcessor):
         backoff and Retry-After waits without sleeping); leave it alone otherwise."""
         self._settings = settings if settings is not None else resolve(overrides)
         check_usable(self._settings)
+        s = self._settings
+        # Mixed trees with the langsmith SDK; off when it sends through OTel itself (we would see its runs twice).
+        self._bridge = s.langsmith_bridge and not s.langsmith_otel_enabled and not s.disabled
+        self._hooked: Any = None
         self._open: dict[int, RunNode] = {}
         self._recent: OrderedDict[int, RunNode] = OrderedDict()
         self._worker: Worker | None = None if self._settings.disabled else Worker(self._settings, clock=clock)
@@ -81,12 +86,30 @@ class RunsSpanProcessor(SpanProcessor):
                 parent_node = self._open.get(key) or self._recent.get(key)
                 if parent_node is None and parent.is_remote:
                     remote = _registry.remote_run(parent_context)
+            if self._bridge:
+                run_helpers = sys.modules.get("langsmith.run_helpers")  # never imports it
+                if run_helpers is not None:
+                    sdk = self._sdk_parent(run_helpers, parent_node, remote)
+                    if sdk is not None:
+                        parent_node, remote = None, sdk
             # Only a link to the parent here: ids are computed on the worker thread.
             node = RunNode(span, parent_node, remote)
             self._open[ctx.span_id] = node
             batcher.submit("post", span, node)
         except Exception:  # noqa: BLE001 - never raise into the application
             _rl.error("on_start", "could not record the start of span %r", getattr(span, "name", "?"), exc_info=True)
+
+    def _sdk_parent(self, run_helpers: Any, parent_node: RunNode | None, remote: RunIds | None) -> RunIds | None:
+        """The langsmith SDK's current run, when it is nested deeper than the span's OTel parent."""
+        if self._hooked is not run_helpers:
+            # First span since the app imported the SDK: let its runs nest under ours too.
+            _sdk_bridge.install_parent_hook(run_helpers)
+            self._hooked = run_helpers
+        sdk = _sdk_bridge.current_sdk_run(run_helpers)
+        if sdk is None:
+            return None
+        here = parent_node.resolve(self._settings.id_scheme) if parent_node is not None else remote
+        return sdk if _sdk_bridge.innermost(here, sdk) is sdk else None
 
     def on_end(self, span: ReadableSpan) -> None:
         batcher = self._worker

@@ -343,6 +343,20 @@ _DECLS: dict[str, _Decl] = {
         "Replace common secret shapes (API keys, bearer tokens, values of password/secret/token "
         "attributes) with [REDACTED]. Off by default.",
     ),
+    "langsmith_bridge": _Decl(
+        (ev.OTEL_EXPORTER_RUNS_LANGSMITH_BRIDGE,),
+        True,
+        _bool,
+        "When the langsmith SDK is in the app: OTel spans nest under its current run and its "
+        "@traceable runs under the current span, so mixed code gives one tree. false: off.",
+    ),
+    "langsmith_otel_enabled": _Decl(
+        (ev.LANGSMITH_OTEL_ENABLED,),
+        False,
+        _bool,
+        "The SDK's own switch for its OTel mode; read so the bridge stays off then "
+        "(the SDK's spans already come through this exporter).",
+    ),
     "disabled": _Decl(
         (ev.OTEL_SDK_DISABLED,),
         False,
@@ -388,6 +402,8 @@ class Settings:
     hide_outputs: Any
     mask: Any
     scrub_secrets: bool
+    langsmith_bridge: bool
+    langsmith_otel_enabled: bool
     disabled: bool
 
     def __repr__(self) -> str:

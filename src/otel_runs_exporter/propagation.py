@@ -32,7 +32,7 @@ from opentelemetry.propagators.textmap import (
     default_setter,
 )
 
-from ._ids import DottedOrderError, RunIds, parse_dotted_order
+from ._ids import DottedOrderError, ids_from_dotted_order
 from ._registry import remote_run, run_ids_for, with_remote_run
 
 __all__ = ["RunsPropagator", "HEADER"]
@@ -41,20 +41,6 @@ logger = logging.getLogger(__name__)
 
 HEADER = "langsmith-trace"
 _MAX_HEADER_CHARS = 64 * 1024  # a hostile header must not cost more than a deep real trace
-
-
-def _ids_from_dotted_order(value: str) -> RunIds:
-    entries = parse_dotted_order(value)
-    last_time, last_id = entries[-1]
-    seconds = int(last_time.timestamp())
-    start_ns = seconds * 1_000_000_000 + last_time.microsecond * 1000
-    return RunIds(
-        run_id=str(last_id),
-        trace_id=str(entries[0][1]),
-        parent_run_id=str(entries[-2][1]) if len(entries) > 1 else None,
-        dotted_order=value,
-        start_time_ns=start_ns,
-    )
 
 
 class RunsPropagator(TextMapPropagator):
@@ -72,7 +58,7 @@ class RunsPropagator(TextMapPropagator):
             logger.debug("ignored an oversized %s header (%d chars)", HEADER, len(value))
             return ctx
         try:
-            ids = _ids_from_dotted_order(value)
+            ids = ids_from_dotted_order(value)
         except DottedOrderError as exc:
             logger.debug("ignored a malformed %s header: %s", HEADER, exc)
             return ctx
