@@ -27,7 +27,7 @@ try:
 except ImportError:
     raise SystemExit("This example needs the anthropic client: pip install 'otel-runs-exporter[examples]'") from None
 
-from otel_runs_exporter import configure, traceable
+from otel_runs_exporter import configure, get_processor, traceable
 from otel_runs_exporter.instrumentation.anthropic import RunsAnthropicInstrumentor
 from otel_runs_exporter.testing import local_service_unless_configured, show_runs
 from otel_runs_exporter.testing.fake_llm import FakeLLMAPI
@@ -50,9 +50,10 @@ def ask_twice(question: str) -> dict:
 if __name__ == "__main__":
     os.environ["ANTHROPIC_OPEN_TELEMETRY"] = "false"
     with local_service_unless_configured() as service, FakeLLMAPI() as fake_api:
-        provider = configure()
+        configure()
         RunsAnthropicInstrumentor().instrument()  # on the global provider configure() set up
         client = anthropic.Anthropic(base_url=fake_api.anthropic_base_url, api_key="the-fake-api-ignores-it", max_retries=0)
         print(ask_twice("What is a run?"))
-        provider.force_flush()
+        if not get_processor().force_flush():  # deliver now, so the tree printed below is complete
+            print("not everything was delivered:", get_processor().stats())
         show_runs(service, expected=3)

@@ -22,7 +22,7 @@ try:
 except ImportError:
     raise SystemExit("This example needs the openai client: pip install 'otel-runs-exporter[examples]'") from None
 
-from otel_runs_exporter import configure, traceable
+from otel_runs_exporter import configure, get_processor, traceable
 from otel_runs_exporter.instrumentation.openai import RunsOpenAIInstrumentor
 from otel_runs_exporter.testing import local_service_unless_configured, show_runs
 from otel_runs_exporter.testing.fake_llm import FakeLLMAPI
@@ -49,9 +49,10 @@ def ask_twice(question: str) -> dict:
 
 if __name__ == "__main__":
     with local_service_unless_configured() as service, FakeLLMAPI() as fake_api:
-        provider = configure()
+        configure()
         RunsOpenAIInstrumentor().instrument()  # on the global provider configure() set up
         client = openai.OpenAI(base_url=fake_api.openai_base_url, api_key="the-fake-api-ignores-it", max_retries=0)
         print(ask_twice("What is a run?"))
-        provider.force_flush()
+        if not get_processor().force_flush():  # deliver now, so the tree printed below is complete
+            print("not everything was delivered:", get_processor().stats())
         show_runs(service, expected=3)

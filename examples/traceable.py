@@ -15,7 +15,7 @@ service and prints the tree it received; with it set, it sends there.
 import asyncio
 from collections.abc import Iterator
 
-from otel_runs_exporter import configure, traceable
+from otel_runs_exporter import configure, get_processor, traceable
 from otel_runs_exporter.testing import local_service_unless_configured, show_runs
 
 INVENTORY = {"apples": 3, "pears": 0}
@@ -58,8 +58,9 @@ async def report(items: list[str]) -> dict:
 
 if __name__ == "__main__":
     with local_service_unless_configured() as service:
-        provider = configure()
+        configure()
         print("report:", asyncio.run(report(["apples", "kiwis"])))
-        provider.force_flush()
+        if not get_processor().force_flush():  # deliver now, so the tree printed below is complete
+            print("not everything was delivered:", get_processor().stats())
         # stock_report; check_stock twice (one fails), lookup_prices, format_lines, summarize
         show_runs(service, expected=6)
