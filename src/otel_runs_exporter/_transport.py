@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import gzip
 import logging
+import math
 import random
 import threading
 import time
@@ -50,7 +51,17 @@ from ._logging import RateLimitedLog
 from ._settings import US_ENDPOINT, Settings
 from ._stats import RequestCounts
 
-__all__ = ["Transport", "SendResult", "HttpClient", "RetryLater", "USER_AGENT", "new_session", "retry_after_seconds"]
+__all__ = [
+    "Answer",
+    "HttpClient",
+    "RetryLater",
+    "SendResult",
+    "Transport",
+    "USER_AGENT",
+    "new_session",
+    "read_bounded",
+    "retry_after_seconds",
+]
 
 logger = logging.getLogger(__name__)
 _rl = RateLimitedLog(logger)
@@ -127,7 +138,10 @@ class HttpClient:
         *,
         wake: threading.Event | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        max_wait_s: float | None = None,
     ) -> None:
+        """``max_wait_s`` caps one wait, Retry-After included: a service asking for hours
+        is honoured up to that, and the caller's runs wait for a later cycle meanwhile."""
         self.session = session
         # requests lets REQUESTS_CA_BUNDLE override a session's CA bundle; a bundle
         # the user configured for this exporter must win, so it goes on each request.
@@ -139,6 +153,7 @@ class HttpClient:
         self._clock = clock
         self._attempt = 0
         self._not_before = 0.0
+        self._max_wait_s = max_wait_s
         self.counts = RequestCounts()
 
     def reset_backoff(self) -> None:
@@ -155,6 +170,7 @@ class HttpClient:
         headers: dict[str, str] | None = None,
         params: dict[str, Any] | None = None,
         retry: bool = True,
+        stream: bool = False,
     ) -> requests.Response:
         """Send one request, retrying what is worth retrying until ``deadline``.
 
@@ -162,6 +178,9 @@ class HttpClient:
         Raises :class:`RetryLater` when the deadline comes first. With
         ``retry=False`` (a non-idempotent call) a retryable answer is returned
         as it is, and a connection error raises :class:`RetryLater` at once.
+        With ``stream=True`` the body is left unread for the caller (see
+        :meth:`request_bounded`); the bodies of retried answers are then read
+        only up to a small bound.
         """
         url = self.base + path
         counts = self.counts
@@ -173,7 +192,7 @@ class HttpClient:
             retry_after: float | None = None
             last: requests.Response | None = None
             try:
-                resp = self._follow(method, url, body, headers or {}, params, min(self._timeout_s, remaining))
+                resp = self._follow(method, url, body, headers or {}, params, min(self._timeout_s, remaining), stream)
                 counts.requests += 1
             except requests.RequestException as exc:
                 counts.requests += 1
@@ -190,7 +209,10 @@ class HttpClient:
                     return resp
                 retry_after = retry_after_seconds(resp)
                 _rl.warning("status_%d" % resp.status_code, "the service answered %d; retrying", resp.status_code)
-                resp.close()
+                if stream:
+                    read_bounded(resp)
+                else:
+                    resp.close()
                 last = resp
             counts.failed += 1
             counts.retried += 1  # now, or on a later call if the wait passes the deadline
@@ -198,6 +220,17 @@ class HttpClient:
             self._not_before = self._clock.now() + delay
             if self._not_before >= deadline:
                 raise RetryLater(last)
+
+    def request_bounded(self, method: str, path: str, deadline: float, **kwargs: Any) -> "Answer":
+        """:meth:`request`, reading at most :data:`BODY_LIMIT` bytes of the answer.
+
+        For callers that only judge the status and show a line of the body: a
+        hostile or broken service answering with a huge body costs a bounded
+        read, and the connection is kept only when the body was read whole.
+        """
+        resp = self.request(method, path, deadline, stream=True, **kwargs)
+        body, whole = read_bounded(resp)
+        return Answer(resp.status_code, resp.headers, body, truncated=not whole)
 
     def _backoff(self, retry_after: float | None) -> float:
         # Exponential with "equal jitter": never less than half the step, so a
@@ -207,6 +240,8 @@ class HttpClient:
         delay = step / 2 + random.uniform(0, step / 2)
         if retry_after is not None:
             delay = max(delay, retry_after)
+        if self._max_wait_s is not None:
+            delay = min(delay, self._max_wait_s)
         return delay
 
     def _wait_until(self, when: float, deadline: float) -> None:
@@ -227,12 +262,21 @@ class HttpClient:
         headers: dict[str, str],
         params: dict[str, Any] | None,
         timeout: float,
+        stream: bool = False,
     ) -> requests.Response:
         """One request; redirects followed only within our own origin."""
         for _ in range(_MAX_REDIRECTS + 1):
             extra = {"verify": self._verify} if self._verify else {}
             resp = self.session.request(
-                method, url, data=body, headers=headers, params=params, timeout=timeout, allow_redirects=False, **extra
+                method,
+                url,
+                data=body,
+                headers=headers,
+                params=params,
+                timeout=timeout,
+                allow_redirects=False,
+                stream=stream,
+                **extra,
             )
             if resp.status_code not in _REDIRECTS:
                 return resp
@@ -245,7 +289,10 @@ class HttpClient:
                     _origin(target),
                 )
                 return resp
-            resp.close()
+            if stream:
+                read_bounded(resp)
+            else:
+                resp.close()
             url = target
             params = None  # the Location carries its own query
         return resp
@@ -270,7 +317,12 @@ class Transport:
         self._wake = wake or threading.Event()
         self._clock = clock
         self._http = HttpClient(
-            session or new_session(settings), settings.endpoint, settings.timeout_s, wake=self._wake, clock=clock
+            session or new_session(settings),
+            settings.endpoint,
+            settings.timeout_s,
+            wake=self._wake,
+            clock=clock,
+            max_wait_s=settings.export_timeout_s,
         )
         self._base = self._http.base
         self._boundary = new_boundary()
@@ -424,7 +476,7 @@ class Transport:
         )
         result.drop("not_found", runs)
 
-    def _non_retryable(self, status: int, resp: requests.Response, runs: list[EncodedRun], result: SendResult) -> None:
+    def _non_retryable(self, status: int, resp: "Answer", runs: list[EncodedRun], result: SendResult) -> None:
         if status in (401, 403):
             self._auth_failed = True
             logger.error(
@@ -439,13 +491,13 @@ class Transport:
             _rl.warning("http_%d" % status, "the service answered %d: %s; %d runs dropped", status, _detail(resp), len(runs))
             result.drop(f"http_{status}", runs)
 
-    def _request(self, method: str, path: str, body: bytes, content_type: str, deadline: float) -> requests.Response:
+    def _request(self, method: str, path: str, body: bytes, content_type: str, deadline: float) -> "Answer":
         headers = {"Content-Type": content_type}
         if self._compress is not None:
             encoding, compress = self._compress
             body = compress(body)
             headers["Content-Encoding"] = encoding
-        return self._http.request(method, path, deadline, body=body, headers=headers)
+        return self._http.request_bounded(method, path, deadline, body=body, headers=headers)
 
 
 def _origin(url: str) -> str:
@@ -459,7 +511,9 @@ def retry_after_seconds(resp: requests.Response) -> float | None:
     if not value:
         return None
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
+        # "inf", "nan" and 1e309 parse as floats; none is a wait a service can mean.
+        return max(0.0, seconds) if math.isfinite(seconds) else None
     except ValueError:
         from email.utils import parsedate_to_datetime
 
@@ -470,12 +524,49 @@ def retry_after_seconds(resp: requests.Response) -> float | None:
         return max(0.0, when.timestamp() - time.time())
 
 
-def _detail(resp: requests.Response) -> str:
+def _detail(resp: "Answer") -> str:
+    return resp.text[:300]
+
+
+BODY_LIMIT = 64 * 1024  # of an answer we only judge: enough for any error message a service writes
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The part of an HTTP answer the transport judges: status, headers and a bounded body."""
+
+    status_code: int
+    headers: Any
+    body: bytes
+    truncated: bool = False
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+
+def read_bounded(resp: requests.Response, limit: int = BODY_LIMIT) -> tuple[bytes, bool]:
+    """Read at most ``limit`` bytes of a streamed answer; (bytes, whether that was all of it).
+
+    A body read whole gives its connection back to the pool for reuse; a
+    longer one is cut off and its connection closed, so it costs ``limit``
+    bytes, not its size.
+    """
+    raw = resp.raw
     try:
-        text = resp.text
+        data = raw.read(limit + 1, decode_content=True) or b""
+    except Exception:  # noqa: BLE001 - a reset mid-body: what we have is what there is
+        data, whole = b"", False
+    else:
+        whole = len(data) <= limit
+    if not whole:
+        data = data[:limit]
+        raw.close()  # not drained: this connection cannot be reused
+    try:
+        raw.release_conn()
     except Exception:  # noqa: BLE001
-        return ""
-    return text[:300]
+        pass
+    return data, whole
 
 
 def new_session(settings: Settings) -> requests.Session:

@@ -202,11 +202,15 @@ class Worker:
     def _give_up(self, waited_s: float, interrupted: bool) -> None:
         """Account for what the worker could not deliver by the deadline (or before Ctrl-C)."""
         if self._worker is not None and self._worker.is_alive():
-            # The worker is stuck in a request past the deadline (or we were interrupted):
-            # take what it has not, and count the rest, in flight, as given up.
-            self._queue.clear()
+            # The worker is stuck in a request past the deadline (a service that never
+            # answers), or we were interrupted: take what it has not taken. With a spool,
+            # that is written there (the worker, blocked on its socket, converts nothing
+            # meanwhile); the batch in flight is counted as given up, and moved back
+            # out of that count by the ledger if it is delivered after all.
             if self._delivery.spool is not None and not interrupted:
+                self._convert_some(everything=True)
                 self._record(self._delivery.spool_all())
+            self._queue.clear()
             self._delivery.take_all()
         self._ledger.give_up(waited_s, interrupted)
 

@@ -246,3 +246,49 @@ def test_our_requests_are_not_traced_by_requests_instrumentation(service):
         assert len(memory.get_finished_spans()) == 1  # ...but not on our exports
     finally:
         RequestsInstrumentor().uninstrument()
+
+
+class _CountingHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    connections: set = set()
+    error_body = 0
+
+    def do_POST(self):  # noqa: N802 - http.server's naming
+        type(self).connections.add(self.client_address)
+        self.rfile.read(int(self.headers["Content-Length"]))
+        if type(self).error_body:
+            self.send_response(400)
+            self.send_header("Content-Length", str(type(self).error_body))
+            self.end_headers()
+            try:
+                self.wfile.write(b"e" * type(self).error_body)
+            except OSError:
+                pass  # the client stopped reading
+            return
+        body = b'{"ok": true}'
+        self.send_response(202)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_answers_are_read_bounded_and_small_ones_keep_the_connection():
+    _CountingHandler.connections = set()
+    _CountingHandler.error_body = 0
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _CountingHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        t = transport_for(f"http://127.0.0.1:{server.server_address[1]}", mode="multipart")
+        for i in range(5):
+            assert len(t.send(make_runs(3, trace=i + 1), time.monotonic() + 5).delivered) == 3
+        assert len(_CountingHandler.connections) == 1  # keep-alive survives reading bodies ourselves
+        # A 20 MB error body: the transport reads 64 KiB of it and shows 300 characters.
+        _CountingHandler.error_body = 20 * 1024 * 1024
+        result = t.send(make_runs(1, trace=9), time.monotonic() + 5)
+        assert len(result.dropped["rejected"]) == 1
+    finally:
+        server.shutdown()
+        server.server_close()
