@@ -67,8 +67,9 @@ def test_exit_with_unreachable_service_is_bounded_and_reported():
     assert elapsed < 10, elapsed
     gave_up = re.search(r"gave up 50 runs that could not be delivered in ([0-9.]+) s", proc.stderr)
     assert gave_up, proc.stderr
-    # The line states the real wait: about the export timeout, never more than the process took.
-    assert 1.0 <= float(gave_up.group(1)) <= elapsed
+    # The line states the real wait: within the export timeout (it stops early once no
+    # retry fits before the deadline), and never more than the process took.
+    assert 0 < float(gave_up.group(1)) <= min(elapsed, 1.5 + 0.5)
     assert "sk-never-printed" not in proc.stderr + proc.stdout
 
 
