@@ -12,7 +12,8 @@ import pytest
 from otel_runs_exporter._encode import encode_run
 from otel_runs_exporter._ids import child_ids, iso_time, root_ids, run_id_v7
 from otel_runs_exporter._settings import resolve
-from otel_runs_exporter._transport import Transport
+from otel_runs_exporter._clock import FakeClock
+from otel_runs_exporter._transport import HttpClient, Transport
 from otel_runs_exporter.server import LocalService
 
 KEY = "sk-transport-test-key"
@@ -68,21 +69,46 @@ def test_transient_statuses_are_retried_until_delivered(service, statuses):
 
 
 def test_429_retry_after_is_honoured(service):
-    service.faults.update(status_sequence=[429], retry_after=1)
-    t = transport_for(service.url)
+    # 30 s asked for, on the fake clock: the wait goes through the clock seam, not a sleep.
+    service.faults.update(status_sequence=[429], retry_after=30)
+    clock = FakeClock()
+    t = Transport(resolve({"endpoint": service.url, "api_key": KEY}, env={}), clock=clock)
     began = time.monotonic()
-    result = t.send(make_runs(1), time.monotonic() + 10)
+    result = t.send(make_runs(1), clock.now() + 60)
     assert len(result.delivered) == 1
-    assert time.monotonic() - began >= 0.95  # waited as told, not the 10 ms backoff
+    assert clock.waits == [30.0]  # waited as told, not the 10 ms backoff
+    assert time.monotonic() - began < 5
 
 
 def test_retry_after_beyond_the_deadline_hands_runs_back(service):
     service.faults.update(status_sequence=[429], retry_after=30)
-    t = transport_for(service.url)
-    began = time.monotonic()
-    result = t.send(make_runs(2), time.monotonic() + 1)
+    clock = FakeClock()
+    t = Transport(resolve({"endpoint": service.url, "api_key": KEY}, env={}), clock=clock)
+    result = t.send(make_runs(2), clock.now() + 10)
     assert len(result.retry) == 2 and not result.delivered
-    assert time.monotonic() - began < 1.5
+    assert clock.waits == []  # no wait past the deadline is even started
+
+
+def test_backoff_doubles_with_equal_jitter(service, monkeypatch):
+    # The real schedule (0.5 s doubling, capped at 30 s), on the fake clock: minutes of waiting in no time.
+    monkeypatch.setattr(HttpClient, "backoff_base_s", 0.5)
+    monkeypatch.setattr(HttpClient, "backoff_max_s", 30.0)
+    service.faults.update(status_sequence=[503] * 8, retry_after=None)
+    clock = FakeClock()
+    t = Transport(resolve({"endpoint": service.url, "api_key": KEY}, env={}), clock=clock)
+    result = t.send(make_runs(1), clock.now() + 600)
+    assert len(result.delivered) == 1 and len(clock.waits) == 8
+    for attempt, wait in enumerate(clock.waits):
+        step = min(30.0, 0.5 * 2**attempt)
+        assert step / 2 <= wait <= step, (attempt, wait)
+
+
+def test_absurd_retry_after_is_capped_at_the_export_timeout(service):
+    service.faults.update(status_sequence=[429], retry_after=10**9)
+    clock = FakeClock()
+    t = Transport(resolve({"endpoint": service.url, "api_key": KEY, "export_timeout_s": 30}, env={}), clock=clock)
+    result = t.send(make_runs(1), clock.now() + 60)
+    assert len(result.delivered) == 1 and clock.waits == [30.0]
 
 
 def test_unreachable_service_returns_runs_by_the_deadline():
