@@ -194,5 +194,5 @@ def test_hostile_server(case: str, spool: bool, tmp_path: Path) -> None:
             assert stats.spooled > 0 and set(stats.dropped) <= {"shutdown", "rejected"}, stats
         # bound + join margin + one in-flight request's timeout
         assert shutdown_s < SHUTDOWN_S + 0.5 + settings["timeout_s"] + 1.0, shutdown_s
-        assert p99_us < 5_000, p99_us  # the app thread never waits on the network
+        assert p99_us < 50_000, p99_us  # never waits on the network (a request here is >= 500 ms)
         assert rss_grown < 64 * 2**20, rss_grown  # a 300 MiB body is never read
