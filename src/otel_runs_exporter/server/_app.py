@@ -33,7 +33,17 @@ from ._faults import FaultConfig, FaultDecision
 from ._multipart import MultipartError, boundary_from_content_type, parse
 from ._ratelimit import DEFAULT_RULES, SPEC_RULES, RateLimiter, RateRule
 from ._store import RunStore
-from ._validate import ReadResult, Violation, canonical_id, read_basic_patch, read_basic_post, read_batch, read_multipart
+from ._validate import (
+    ReadResult,
+    Violation,
+    canonical_id,
+    json_depth_exceeds,
+    read_basic_patch,
+    read_basic_post,
+    read_batch,
+    read_multipart,
+    too_deep,
+)
 
 __all__ = ["LocalService"]
 
@@ -44,6 +54,13 @@ _API_PREFIX = "/api/v1"
 _RUN_PATH = re.compile(r"^/runs/(?P<id>[^/]+)/?$")
 _PUBLIC_ROUTES = frozenset({"/ok", "/info"})
 _DEFAULT_SIZE_LIMIT = 20 * 1024 * 1024
+# A refused request's body is read (to keep the connection) only up to this; past it the
+# connection is closed, so an unauthenticated client cannot make us read megabytes.
+_DISCARD_MAX = 64 * 1024
+_DIGITS = re.compile(r"[0-9]{1,19}")
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
+_CHUNK_LINE_MAX = 64
+_MAX_TRAILERS = 32
 _READ_CHUNK = 1 << 16
 _REQUEST_LOG_MAX = 10_000
 
@@ -130,6 +147,8 @@ def decode_body(data: bytes, content_encoding: str | None, limit: int | None) ->
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # The stdlib's listen backlog of 5 reset connections under 50 concurrent clients.
+    request_queue_size = 1024
     service: LocalService
 
     def __init__(self, address: tuple[str, int], service: LocalService) -> None:
@@ -182,6 +201,13 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
         self._handle()
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        # The stdlib answers a method it has no do_X for with 501; that is the
+        # client's mistake, and a 5xx would tell a retrying client to come back.
+        if code == HTTPStatus.NOT_IMPLEMENTED:
+            code, message = HTTPStatus.METHOD_NOT_ALLOWED, f"method {str(self.command)[:20]!r} is not supported"
+        super().send_error(code, message, explain)
+
     do_POST = do_PATCH = do_PUT = do_DELETE = do_OPTIONS = do_HEAD = do_GET
 
     # --- plumbing ---------------------------------------------------------------
@@ -209,11 +235,14 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
     def _declared_length(self) -> int | None:
-        raw = self.headers.get("Content-Length")
-        if raw is None:
+        values = self.headers.get_all("Content-Length") or []
+        if not values:
             return None
-        if not raw.strip().isdigit():
-            raise _Reply(400, _detail(f"Content-Length {raw[:40]!r} is not a number"), close=True)
+        raw = values[0].strip()
+        # ASCII digits only (str.isdigit() accepts "²", which int() refuses), and one value:
+        # two differing lengths are how request smuggling starts.
+        if len(set(v.strip() for v in values)) != 1 or not _DIGITS.fullmatch(raw):
+            raise _Reply(400, _detail(f"Content-Length {raw[:40]!r} is not a whole number of bytes"), close=True)
         return int(raw)
 
     def _read_body(self, limit: int | None) -> bytes:
@@ -232,21 +261,27 @@ class _Handler(BaseHTTPRequestHandler):
         return data
 
     def _read_chunked(self, limit: int | None) -> bytes:
+        """A chunked body, strictly: hex sizes only (no sign, no extensions), CRLF after each chunk."""
         out = bytearray()
         while True:
-            line = self.rfile.readline(1024).strip()
-            try:
-                size = int(line.split(b";")[0], 16)
-            except ValueError:
-                raise _Reply(400, _detail("malformed chunked body"), close=True) from None
+            line = self.rfile.readline(_CHUNK_LINE_MAX + 1)
+            size_text = line.rstrip(b"\r\n")
+            if not line.endswith(b"\n") or not _HEX.fullmatch(size_text):
+                raise _Reply(
+                    400, _detail("malformed chunked body: a chunk size must be 1-16 hex digits, without extensions"), close=True
+                )
+            size = int(size_text, 16)
             if size == 0:
-                while self.rfile.readline(1024).strip():
-                    pass  # trailers
-                return bytes(out)
+                for _ in range(_MAX_TRAILERS):
+                    if not self.rfile.readline(_CHUNK_LINE_MAX).strip():
+                        return bytes(out)
+                raise _Reply(400, _detail("too many trailer lines in a chunked body"), close=True)
             if limit is not None and len(out) + size > limit:
                 raise _Reply(413, _detail("request body too large", max_size=limit), close=True)
-            out += self.rfile.read(size)
-            self.rfile.readline(1024)
+            chunk = self.rfile.read(size)
+            if len(chunk) != size or self.rfile.read(2) != b"\r\n":
+                raise _Reply(400, _detail("malformed chunked body: a chunk is shorter than its size"), close=True)
+            out += chunk
 
     def _discard_body(self) -> None:
         # Reading an early-refused request's body keeps the connection usable; a
@@ -258,7 +293,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if length is None and "chunked" not in self.headers.get("Transfer-Encoding", "").lower():
             return
-        if length is not None and length <= 4 * _DEFAULT_SIZE_LIMIT:
+        if length is not None and length <= _DISCARD_MAX:
             remaining = length
             while remaining > 0:
                 chunk = self.rfile.read(min(remaining, _READ_CHUNK))
@@ -324,7 +359,15 @@ class _Handler(BaseHTTPRequestHandler):
             if refusal is not None:
                 self._discard_body()
                 raise _Reply(429, _detail(refusal.message), {"Retry-After": str(refusal.retry_after)})
-        if route not in _PUBLIC_ROUTES and method != "OPTIONS":
+        if method == "OPTIONS":
+            # A CORS preflight has no body to read: answer from the headers alone,
+            # before any body is read, let alone decompressed.
+            self._discard_body()
+            return 204, None, {"Allow": "GET, POST, PATCH, PUT, DELETE, OPTIONS, HEAD"}, False
+        if len(self.headers.get_all("x-api-key") or []) > 1:
+            self._discard_body()
+            raise _Reply(400, _detail("more than one x-api-key header; send exactly one"), close=True)
+        if route not in _PUBLIC_ROUTES:
             self._authenticate(service, headers, control_plane=urlsplit(self.path).path.startswith("/v2/"))
 
         tracing = _is_tracing(method, route)
@@ -437,9 +480,12 @@ class _Handler(BaseHTTPRequestHandler):
 
 def _json_body(data: bytes) -> Any:
     try:
-        return orjson.loads(data)
+        value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise _Reply(422, {"detail": [Violation(None, "json", f"body is not valid JSON ({exc})").as_error()]}) from None
+    if json_depth_exceeds(value):
+        raise _Reply(422, {"detail": [too_deep(None, ("body",)).as_error()]})
+    return value
 
 
 def _is_tracing(method: str, route: str) -> bool:
@@ -466,8 +512,8 @@ class LocalService:
     real time; ``deploy_delay_s`` is how long a revision takes to reach DEPLOYED;
     ``bearer_token`` is accepted as ``Authorization: Bearer`` on ``/v2`` paths.
     ``multipart=False`` hides the multipart endpoint (404) so a client
-    must fall back to basic tracing. ``max_body_bytes`` answers larger bodies, raw or
-    decompressed, with 413.
+    must fall back to basic tracing. ``max_body_bytes`` (default 20 MiB, what ``/info``
+    advertises) answers larger bodies, raw or decompressed, with 413.
     """
 
     def __init__(
@@ -493,7 +539,8 @@ class LocalService:
         self.db = str(db)
         self.lenient = lenient
         self.multipart = multipart
-        self.max_body_bytes = max_body_bytes
+        # The limit /info advertises is the one enforced, raw and again while decompressing.
+        self.max_body_bytes = max_body_bytes if max_body_bytes is not None else _DEFAULT_SIZE_LIMIT
         self.faults = faults if faults is not None else FaultConfig()
         self._bearer_token = bearer_token
         self.control = ControlPlane(ServiceClock(clock_speed), deploy_delay_s=deploy_delay_s)
@@ -598,7 +645,7 @@ class LocalService:
                 "scale_up_nthreads_limit": 16,
                 "scale_down_nempty_trigger": 4,
                 "size_limit": 100,
-                "size_limit_bytes": self.max_body_bytes or _DEFAULT_SIZE_LIMIT,
+                "size_limit_bytes": self.max_body_bytes,
             },
             "instance_flags": {"zstd_compression_enabled": self.multipart and _zstd_available()},
             "local": True,

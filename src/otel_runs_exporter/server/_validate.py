@@ -256,12 +256,45 @@ def check_part_length(part: Part, run_id: str | None, loc: Loc) -> list[Violatio
     return out
 
 
+# orjson reads 1,024 levels of nesting but writes only 255, so a deeper value would be
+# accepted here and then fail in the store; the exporter itself cuts values at 100.
+MAX_JSON_DEPTH = 200
+
+
+def json_depth_exceeds(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """True when ``value`` nests containers more than ``limit`` deep (iterative: no recursion limit).
+
+    >>> json_depth_exceeds([[[]]], 2), json_depth_exceeds({"a": [1]}, 2)
+    (True, False)
+    """
+    stack = [(value, 1)]
+    while stack:
+        current, depth = stack.pop()
+        if isinstance(current, dict):
+            children = current.values()
+        elif isinstance(current, list):
+            children = current
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def too_deep(run_id: str | None, loc: Loc) -> Violation:
+    return Violation(run_id, "json_depth", f"JSON nested more than {MAX_JSON_DEPTH} levels deep", loc)
+
+
 def check_part_json(part: Part, run_id: str | None, loc: Loc) -> tuple[Any, list[Violation]]:
-    """A JSON part holds exactly one JSON value."""
+    """A JSON part holds exactly one JSON value, nested at most MAX_JSON_DEPTH deep."""
     try:
-        return orjson.loads(part.content), []
+        value = orjson.loads(part.content)
     except orjson.JSONDecodeError as exc:
         return None, [Violation(run_id, "part_json", f"part is not valid JSON ({exc})", loc)]
+    if json_depth_exceeds(value):
+        return None, [too_deep(run_id, loc)]
+    return value, []
 
 
 def check_field_types(run_id: str | None, name: str, value: Any, loc: Loc) -> list[Violation]:

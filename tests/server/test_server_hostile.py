@@ -1,0 +1,286 @@
+"""The local service under hostile input: each test attacks the way the problem was found (loopback, bounded)."""
+
+from __future__ import annotations
+
+import io
+import random
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import orjson
+import pytest
+import requests
+
+from otel_runs_exporter.server import LocalService
+
+KEY = "sk-hostile-test"
+
+
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _raw(svc: LocalService, request: bytes, timeout: float = 5.0) -> bytes:
+    """Send raw bytes, return what came back before the server closed or went quiet."""
+    host, port = svc.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=timeout) as conn:
+        conn.sendall(request)
+        conn.shutdown(socket.SHUT_WR)
+        out = b""
+        try:
+            while chunk := conn.recv(65536):
+                out += chunk
+        except (socket.timeout, ConnectionResetError):
+            pass
+    return out
+
+
+def _status(answer: bytes) -> int:
+    """The status of a raw answer; 0 when there is no status line (nothing, or an HTTP/0.9 answer)."""
+    if not answer.startswith(b"HTTP/1."):
+        return 0
+    return int(answer.split(b" ", 2)[1])
+
+
+def _zstd_bomb(expanded: int) -> bytes:
+    zstandard = pytest.importorskip("zstandard")
+    out = io.BytesIO()
+    with zstandard.ZstdCompressor(level=19).stream_writer(out, closefd=False) as writer:
+        block = b"\0" * (1 << 20)
+        for _ in range(expanded // len(block)):
+            writer.write(block)
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def bomb() -> bytes:
+    return _zstd_bomb(1 << 30)  # 1 GiB of zeros in ~32 KB
+
+
+@pytest.fixture
+def svc():
+    with LocalService(api_key=KEY) as service:
+        yield service
+
+
+def test_decompression_bombs_cost_nothing_without_a_key_and_413_with_one(svc, bomb):
+    assert len(bomb) < 64 * 1024
+    before = _rss_mb()
+    for method in ("OPTIONS", "POST"):
+        for _ in range(3):
+            r = requests.request(
+                method, svc.url + "/runs/multipart", data=bomb, headers={"Content-Encoding": "zstd"}, timeout=10
+            )
+            assert r.status_code == (204 if method == "OPTIONS" else 401), r.text
+    # With the key it is decoded, as a stream with an output cap: the advertised limit, then 413.
+    r = requests.post(
+        svc.url + "/runs/multipart",
+        data=bomb,
+        headers={"Content-Encoding": "zstd", "x-api-key": KEY, "Content-Type": "multipart/form-data; boundary=b"},
+        timeout=30,
+    )
+    assert r.status_code == 413 and r.json()["max_size"] == requests.get(svc.url + "/info").json()["batch_ingest_config"]["size_limit_bytes"]
+    assert _rss_mb() - before < 150  # three 1 GiB bombs took the server to ~4 GB before
+
+
+@pytest.mark.parametrize(
+    "chunks, status",
+    [
+        (b"-1\r\n", 400),  # read(-1) read until the client closed
+        (b"5;ext=1\r\nhello\r\n0\r\n\r\n", 400),  # extensions: refused, not parsed
+        (b"+5\r\nhello\r\n0\r\n\r\n", 400),
+        (b"0x5\r\nhello\r\n0\r\n\r\n", 400),
+        (b"fffffffffffffffff\r\n", 400),  # 17 hex digits
+        (b"5\r\nhelloXX0\r\n\r\n", 400),  # no CRLF after the chunk
+        (b"1400001\r\n", 413),  # one chunk past the 20 MiB limit, refused before reading it
+    ],
+)
+def test_malformed_chunked_bodies_are_refused_at_once(svc, chunks, status):
+    head = (
+        b"POST /runs HTTP/1.1\r\nHost: x\r\nx-api-key: " + KEY.encode() + b"\r\n"
+        b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    began = time.monotonic()
+    answer = _raw(svc, head + chunks)
+    assert _status(answer) == status, answer[:200]
+    assert time.monotonic() - began < 2
+
+
+def test_chunked_running_total_respects_the_limit():
+    with LocalService(api_key=KEY, max_body_bytes=4096) as svc:
+        head = (
+            b"POST /runs HTTP/1.1\r\nHost: x\r\nx-api-key: " + KEY.encode() + b"\r\n"
+            b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+        chunk = b"800\r\n" + b"a" * 0x800 + b"\r\n"
+        assert _status(_raw(svc, head + chunk * 3 + b"0\r\n\r\n")) == 413
+
+
+DEEP = b'{"a":' * 300 + b"{}" + b"}" * 300  # valid JSON orjson reads (limit 1,024) but cannot write (255)
+
+
+def _with_deep(template: dict, field: str) -> bytes:
+    """``template`` as JSON with ``field`` set to 300 nested objects (built as text: orjson cannot write it)."""
+    return orjson.dumps({**template, field: "DEEP"}).replace(b'"DEEP"', DEEP)
+
+
+def test_deep_json_is_a_422_naming_the_limit_on_every_route(svc):
+    run_id = str(uuid.uuid4())
+    start = "2024-01-01T00:00:00.000000Z"
+    run = {
+        "id": run_id,
+        "trace_id": run_id,
+        "dotted_order": "20240101T000000000000Z" + run_id,
+        "name": "deep",
+        "run_type": "chain",
+        "start_time": start,
+        "session_name": "p",
+    }
+    h = {"x-api-key": KEY, "Content-Type": "application/json"}
+    answers = [
+        requests.post(svc.url + "/runs", data=_with_deep(run, "inputs"), headers=h, timeout=10),
+        requests.post(
+            svc.url + "/runs/batch",
+            data=b'{"post": [' + _with_deep(run, "inputs") + b"]}",
+            headers=h,
+            timeout=10,
+        ),
+        requests.patch(svc.url + f"/runs/{run_id}", data=_with_deep({}, "outputs"), headers=h, timeout=10),
+    ]
+    boundary = "bnd"
+    parts = [(f"post.{run_id}", orjson.dumps(run)), (f"post.{run_id}.inputs", DEEP)]
+    multipart = b"".join(
+        b"--%s\r\nContent-Disposition: form-data; name=\"%s\"\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s\r\n" % (boundary.encode(), name.encode(), len(data), data)
+        for name, data in parts
+    ) + b"--%s--\r\n" % boundary.encode()
+    answers.append(
+        requests.post(
+            svc.url + "/runs/multipart",
+            data=multipart,
+            headers={"x-api-key": KEY, "Content-Type": f"multipart/form-data; boundary={boundary}"},
+            timeout=10,
+        )
+    )
+    for answer in answers:
+        assert answer.status_code == 422, (answer.request.url, answer.status_code, answer.text[:300])
+        assert "200 levels" in answer.text
+
+
+@pytest.mark.parametrize(
+    "header, status",
+    [
+        (b"Content-Length: \xc2\xb2", 400),  # "2" superscript: isdigit() said yes, int() said no
+        (b"Content-Length: 5\r\nContent-Length: 6", 400),
+        (b"Content-Length: 99999999999999999999999", 400),
+        (b"x-api-key: " + KEY.encode() + b"\r\nx-api-key: another", 400),
+    ],
+)
+def test_malformed_headers_are_4xx_never_5xx(svc, header, status):
+    answer = _raw(svc, b"POST /runs HTTP/1.1\r\nHost: x\r\nx-api-key: " + KEY.encode() + b"\r\n" + header + b"\r\n\r\nhello")
+    assert _status(answer) == status, answer[:300]
+
+
+def test_100_concurrent_clients_get_no_resets(svc):
+    """100 clients at once, 10 connections each: every one answered, none reset at the TCP level."""
+    errors: list[str] = []
+    connect_s: list[float] = []
+    lock = threading.Lock()
+    start = threading.Barrier(100)
+
+    host, port = svc.url.removeprefix("http://").split(":")
+
+    def client(k: int) -> None:
+        start.wait(30)
+        for i in range(10):
+            began = time.monotonic()
+            try:
+                # A new connection per request: what the listen backlog must absorb.
+                with socket.create_connection((host, int(port)), timeout=30) as conn:
+                    with lock:
+                        connect_s.append(time.monotonic() - began)
+                    conn.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    answer = b""
+                    while chunk := conn.recv(65536):
+                        answer += chunk
+                if _status(answer) != 200:
+                    with lock:
+                        errors.append(f"{k}/{i}: {answer[:40]!r}")
+            except OSError as exc:
+                with lock:
+                    errors.append(f"{k}/{i}: {type(exc).__name__}")
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(100)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    connect_s.sort()
+    print("100 clients x 10: errors", len(errors), "connect p99 s", round(connect_s[int(len(connect_s) * 0.99)], 3))
+    assert errors == []
+    assert connect_s[int(len(connect_s) * 0.99)] < 1.0  # no multi-second connect delays
+
+
+def test_fuzz_malformed_requests_never_5xx_and_lose_nothing_acknowledged(svc):
+    """A seeded generator of malformed requests for a few seconds: no 5xx, RSS bounded, acked runs readable."""
+    rng = random.Random(1234)
+    acked = []
+    h = {"x-api-key": KEY, "Content-Type": "application/json"}
+    for i in range(20):
+        rid = str(uuid.uuid4())
+        run = {
+            "id": rid,
+            "trace_id": rid,
+            "dotted_order": "20240101T000000000000Z" + rid,
+            "name": f"ok{i}",
+            "run_type": "chain",
+            "start_time": "2024-01-01T00:00:00.000000Z",
+            "session_name": "fuzz",
+        }
+        assert requests.post(svc.url + "/runs", data=orjson.dumps(run), headers=h, timeout=10).status_code in (200, 202)
+        acked.append(rid)
+    pieces = [
+        b"POST /runs HTTP/1.1\r\n",
+        b"PATCH /runs/x HTTP/1.1\r\n",
+        b"POST /runs/multipart HTTP/1.1\r\n",
+        b"GET /info HTTP/1.1\r\n",
+        b"OPTIONS /runs HTTP/1.1\r\n",
+        b"Host: x\r\n",
+        b"x-api-key: " + KEY.encode() + b"\r\n",
+        b"Content-Length: \xc2\xb2\r\n",
+        b"Content-Length: -1\r\n",
+        b"Content-Length: 10\r\n",
+        b"Transfer-Encoding: chunked\r\n",
+        b"Content-Encoding: zstd\r\n",
+        b"Content-Encoding: gzip\r\n",
+        b"Content-Encoding: br\r\n",
+        b"Content-Type: multipart/form-data; boundary=\r\n",
+        b"Content-Type: application/json\r\n",
+        b"\r\n",
+        b"-1\r\n",
+        b"{\"id\": 5}",
+        b"[" * 2000,
+        bytes(rng.randrange(256) for _ in range(64)),
+    ]
+    before = _rss_mb()
+    statuses: dict[int, int] = {}
+    stop = time.monotonic() + 4.0
+    while time.monotonic() < stop:
+        request = b"".join(rng.choice(pieces) for _ in range(rng.randrange(2, 10)))
+        status = _status(_raw(svc, request, timeout=2.0))
+        statuses[status] = statuses.get(status, 0) + 1
+    print("fuzz statuses", statuses)
+    assert not any(500 <= status < 600 for status in statuses), statuses
+    # Answers without a status line (HTTP/0.9 requests) are checked in the service's own log.
+    logged = [entry["status"] for entry in svc.requests()]
+    assert not any(500 <= (status or 0) < 600 for status in logged), sorted(set(logged))
+    assert sum(statuses.values()) > 50
+    assert _rss_mb() - before < 100
+    stored = {r["id"] for r in svc.runs()}
+    assert set(acked) <= stored
