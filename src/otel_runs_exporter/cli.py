@@ -29,7 +29,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-__all__ = ["main", "default_db_path", "build_parser", "COMMANDS", "ENV_SERVER_DB", "ENV_SERVER_API_KEY", "EXIT_CODES_HELP"]
+__all__ = ["main", "package_version", "default_db_path", "build_parser", "COMMANDS", "ENV_SERVER_DB", "ENV_SERVER_API_KEY", "EXIT_CODES_HELP"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +48,18 @@ def default_db_path(env: dict[str, str] | None = None) -> str:
         return env[ENV_SERVER_DB]
     base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return str(Path(base) / "otel-runs" / "runs.db")
+
+
+def package_version() -> str:
+    """The installed distribution's version (what pip shows), else the package's ``__version__``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("otel-runs-exporter")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        from . import __version__
+
+        return __version__
 
 
 def _add_db(parser: argparse.ArgumentParser) -> None:
@@ -636,6 +648,7 @@ COMMANDS: list[Callable[[Any], None]] = [
 def build_parser() -> argparse.ArgumentParser:
     """The ``otel-runs`` argument parser with every registered sub-command."""
     parser = argparse.ArgumentParser(prog="otel-runs", description="OpenTelemetry traces as runs: local tools.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True

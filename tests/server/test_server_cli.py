@@ -134,3 +134,17 @@ def test_default_db_path() -> None:
     assert cli.default_db_path({"OTEL_RUNS_SERVER_DB": "/x/y.db"}) == "/x/y.db"
     assert cli.default_db_path({"XDG_DATA_HOME": "/data"}) == "/data/otel-runs/runs.db"
     assert cli.default_db_path({}).endswith(".local/share/otel-runs/runs.db")
+
+
+def test_version_prints_the_installed_package_version() -> None:
+    from importlib.metadata import version
+
+    import otel_runs_exporter
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "otel_runs_exporter.cli", "--version"], capture_output=True, text=True, timeout=20
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"otel-runs {version('otel-runs-exporter')}\n"
+    assert version("otel-runs-exporter") == otel_runs_exporter.__version__  # the two never drift apart
+    assert proc.stderr == ""
