@@ -269,9 +269,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 EXIT_OK = 0
 """Done: export COMPLETED, revision DEPLOYED, auth completed, or a read/command that worked."""
 EXIT_ERROR = 1
-"""Any other error (an unexpected answer, a bad --json-body file)."""
+"""An answer no other code covers (a redirect to another host, a status this version does not know)."""
 EXIT_USAGE = 2
-"""Bad arguments or a bad setting (e.g. OTEL_EXPORTER_RUNS_ENDPOINT is not a URL)."""
+"""Bad arguments (including a --json-body file that cannot be read or is not a JSON object) or a bad
+setting (e.g. OTEL_EXPORTER_RUNS_ENDPOINT is not a URL); nothing was sent."""
 EXIT_UNAUTHORIZED = 3
 """401/403: the API key, workspace or bearer token was refused."""
 EXIT_NOT_FOUND = 4
@@ -295,7 +296,7 @@ EXIT_WAIT_TIMEOUT = 13
 
 EXIT_CODES_HELP = """exit codes:
    0  completed / deployed / auth completed (or the command worked)
-   1  other error            2  usage or bad setting
+   1  other error            2  usage: bad arguments, bad --json-body, bad setting
    3  unauthorized (401/403) 4  not found (404, auth not_found)
    5  rejected (422, 4xx)    6  rate limited (429)
    7  server error or no answer (5xx, connection)
@@ -357,14 +358,14 @@ def register_deployments(sub: Any) -> None:
     dep = p.add_subparsers(dest="deployments_command", metavar="{create,get,wait,update}")
     dep.required = True
     create = _leaf(dep, "create", "create a deployment (POST /v2/deployments)", _cmd_deployments_create)
-    create.add_argument("--json-body", metavar="FILE", default=None, help="request body as a JSON file ('-' for stdin)")
+    create.add_argument("--json-body", metavar="FILE", type=_json_object, default={}, help=_JSON_BODY_HELP % "request body")
     _leaf(dep, "get", "one deployment", _cmd_deployments_get).add_argument("deployment_id")
     wait = _leaf(dep, "wait", "wait until a revision (default: the latest) is DEPLOYED", _cmd_deployments_wait, wait=True)
     wait.add_argument("deployment_id")
     wait.add_argument("--revision", default=None, metavar="REV", help="revision id (default: latest_revision_id)")
     update = _leaf(dep, "update", "update a deployment (PATCH)", _cmd_deployments_update)
     update.add_argument("deployment_id")
-    update.add_argument("--json-body", metavar="FILE", required=True, help="patch as a JSON file ('-' for stdin)")
+    update.add_argument("--json-body", metavar="FILE", type=_json_object, required=True, help=_JSON_BODY_HELP % "patch")
 
 
 def register_auth(sub: Any) -> None:
@@ -416,17 +417,10 @@ def _api_handler(run: _ApiRun) -> Handler:
         except NoAnswerError as exc:
             print(f"{prog}: {exc}", file=sys.stderr)
             return EXIT_SERVER
-        except _BadInput as exc:
-            print(f"{prog}: {exc}", file=sys.stderr)
-            return EXIT_ERROR
         finally:
             client.close()
 
     return handler
-
-
-class _BadInput(Exception):
-    """A --json-body file that cannot be read or parsed."""
 
 
 def _exit_for_status(status: int) -> int:
@@ -460,18 +454,25 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-def _read_body(path: str | None) -> dict[str, Any]:
+_JSON_BODY_HELP = "%s as a file holding a JSON object ('-' for stdin); a file that cannot be read or parsed is a usage error (exit 2)"
+
+
+def _json_object(path: str) -> dict[str, Any]:
+    """``--json-body``: read and parse while the arguments are checked, so a bad file is a usage error and nothing is sent."""
     import orjson
 
-    if path is None:
-        return {}
+    where = "stdin" if path == "-" else path
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise argparse.ArgumentTypeError(f"cannot read {where}: {exc.strerror or exc}") from None
+    try:
         body = orjson.loads(text)
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise _BadInput(f"cannot read a JSON object from {path}: {exc}") from None
+    except orjson.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"{where} is not valid JSON ({exc}); expected a JSON object") from None
     if not isinstance(body, dict):
-        raise _BadInput(f"{path} must hold a JSON object")
+        kind = {list: "an array", str: "a string", bool: "true or false", type(None): "null"}.get(type(body), "a number")
+        raise argparse.ArgumentTypeError(f"{where} holds {kind}; expected a JSON object {{...}}")
     return body
 
 
@@ -582,7 +583,7 @@ def _deployment_out(deployment: Any, args: argparse.Namespace) -> None:
 
 
 def _cmd_deployments_create(client: Any, args: argparse.Namespace) -> int:
-    _deployment_out(client.create_deployment(_read_body(args.json_body)), args)
+    _deployment_out(client.create_deployment(args.json_body), args)
     return EXIT_OK
 
 
@@ -592,7 +593,7 @@ def _cmd_deployments_get(client: Any, args: argparse.Namespace) -> int:
 
 
 def _cmd_deployments_update(client: Any, args: argparse.Namespace) -> int:
-    _deployment_out(client.update_deployment(args.deployment_id, _read_body(args.json_body)), args)
+    _deployment_out(client.update_deployment(args.deployment_id, args.json_body), args)
     return EXIT_OK
 
 

@@ -59,6 +59,62 @@ def test_process_unauthorized_is_3_and_the_key_is_not_printed(cli: Cli) -> None:
     assert "wrong-key-123" not in refused.stdout + refused.stderr
 
 
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (None, "cannot read"),
+        ('{"name": ', "is not valid JSON"),
+        ('["agent"]', "holds an array; expected a JSON object"),
+        ("-", "is not valid JSON"),
+    ],
+    ids=["missing-file", "broken-json", "not-an-object", "stdin"],
+)
+def test_process_bad_json_body_is_a_usage_error_and_sends_nothing(
+    cli: Cli, svc: LocalService, tmp_path: Path, content: str | None, says: str
+) -> None:
+    body = tmp_path / "body.json"
+    if content is not None and content != "-":
+        body.write_text(content)
+    where = "-" if content == "-" else str(body)
+    done = cli("deployments", "create", "--json-body", where, stdin="{oops" if content == "-" else None)
+    assert done.returncode == cli_module.EXIT_USAGE == 2, done.stderr
+    assert says in done.stderr and ("stdin" if content == "-" else str(body)) in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    assert svc.requests() == []
+
+
+def test_bad_json_body_for_update_is_a_usage_error_too(run_cli: Main, svc: LocalService, tmp_path: Path) -> None:
+    body = tmp_path / "patch.json"
+    body.write_text('"just a string"')
+    rc, _, err = run_cli("deployments", "update", "some-id", "--json-body", str(body))
+    assert rc == cli_module.EXIT_USAGE and "holds a string; expected a JSON object" in err
+    assert svc.requests() == []
+
+
+def test_help_and_exit_code_docs_agree_that_a_bad_json_body_is_exit_2(cli: Cli) -> None:
+    helped = cli("deployments", "create", "--help")
+    assert helped.returncode == 0
+    text = " ".join(helped.stdout.split())
+    assert "a file that cannot be read or parsed is a usage error (exit 2)" in text
+    assert "2 usage: bad arguments, bad --json-body, bad setting" in text
+    assert "--json-body" in _constant_doc("EXIT_USAGE")
+    assert "--json-body" not in _constant_doc("EXIT_ERROR")
+
+
+def _constant_doc(name: str) -> str:
+    """The docstring written under a module constant (kept in the source, not on the int)."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(cli_module))
+    body = tree.body
+    for node, after in zip(body, body[1:]):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+            if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
+                return str(after.value.value)
+    raise AssertionError(f"{name} has no docstring")
+
+
 def test_process_deployments_and_auth(cli: Cli, svc: LocalService) -> None:
     created = cli("deployments", "create", "--json-body", "-", "--json", stdin='{"name": "agent"}')
     assert created.returncode == 0, created.stderr
@@ -127,8 +183,8 @@ def test_error_exit_codes(run_cli: Main, svc: LocalService, tmp_path: Path) -> N
     rc, _, err = run_cli("exports", "list", env={"OTEL_EXPORTER_RUNS_ENDPOINT": "not a url"})
     assert rc == cli_module.EXIT_USAGE and "OTEL_EXPORTER_RUNS_ENDPOINT" in err
     rc, _, err = run_cli("deployments", "create", "--json-body", str(tmp_path / "missing.json"))
-    assert rc == cli_module.EXIT_ERROR and "missing.json" in err  # nothing was sent
-    assert svc.requests() == [] or all("/v2/" not in e["path"] for e in svc.requests())
+    assert rc == cli_module.EXIT_USAGE and "missing.json" in err
+    assert all("/v2/" not in e["path"] for e in svc.requests())  # nothing was sent
     svc.control.fail_next(429, 503, retry_after=0.05)
     assert run_cli("deployments", "get", "d")[0] == cli_module.EXIT_NOT_FOUND  # the GET retried past both
 
