@@ -87,8 +87,17 @@ class ServiceError(RunsExporterError):
         self.detail = detail
         text = f"{method} {path} answered {status}"
         if detail:
-            text += f": {str(detail)[:500]}"
+            text += f": {_compact(detail)[:500]}"
         super().__init__(text)
+
+
+def _compact(detail: Any) -> str:
+    """A parsed JSON body as JSON again (what the service sent), not as a Python repr."""
+    if isinstance(detail, str):
+        return detail
+    import json
+
+    return json.dumps(detail, ensure_ascii=False, separators=(", ", ": "), default=str)
 
 
 class UnauthorizedError(ServiceError):

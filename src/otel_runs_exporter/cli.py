@@ -406,13 +406,7 @@ def _api_handler(run: _ApiRun) -> Handler:
             print(f"{prog}: {exc}", file=sys.stderr)
             return EXIT_WAIT_TIMEOUT
         except _errors.ServiceError as exc:
-            print(f"{prog}: {exc}", file=sys.stderr)
-            if isinstance(exc, _errors.ValidationError):
-                for err in exc.errors:
-                    if isinstance(err, dict):
-                        print(f"  {'.'.join(str(x) for x in err.get('loc', []))}: {err.get('msg')} [{err.get('type')}]", file=sys.stderr)
-            if isinstance(exc, _errors.RateLimitedError) and exc.retry_after is not None:
-                print(f"  retry after {exc.retry_after:g}s", file=sys.stderr)
+            _report_service_error(prog, exc)
             return _exit_for_status(exc.status)
         except NoAnswerError as exc:
             print(f"{prog}: {exc}", file=sys.stderr)
@@ -421,6 +415,34 @@ def _api_handler(run: _ApiRun) -> Handler:
             client.close()
 
     return handler
+
+
+def _report_service_error(prog: str, exc: Any) -> None:
+    """One line saying what answered what, a summary a person reads first, then the body as JSON.
+
+    The body is printed as the service sent it (pretty JSON, not a Python repr),
+    so it can be pasted into a bug report or piped to ``jq``.
+    """
+    from http import HTTPStatus
+
+    from . import _errors
+
+    try:
+        phrase = " " + HTTPStatus(exc.status).phrase
+    except ValueError:
+        phrase = ""
+    lines = [f"{prog}: {exc.method} {exc.path} answered {exc.status}{phrase}"]
+    if isinstance(exc, _errors.ValidationError):
+        for err in exc.errors:
+            if isinstance(err, dict):
+                lines.append(f"  {'.'.join(str(x) for x in err.get('loc', []))}: {err.get('msg')} [{err.get('type')}]")
+    if isinstance(exc, _errors.RateLimitedError) and exc.retry_after is not None:
+        lines.append(f"  retry after {exc.retry_after:g}s")
+    if 300 <= exc.status < 400:
+        lines.append("  (a redirect to another host is not followed, so the API key is not sent there: use the final address)")
+    if exc.detail is not None and exc.detail != "":
+        lines.append(exc.detail if isinstance(exc.detail, str) else _json_text(exc.detail))
+    print("\n".join(lines), file=sys.stderr)
 
 
 def _exit_for_status(status: int) -> int:
@@ -439,10 +461,14 @@ def _exit_for_status(status: int) -> int:
     return EXIT_ERROR
 
 
-def _print_json(value: Any) -> None:
+def _json_text(value: Any) -> str:
     import orjson
 
-    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n")
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(_json_text(value) + "\n")
     sys.stdout.flush()
 
 

@@ -115,6 +115,16 @@ def _constant_doc(name: str) -> str:
     raise AssertionError(f"{name} has no docstring")
 
 
+def test_process_error_body_is_printed_as_pretty_json(cli: Cli) -> None:
+    done = cli("exports", "get", "no-such-export")
+    assert done.returncode == cli_module.EXIT_NOT_FOUND
+    first, *body = done.stderr.splitlines()
+    assert first == "otel-runs exports: GET /api/v1/bulk-exports/no-such-export answered 404 Not Found"
+    assert body[0] == "{" and body[1].startswith("  ")  # indented, one field a line
+    assert json.loads("\n".join(body)) == {"detail": "export no-such-export not found"}
+    assert "{'" not in done.stderr and done.stdout == ""
+
+
 def test_process_deployments_and_auth(cli: Cli, svc: LocalService) -> None:
     created = cli("deployments", "create", "--json-body", "-", "--json", stdin='{"name": "agent"}')
     assert created.returncode == 0, created.stderr
@@ -227,7 +237,10 @@ def test_deployments_failed_revision_and_invalid_body(run_cli: Main, svc: LocalS
     assert json.loads(out)["status"] == "BUILD_FAILED"
     rc, _, err = run_cli("deployments", "create")  # no name
     assert rc == cli_module.EXIT_INVALID
-    assert "body.name: Field required [missing]" in err
+    first, summary, *body = err.splitlines()
+    assert "POST /v2/deployments answered 422 Unprocessable" in first  # "Entity" or "Content", by Python version
+    assert summary == "  body.name: Field required [missing]"
+    assert json.loads("\n".join(body))["detail"][0]["loc"] == ["body", "name"]
 
 
 @pytest.mark.parametrize(
