@@ -51,9 +51,9 @@ class ConfigError(RunsExporterError, ValueError):
 class NoAnswerError(RunsExporterError, ConnectionError):
     """No answer before the call's deadline: the service could not be reached or never replied."""
 
-    def __init__(self, method: str, path: str, base: str) -> None:
-        self.method, self.path, self.base = method, path, base
-        super().__init__(f"{method} {path}: no answer from {base} (could not connect, or timed out)")
+    def __init__(self, method: str, path: str, base: str, reason: str | None = None) -> None:
+        self.method, self.path, self.base, self.reason = method, path, base, reason
+        super().__init__(f"{method} {path}: no answer from {base} ({reason or 'could not connect, or timed out'})")
 
 
 class WaitTimeoutError(RunsExporterError, TimeoutError):

@@ -24,7 +24,8 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -394,7 +395,8 @@ def _api_handler(run: _ApiRun) -> Handler:
             print(f"{prog}: {exc}", file=sys.stderr)
             return EXIT_USAGE
         try:
-            return run(client, args)
+            with _library_warnings_shown(args.verbose > 0):
+                return run(client, args)
         except DeploymentFailedError as exc:
             if args.json:
                 _print_json(exc.revision.raw)
@@ -409,12 +411,33 @@ def _api_handler(run: _ApiRun) -> Handler:
             _report_service_error(prog, exc)
             return _exit_for_status(exc.status)
         except NoAnswerError as exc:
-            print(f"{prog}: {exc}", file=sys.stderr)
+            setting = "OTEL_EXPORTER_RUNS_CONTROL_PLANE_URL" if exc.path.startswith("/v2/") else "OTEL_EXPORTER_RUNS_ENDPOINT"
+            print(f"{prog}: {exc}; is the service running there? (the address comes from {setting})", file=sys.stderr)
             return EXIT_SERVER
         finally:
             client.close()
 
     return handler
+
+
+@contextmanager
+def _library_warnings_shown(shown: bool) -> Iterator[None]:
+    """Without ``-v`` the command's own message is the one report of a failure.
+
+    The HTTP layer logs each failed connection and each retried answer; on a
+    terminal those lines would say the same thing a second time, before the
+    command's message. ``-v`` shows them (and every retry).
+    """
+    if shown:
+        yield
+        return
+    package = logging.getLogger("otel_runs_exporter")
+    previous = package.level
+    package.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        package.setLevel(previous)
 
 
 def _report_service_error(prog: str, exc: Any) -> None:

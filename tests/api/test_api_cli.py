@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -123,6 +124,43 @@ def test_process_error_body_is_printed_as_pretty_json(cli: Cli) -> None:
     assert body[0] == "{" and body[1].startswith("  ")  # indented, one field a line
     assert json.loads("\n".join(body)) == {"detail": "export no-such-export not found"}
     assert "{'" not in done.stderr and done.stdout == ""
+
+
+def test_process_no_service_fails_fast_with_one_message(cli: Cli, closed_port: int) -> None:
+    started = time.monotonic()
+    done = cli("exports", "list", env={"OTEL_EXPORTER_RUNS_ENDPOINT": f"http://127.0.0.1:{closed_port}"})
+    assert time.monotonic() - started < 8  # the call timeout is 30 s; a refused connection is not retried
+    assert done.returncode == cli_module.EXIT_SERVER
+    assert done.stderr.count("\n") == 1, done.stderr  # the command's line, not the HTTP layer's warning too
+    assert f"no answer from http://127.0.0.1:{closed_port} (connection refused)" in done.stderr
+    assert "OTEL_EXPORTER_RUNS_ENDPOINT" in done.stderr and done.stdout == ""
+
+
+def test_process_connect_timeout_is_apart_from_the_read_timeout(cli: Cli, silent_port: int) -> None:
+    env = {"OTEL_EXPORTER_RUNS_CONTROL_PLANE_URL": f"http://127.0.0.1:{silent_port}", "OTEL_EXPORTER_RUNS_TIMEOUT": "30"}
+    started = time.monotonic()
+    done = cli("deployments", "get", "some-id", env=env)
+    assert time.monotonic() - started < 10  # about 3 s to connect, not the 30 s read timeout
+    assert done.returncode == cli_module.EXIT_SERVER
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "nothing accepted a connection within 3.05 s" in done.stderr
+    assert "OTEL_EXPORTER_RUNS_CONTROL_PLANE_URL" in done.stderr
+
+
+def test_process_verbose_shows_the_http_layers_warnings(cli: Cli, closed_port: int) -> None:
+    done = cli("-v", "exports", "list", env={"OTEL_EXPORTER_RUNS_ENDPOINT": f"http://127.0.0.1:{closed_port}"})
+    assert done.returncode == cli_module.EXIT_SERVER
+    assert f"WARNING otel_runs_exporter._transport: could not reach http://127.0.0.1:{closed_port}" in done.stderr
+
+
+def test_quieting_the_library_is_undone_after_the_command(run_cli: Main, closed_port: int) -> None:
+    import logging
+
+    package = logging.getLogger("otel_runs_exporter")
+    before = package.level
+    rc, _, _ = run_cli("exports", "list", env={"OTEL_EXPORTER_RUNS_ENDPOINT": f"http://127.0.0.1:{closed_port}"})
+    assert rc == cli_module.EXIT_SERVER
+    assert package.level == before  # an embedding process (or the next test) keeps its logging
 
 
 def test_process_deployments_and_auth(cli: Cli, svc: LocalService) -> None:
