@@ -295,6 +295,11 @@ EXIT_CANCELLED = 12
 EXIT_WAIT_TIMEOUT = 13
 """Our own --timeout ran out while waiting (the export or revision may still finish); auth still pending."""
 
+EXIT_BROKEN_PIPE = 141
+"""Any command: stdout was closed before the output was written (piped into ``head``); as a shell reports
+a program ended by SIGPIPE (128 + 13), and without a traceback. SIGPIPE itself stays ignored, as Python
+sets it, since a reset HTTP connection must not kill the process."""
+
 EXIT_CODES_HELP = """exit codes:
    0  completed / deployed / auth completed (or the command worked)
    1  other error            2  usage: bad arguments, bad --json-body, bad setting
@@ -717,7 +722,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
     handler: Handler = args.handler
-    return handler(args)
+    try:
+        return handler(args)
+    except BrokenPipeError:
+        # The reader left early (`otel-runs runs list | head`), which is no error of ours.
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush does not hit the closed pipe and print a traceback."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced by a caller (tests, an embedding app): nothing to flush
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 if __name__ == "__main__":

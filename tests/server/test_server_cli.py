@@ -148,3 +148,43 @@ def test_version_prints_the_installed_package_version() -> None:
     assert proc.stdout == f"otel-runs {version('otel-runs-exporter')}\n"
     assert version("otel-runs-exporter") == otel_runs_exporter.__version__  # the two never drift apart
     assert proc.stderr == ""
+
+
+@pytest.fixture
+def many_traces_db(tmp_path: Path) -> Path:
+    """A database the local service filled over HTTP with 3000 traces: far more output than a pipe holds."""
+    db = tmp_path / "many.db"
+    with LocalService(db=str(db)) as svc:
+        parts: list[bytes] = []
+        for _ in range(3000):
+            trace = Trace()
+            end = (trace.child_start + timedelta(seconds=1)).isoformat()
+            parts += run_parts("post", trace.root_post() | {"end_time": end})
+            parts += run_parts("post", trace.child_post() | {"end_time": end})
+        assert post_multipart(svc, multipart(parts)).status_code == 202
+    return db
+
+
+def test_runs_list_piped_into_head_stops_quietly(many_traces_db: Path) -> None:
+    """`otel-runs runs list | head -1`: the reader leaves early; no BrokenPipeError traceback, exit 141 like cat or yes."""
+    writer = subprocess.Popen(
+        [sys.executable, "-m", "otel_runs_exporter.cli", "runs", "list", "--limit", "0", "--db", str(many_traces_db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert writer.stdout is not None and writer.stderr is not None
+    head = subprocess.Popen(["head", "-1"], stdin=writer.stdout, stdout=subprocess.PIPE)
+    writer.stdout.close()  # only head holds the read end now, so its exit breaks the pipe
+    try:
+        first, _ = head.communicate(timeout=30)
+        err = writer.stderr.read()
+        writer.wait(timeout=30)
+    finally:
+        for proc in (writer, head):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+        writer.stderr.close()
+    assert first.decode().startswith("trace ") and first.count(b"\n") == 1
+    assert err == b"", err.decode()
+    assert writer.returncode == cli.EXIT_BROKEN_PIPE == 141
