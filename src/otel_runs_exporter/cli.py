@@ -192,7 +192,7 @@ def _open_store(args: argparse.Namespace) -> Any:
 
 def cmd_runs_list(args: argparse.Namespace) -> int:
     """Print the latest traces."""
-    from .server._render import render_traces
+    from .server import render_traces
 
     store = _open_store(args)
     if store is None:
@@ -210,8 +210,7 @@ def cmd_runs_list(args: argparse.Namespace) -> int:
 
 def cmd_runs_tree(args: argparse.Namespace) -> int:
     """Print one trace."""
-    from .server._render import render_tree
-    from .server._validate import canonical_id
+    from .server import canonical_id, render_tree
 
     trace_id = canonical_id(args.trace_id)
     if trace_id is None:
@@ -234,7 +233,7 @@ def cmd_runs_tree(args: argparse.Namespace) -> int:
 
 def cmd_runs_check(args: argparse.Namespace) -> int:
     """Print the consistency report; 1 when it found problems."""
-    from .server._render import render_check
+    from .server import render_check
 
     store = _open_store(args)
     if store is None:

@@ -18,8 +18,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from ._processor import RunsSpanProcessor
 from .instrumentation import traceable
-from .server import LocalService
-from .server._render import render_tree
+from .server import LocalService, render_tree
 
 __all__ = ["run_demo"]
 
