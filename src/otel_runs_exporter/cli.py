@@ -22,6 +22,7 @@ import argparse
 import logging
 import os
 import signal
+import sqlite3
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -61,6 +62,11 @@ def package_version() -> str:
         from . import __version__
 
         return __version__
+
+
+# What opening a runs database raises: a path that cannot be created, a file that is not SQLite,
+# or a database written by a newer schema (RunStore says which in a RuntimeError).
+_DB_ERRORS = (OSError, sqlite3.DatabaseError, RuntimeError)
 
 
 def _add_db(parser: argparse.ArgumentParser) -> None:
@@ -112,6 +118,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         seed=args.fault_seed,
     )
     db = args.db or default_db_path()
+    if not _db_usable("otel-runs serve", db):
+        return 2
     service = LocalService(
         host=args.host,
         port=args.port,
@@ -187,7 +195,23 @@ def _open_store(args: argparse.Namespace) -> Any:
         return RunStore(path, create=False)
     except FileNotFoundError:
         print(f"otel-runs: no runs database at {path} (start `otel-runs serve` or pass --db)", file=sys.stderr)
-        return None
+    except _DB_ERRORS as exc:
+        print(f"otel-runs: cannot read {path} as a runs database: {exc}", file=sys.stderr)
+    return None
+
+
+def _db_usable(prog: str, path: str) -> bool:
+    """Open (creating if need be) and close the database once, so a bad --db is one line, not a traceback."""
+    if path == ":memory:":
+        return True
+    from .server import RunStore
+
+    try:
+        RunStore(path).close()
+    except _DB_ERRORS as exc:
+        print(f"{prog}: cannot use {path} as a runs database: {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 def cmd_runs_list(args: argparse.Namespace) -> int:
@@ -254,13 +278,21 @@ def register_demo(sub: Any) -> None:
         description="Start the local service on a free port, trace a nested workload through the "
         "exporter, and print what arrived. Nothing leaves this machine.",
     )
-    p.add_argument("--db", default=":memory:", help="keep the demo's runs in this SQLite file (default: in memory)")
+    p.add_argument(
+        "--db",
+        default=":memory:",
+        metavar="FILE",
+        help="keep the runs in this SQLite file, to look at them afterwards with "
+        "`otel-runs runs list --db FILE` (default: in memory, gone when the demo ends)",
+    )
     p.set_defaults(handler=cmd_demo)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
+    if not _db_usable("otel-runs demo", args.db):
+        return 2
     return run_demo(db=args.db)
 
 

@@ -188,3 +188,13 @@ def test_runs_list_piped_into_head_stops_quietly(many_traces_db: Path) -> None:
     assert first.decode().startswith("trace ") and first.count(b"\n") == 1
     assert err == b"", err.decode()
     assert writer.returncode == cli.EXIT_BROKEN_PIPE == 141
+
+
+def test_serve_and_runs_with_a_file_that_is_not_a_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "notes.txt"
+    bad.write_text("not a database")
+    assert cli.main(["serve", "--port", "0", "--db", str(bad)]) == 2
+    assert capsys.readouterr().err == f"otel-runs serve: cannot use {bad} as a runs database: file is not a database\n"
+    assert cli.main(["runs", "list", "--db", str(bad)]) == 1
+    assert capsys.readouterr().err == f"otel-runs: cannot read {bad} as a runs database: file is not a database\n"
+    assert bad.read_text() == "not a database"
