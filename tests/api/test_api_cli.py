@@ -28,7 +28,7 @@ FAST = ("--poll-interval", "0.01")
 
 
 def test_process_exports_wait_completed_json_stdout_progress_stderr(cli: Cli, svc: LocalService) -> None:
-    export = svc.control.create_export(export_body(days=3))
+    export = svc.control.exports.create(export_body(days=3))
     done = cli("exports", "wait", export["id"], "--json", *FAST)
     assert done.returncode == cli_module.EXIT_OK, done.stderr
     assert json.loads(done.stdout)["status"] == "COMPLETED"  # stdout is only the JSON
@@ -38,16 +38,16 @@ def test_process_exports_wait_completed_json_stdout_progress_stderr(cli: Cli, sv
 
 def test_process_exit_codes_failed_cancelled_and_wait_timeout(cli: Cli, svc: LocalService) -> None:
     svc.control.clock.speed = 100_000
-    failed = svc.control.create_export(export_body(days=2, fail_runs={"0": 21}))
-    cancelled = svc.control.create_export(export_body(days=1, run_seconds=10**6))
-    svc.control.cancel_export(cancelled["id"])
+    failed = svc.control.exports.create(export_body(days=2, fail_runs={"0": 21}))
+    cancelled = svc.control.exports.create(export_body(days=1, run_seconds=10**6))
+    svc.control.exports.cancel(cancelled["id"])
 
     result = cli("exports", "wait", failed["id"], *FAST)
     assert result.returncode == cli_module.EXIT_FAILED, result.stderr
     assert result.stdout.strip().endswith("FAILED")
     assert cli("exports", "wait", cancelled["id"], *FAST).returncode == cli_module.EXIT_CANCELLED
     svc.control.clock.speed = 0
-    stuck = svc.control.create_export(export_body(days=1))  # never starts on a stopped clock
+    stuck = svc.control.exports.create(export_body(days=1))  # never starts on a stopped clock
     timed = cli("exports", "wait", stuck["id"], "--timeout", "0.3", "--poll-interval", "0.1", "--json")
     assert timed.returncode == cli_module.EXIT_WAIT_TIMEOUT
     assert json.loads(timed.stdout)["status"] == "CREATED"  # the last state seen, for the script
@@ -172,7 +172,7 @@ def test_process_deployments_and_auth(cli: Cli, svc: LocalService) -> None:
     assert json.loads(waited.stdout)["status"] == "DEPLOYED" and "DEPLOYED" in waited.stderr
 
     token = "tok-cli-secret-42"
-    auth = cli("auth", "wait", svc.control.start_auth(token=token), "--json")
+    auth = cli("auth", "wait", svc.control.auth.start(token=token), "--json")
     assert auth.returncode == 0 and json.loads(auth.stdout) == {"status": "completed", "token_present": True}
     assert token not in auth.stdout + auth.stderr
 
@@ -192,7 +192,7 @@ def test_exports_wait_exit_code_per_final_status(
     run_cli: Main, svc: LocalService, local: dict, advance: float, code: int, status: str
 ) -> None:
     svc.control.clock.speed = 100_000
-    export = svc.control.create_export(export_body(days=2, **local))
+    export = svc.control.exports.create(export_body(days=2, **local))
     svc.control.clock.advance(advance)
     rc, out, err = run_cli("exports", "wait", export["id"], *FAST)
     assert rc == code, err
@@ -202,7 +202,7 @@ def test_exports_wait_exit_code_per_final_status(
 
 def test_exports_cancel_then_wait_then_cancel_again(run_cli: Main, svc: LocalService) -> None:
     svc.control.clock.speed = 0
-    export = svc.control.create_export(export_body(days=1))
+    export = svc.control.exports.create(export_body(days=1))
     rc, out, _ = run_cli("exports", "cancel", export["id"])
     assert rc == 0 and "CANCELLED" in out
     assert run_cli("exports", "wait", export["id"], *FAST)[0] == cli_module.EXIT_CANCELLED
@@ -212,7 +212,7 @@ def test_exports_cancel_then_wait_then_cancel_again(run_cli: Main, svc: LocalSer
 
 def test_exports_list_get_runs_tables_and_json(run_cli: Main, svc: LocalService) -> None:
     svc.control.clock.speed = 0
-    export = svc.control.create_export(export_body(days=2, fail_runs={"1": 1}))
+    export = svc.control.exports.create(export_body(days=2, fail_runs={"1": 1}))
     svc.control.clock.advance(100)
     rc, out, _ = run_cli("exports", "list")
     assert rc == 0
@@ -293,11 +293,11 @@ def test_deployments_failed_revision_and_invalid_body(run_cli: Main, svc: LocalS
 def test_auth_wait_outcomes(run_cli: Main, svc: LocalService, setup: str, args: tuple, code: int, status: str) -> None:
     token = "tok-cli-secret-42"
     if setup == "completed":
-        auth_id = svc.control.start_auth(token=token)
+        auth_id = svc.control.auth.start(token=token)
     elif setup == "pending":
-        auth_id = svc.control.start_auth(token=token, complete_after_s=None, expires_after_s=None)
+        auth_id = svc.control.auth.start(token=token, complete_after_s=None, expires_after_s=None)
     elif setup == "expired":
-        auth_id = svc.control.start_auth(token=token, complete_after_s=None, expires_after_s=0)
+        auth_id = svc.control.auth.start(token=token, complete_after_s=None, expires_after_s=0)
     else:
         auth_id = "missing"
     rc, out, err = run_cli("auth", "wait", auth_id, "--json", *args)

@@ -136,7 +136,7 @@ def test_connect_timeout_is_short_and_apart_from_the_read_timeout(silent_port: i
 
 
 def test_a_slow_answer_is_not_cut_by_the_connect_timeout(svc: LocalService) -> None:
-    auth_id = svc.control.start_auth(complete_after_s=SPEED * 1.0, expires_after_s=None)  # done after one real second
+    auth_id = svc.control.auth.start(complete_after_s=SPEED * 1.0, expires_after_s=None)  # done after one real second
     with ServiceClient(endpoint=svc.url, control_plane_url=svc.url, api_key=API_KEY, connect_timeout_s=0.2) as client:
         started = time.monotonic()
         result = client.wait_for_auth(auth_id, timeout=3600)  # the service holds the request open meanwhile
@@ -200,7 +200,7 @@ def test_secrets_never_reach_logs_reprs_or_errors(svc: LocalService, caplog: pyt
     texts: list[str] = []
     with ServiceClient(endpoint=svc.url, control_plane_url=svc.url, api_key=API_KEY, bearer_token=BEARER) as client:
         texts += [repr(client), repr(client.settings), str(client.settings)]
-        auth_id = svc.control.start_auth(token=token)
+        auth_id = svc.control.auth.start(token=token)
         result = client.wait_for_auth(auth_id)
         assert result.token == token
         texts += [repr(result), str(result), repr(result.raw)]
