@@ -549,8 +549,10 @@ def _json_object(path: str) -> dict[str, Any]:
     where = "stdin" if path == "-" else path
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise argparse.ArgumentTypeError(f"cannot read {where}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise argparse.ArgumentTypeError(f"cannot read {where}: it is not UTF-8 text; expected a JSON object") from None
     try:
         body = orjson.loads(text)
     except orjson.JSONDecodeError as exc:

@@ -89,6 +89,9 @@ def test_bad_json_body_for_update_is_a_usage_error_too(run_cli: Main, svc: Local
     body.write_text('"just a string"')
     rc, _, err = run_cli("deployments", "update", "some-id", "--json-body", str(body))
     assert rc == cli_module.EXIT_USAGE and "holds a string; expected a JSON object" in err
+    body.write_bytes(b"\xff\xfe{}")  # UTF-16, say, saved by an editor
+    rc, _, err = run_cli("deployments", "update", "some-id", "--json-body", str(body))
+    assert rc == cli_module.EXIT_USAGE and "is not UTF-8 text" in err
     assert svc.requests() == []
 
 

@@ -342,12 +342,20 @@ class _ConnectAdapter(HTTPAdapter):
         self.last_failure: str | None = None
         self._answered: set[str] = set()
 
-    def send(self, request: Any, stream: bool = False, timeout: Any = None, **kwargs: Any) -> requests.Response:
+    def send(
+        self,
+        request: requests.PreparedRequest,
+        stream: bool = False,
+        timeout: float | tuple[float | None, float | None] | None = None,
+        verify: bool | str = True,
+        cert: str | tuple[str, str] | None = None,
+        proxies: dict[str, str] | None = None,
+    ) -> requests.Response:
         if isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
             timeout = (min(self.connect_timeout_s, timeout), timeout)
-        origin = _origin_of(request.url)
+        origin = _origin_of(request.url or "")
         try:
-            response = super().send(request, stream=stream, timeout=timeout, **kwargs)
+            response = super().send(request, stream=stream, timeout=timeout, verify=verify, cert=cert, proxies=proxies)
         except requests.ConnectionError as exc:
             self.last_failure = _why(exc, self.connect_timeout_s)
             if origin not in self._answered:
