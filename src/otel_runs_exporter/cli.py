@@ -27,9 +27,10 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = ["main", "package_version", "default_db_path", "build_parser", "COMMANDS", "ENV_SERVER_DB", "ENV_SERVER_API_KEY", "EXIT_CODES_HELP"]
 
@@ -214,20 +215,33 @@ def _db_usable(prog: str, path: str) -> bool:
     return True
 
 
+_T = TypeVar("_T")
+
+
+def _read_store(args: argparse.Namespace, read: Callable[[Any], _T]) -> _T | None:
+    """Open the runs database, read from it and close it; None (the reason printed) when it cannot be opened."""
+    store = _open_store(args)
+    if store is None:
+        return None
+    try:
+        return read(store)
+    finally:
+        store.close()
+
+
 def cmd_runs_list(args: argparse.Namespace) -> int:
     """Print the latest traces."""
     from .server import render_traces
 
-    store = _open_store(args)
-    if store is None:
-        return 1
-    try:
+    def latest(store: Any) -> list[dict[str, Any]]:
         trace_ids = store.trace_ids()
         if args.limit:
             trace_ids = trace_ids[-args.limit :]
-        runs = [run for tid in trace_ids for run in store.runs(trace_id=tid)]
-    finally:
-        store.close()
+        return [run for tid in trace_ids for run in store.runs(trace_id=tid)]
+
+    runs = _read_store(args, latest)
+    if runs is None:
+        return 1
     print(render_traces(runs) if runs else "no runs stored")
     return 0
 
@@ -240,13 +254,9 @@ def cmd_runs_tree(args: argparse.Namespace) -> int:
     if trace_id is None:
         print(f"otel-runs: {args.trace_id!r} is not a trace id (a UUID)", file=sys.stderr)
         return 2
-    store = _open_store(args)
-    if store is None:
+    runs = _read_store(args, lambda store: store.runs(trace_id=trace_id))
+    if runs is None:
         return 1
-    try:
-        runs = store.runs(trace_id=trace_id)
-    finally:
-        store.close()
     if not runs:
         print(f"otel-runs: no runs in trace {trace_id}", file=sys.stderr)
         return 1
@@ -259,13 +269,9 @@ def cmd_runs_check(args: argparse.Namespace) -> int:
     """Print the consistency report; 1 when it found problems."""
     from .server import render_check
 
-    store = _open_store(args)
-    if store is None:
+    report = _read_store(args, lambda store: store.check())
+    if report is None:
         return 1
-    try:
-        report = store.check()
-    finally:
-        store.close()
     print(render_check(report))
     return 1 if any(report.values()) else 0
 
@@ -352,52 +358,77 @@ _FINAL_EXIT = {"COMPLETED": EXIT_OK, "FAILED": EXIT_FAILED, "TIMEDOUT": EXIT_TIM
 
 
 def _api_parser(sub: Any, name: str, help_text: str) -> Any:
-    parser = sub.add_parser(
+    """A parser of the API commands: the help as its description, the exit codes as its epilog."""
+    return sub.add_parser(
         name,
         help=help_text,
         description=help_text[0].upper() + help_text[1:] + ".",
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    return parser
+
+
+def _api_group(sub: Any, name: str, help_text: str, metavar: str) -> Any:
+    """An API command's sub-commands (``exports list``, ...); one of them must be given."""
+    group = _api_parser(sub, name, help_text).add_subparsers(dest=f"{name}_command", metavar=metavar)
+    group.required = True
+    return group
 
 
 _ApiRun = Callable[[Any, argparse.Namespace], int]
 
 
-def _leaf(sub: Any, name: str, help_text: str, run: _ApiRun, wait: bool = False) -> argparse.ArgumentParser:
-    p = sub.add_parser(name, help=help_text, description=help_text, epilog=EXIT_CODES_HELP,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+def _leaf(
+    sub: Any, name: str, help_text: str, run: _ApiRun, wait: tuple[float, float] | None = None
+) -> argparse.ArgumentParser:
+    """One API command; ``wait`` is (timeout, poll interval) in seconds for a command that polls."""
+    p = _api_parser(sub, name, help_text)
     p.add_argument("--json", action="store_true", help="print JSON on stdout (for scripts) instead of a table")
-    if wait:
-        p.add_argument("--timeout", type=float, default=None, metavar="S", help="give up waiting after S seconds (exit 13)")
-        p.add_argument("--poll-interval", type=float, default=None, metavar="S", help="seconds between polls")
+    if wait is not None:
+        timeout_s, poll_s = wait
+        p.add_argument("--timeout", type=_seconds, default=timeout_s, metavar="S",
+                       help=f"give up waiting after S seconds (exit 13; default {timeout_s:g})")
+        p.add_argument("--poll-interval", type=_positive_seconds, default=poll_s, metavar="S",
+                       help=f"seconds between polls (default {poll_s:g})")
         p.add_argument("--quiet", action="store_true", help="no progress display on stderr")
     p.set_defaults(handler=_api_handler(run))
     return p
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, 0 or more, got {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    value = _seconds(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("expected a number of seconds above 0 (0 would poll without pause)")
+    return value
+
+
 def register_exports(sub: Any) -> None:
     """``otel-runs exports list|get|runs|cancel|wait``: bulk exports (spec 4.3)."""
-    p = _api_parser(sub, "exports", "read, cancel and wait for bulk exports")
-    ex = p.add_subparsers(dest="exports_command", metavar="{list,get,runs,cancel,wait}")
-    ex.required = True
+    ex = _api_group(sub, "exports", "read, cancel and wait for bulk exports", "{list,get,runs,cancel,wait}")
     _leaf(ex, "list", "every export of the workspace", _cmd_exports_list)
     _leaf(ex, "get", "one export and its status", _cmd_exports_get).add_argument("export_id")
     _leaf(ex, "runs", "the export's runs (one per day) with their retry errors", _cmd_exports_runs).add_argument("export_id")
     _leaf(ex, "cancel", "cancel an export (PATCH status Cancelled)", _cmd_exports_cancel).add_argument("export_id")
-    _leaf(ex, "wait", "wait until the export is final; the exit code says how it ended", _cmd_exports_wait, wait=True).add_argument("export_id")
+    _leaf(ex, "wait", "wait until the export is final; the exit code says how it ended", _cmd_exports_wait, wait=(3600.0, 10.0)).add_argument("export_id")
 
 
 def register_deployments(sub: Any) -> None:
     """``otel-runs deployments create|get|wait|update``: the deployment control plane (spec 4.2)."""
-    p = _api_parser(sub, "deployments", "create, read, update and wait for deployments")
-    dep = p.add_subparsers(dest="deployments_command", metavar="{create,get,wait,update}")
-    dep.required = True
+    dep = _api_group(sub, "deployments", "create, read, update and wait for deployments", "{create,get,wait,update}")
     create = _leaf(dep, "create", "create a deployment (POST /v2/deployments)", _cmd_deployments_create)
     create.add_argument("--json-body", metavar="FILE", type=_json_object, default={}, help=_JSON_BODY_HELP % "request body")
     _leaf(dep, "get", "one deployment", _cmd_deployments_get).add_argument("deployment_id")
-    wait = _leaf(dep, "wait", "wait until a revision (default: the latest) is DEPLOYED", _cmd_deployments_wait, wait=True)
+    wait = _leaf(dep, "wait", "wait until a revision (default: the latest) is DEPLOYED", _cmd_deployments_wait, wait=(900.0, 5.0))
     wait.add_argument("deployment_id")
     wait.add_argument("--revision", default=None, metavar="REV", help="revision id (default: latest_revision_id)")
     update = _leaf(dep, "update", "update a deployment (PATCH)", _cmd_deployments_update)
@@ -407,9 +438,7 @@ def register_deployments(sub: Any) -> None:
 
 def register_auth(sub: Any) -> None:
     """``otel-runs auth wait AUTH_ID``: wait for an OAuth authentication (spec 4.1)."""
-    p = _api_parser(sub, "auth", "wait for an OAuth authentication to complete")
-    auth = p.add_subparsers(dest="auth_command", metavar="{wait}")
-    auth.required = True
+    auth = _api_group(sub, "auth", "wait for an OAuth authentication to complete", "{wait}")
     wait = _leaf(auth, "wait", "wait for an authentication (the service waits up to --timeout seconds)", _cmd_auth_wait)
     wait.add_argument("auth_id")
     wait.add_argument("--timeout", type=int, default=30, metavar="S", help="seconds the service waits (default 30)")
@@ -596,32 +625,50 @@ class _Progress:
             sys.stderr.flush()
 
 
+def _out(args: argparse.Namespace, raw: Any, text: Callable[[], str]) -> None:
+    """The answer as JSON with --json (for scripts), else as text for people."""
+    if args.json:
+        _print_json(raw)
+    else:
+        print(text())
+
+
+def _wait(args: argparse.Namespace, wait: Callable[..., _T], show: Callable[[_T], str]) -> _T:
+    """Run a ``wait_*`` call with --timeout and --poll-interval, each state it reads shown on stderr."""
+    progress = _Progress(args.quiet)
+    try:
+        return wait(timeout=args.timeout, poll_interval=args.poll_interval, progress=lambda item: progress.show(show(item)))
+    finally:
+        progress.done()
+
+
+_EXPORT_COLUMNS = ["ID", "STATUS", "CREATED", "RUNS"]
+
+
 def _export_row(export: Any) -> list[Any]:
     raw = export.raw
     runs = f"{raw['runs_completed']}/{raw['runs_total']}" if "runs_total" in raw and "runs_completed" in raw else ""
     return [export.id, export.status, export.created_at, runs]
 
 
-def _export_text(export: Any) -> str:
-    row = _export_row(export)
-    return f"export {export.id}: {export.status}" + (f"  runs completed {row[3]}" if row[3] else "")
+def _export_line(export: Any) -> str:
+    return f"export {export.id}: {export.status}"
+
+
+def _export_progress(export: Any) -> str:
+    runs = _export_row(export)[3]
+    return _export_line(export) + (f"  runs completed {runs}" if runs else "")
 
 
 def _cmd_exports_list(client: Any, args: argparse.Namespace) -> int:
     exports = client.list_exports()
-    if args.json:
-        _print_json([e.raw for e in exports])
-    else:
-        print(_table(["ID", "STATUS", "CREATED", "RUNS"], [_export_row(e) for e in exports]) if exports else "no exports")
+    _out(args, [e.raw for e in exports], lambda: _table(_EXPORT_COLUMNS, [_export_row(e) for e in exports]) if exports else "no exports")
     return EXIT_OK
 
 
 def _cmd_exports_get(client: Any, args: argparse.Namespace) -> int:
     export = client.get_export(args.export_id)
-    if args.json:
-        _print_json(export.raw)
-    else:
-        print(_table(["ID", "STATUS", "CREATED", "RUNS"], [_export_row(export)]))
+    _out(args, export.raw, lambda: _table(_EXPORT_COLUMNS, [_export_row(export)]))
     return EXIT_OK
 
 
@@ -637,36 +684,19 @@ def _cmd_exports_runs(client: Any, args: argparse.Namespace) -> int:
 
 def _cmd_exports_cancel(client: Any, args: argparse.Namespace) -> int:
     export = client.cancel_export(args.export_id)
-    if args.json:
-        _print_json(export.raw)
-    else:
-        print(f"export {export.id}: {export.status}")
+    _out(args, export.raw, lambda: _export_line(export))
     return EXIT_OK
 
 
 def _cmd_exports_wait(client: Any, args: argparse.Namespace) -> int:
-    progress = _Progress(args.quiet)
-    try:
-        export = client.wait_for_export(
-            args.export_id,
-            timeout=args.timeout if args.timeout is not None else 3600.0,
-            poll_interval=args.poll_interval if args.poll_interval is not None else 10.0,
-            progress=lambda e: progress.show(_export_text(e)),
-        )
-    finally:
-        progress.done()
-    if args.json:
-        _print_json(export.raw)
-    else:
-        print(f"export {export.id}: {export.status}")
+    export = _wait(args, partial(client.wait_for_export, args.export_id), _export_progress)
+    _out(args, export.raw, lambda: _export_line(export))
     return _FINAL_EXIT.get(str(export.status), EXIT_ERROR)
 
 
 def _deployment_out(deployment: Any, args: argparse.Namespace) -> None:
-    if args.json:
-        _print_json(deployment.raw)
-    else:
-        print(_table(["ID", "NAME", "LATEST REVISION"], [[deployment.id, deployment.name, deployment.latest_revision_id]]))
+    row = [deployment.id, deployment.name, deployment.latest_revision_id]
+    _out(args, deployment.raw, lambda: _table(["ID", "NAME", "LATEST REVISION"], [row]))
 
 
 def _cmd_deployments_create(client: Any, args: argparse.Namespace) -> int:
@@ -684,22 +714,13 @@ def _cmd_deployments_update(client: Any, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _revision_line(revision: Any) -> str:
+    return f"revision {revision.id}: {revision.status}"
+
+
 def _cmd_deployments_wait(client: Any, args: argparse.Namespace) -> int:
-    progress = _Progress(args.quiet)
-    try:
-        revision = client.wait_until_deployed(
-            args.deployment_id,
-            args.revision,
-            timeout=args.timeout if args.timeout is not None else 900.0,
-            poll_interval=args.poll_interval if args.poll_interval is not None else 5.0,
-            progress=lambda r: progress.show(f"revision {r.id}: {r.status}"),
-        )
-    finally:
-        progress.done()
-    if args.json:
-        _print_json(revision.raw)
-    else:
-        print(f"revision {revision.id}: {revision.status}")
+    revision = _wait(args, partial(client.wait_until_deployed, args.deployment_id, args.revision), _revision_line)
+    _out(args, revision.raw, lambda: _revision_line(revision))
     return EXIT_OK
 
 

@@ -166,6 +166,28 @@ def test_quieting_the_library_is_undone_after_the_command(run_cli: Main, closed_
     assert package.level == before  # an embedding process (or the next test) keeps its logging
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [
+        ("--poll-interval", "-1", "expected a number of seconds, 0 or more, got '-1'"),
+        ("--poll-interval", "0", "0 would poll without pause"),
+        ("--timeout", "soon", "expected a number of seconds, 0 or more, got 'soon'"),
+        ("--timeout", "nan", "expected a number of seconds, 0 or more, got 'nan'"),
+    ],
+)
+def test_wait_timings_are_checked_as_arguments(run_cli: Main, svc: LocalService, option: str, value: str, says: str) -> None:
+    rc, out, err = run_cli("exports", "wait", "some-export", option, value)
+    assert rc == cli_module.EXIT_USAGE and says in err and out == ""
+    assert svc.requests() == []  # refused before anything was sent
+
+
+def test_wait_defaults_are_in_the_help(run_cli: Main) -> None:
+    out = " ".join(run_cli("exports", "wait", "--help")[1].split())
+    assert "(exit 13; default 3600)" in out and "seconds between polls (default 10)" in out
+    out = " ".join(run_cli("deployments", "wait", "--help")[1].split())
+    assert "(exit 13; default 900)" in out and "seconds between polls (default 5)" in out
+
+
 def test_process_deployments_and_auth(cli: Cli, svc: LocalService) -> None:
     created = cli("deployments", "create", "--json-body", "-", "--json", stdin='{"name": "agent"}')
     assert created.returncode == 0, created.stderr
