@@ -53,7 +53,7 @@ from .._settings import Settings, resolve
 from .._transport import HttpClient, RetryLater, new_session, retry_after_seconds
 from ._models import AuthWaitResult, Deployment, Export, ExportRun, Revision
 
-__all__ = ["ServiceClient", "NoAnswerError", "WaitTimeoutError", "DeploymentFailedError", "exports_base", "CONNECT_TIMEOUT_S"]
+__all__ = ["ServiceClient", "NoAnswerError", "WaitTimeoutError", "DeploymentFailedError", "exports_base"]
 
 logger = logging.getLogger(__name__)
 
