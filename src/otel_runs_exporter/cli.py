@@ -8,12 +8,16 @@ Each sub-command is a ``register_*`` function that adds its parser and a
     otel-runs runs list
     otel-runs runs tree <trace-id>
     otel-runs runs check
+    otel-runs demo --db demo.db
     otel-runs exports wait EXPORT_ID --timeout 7200 --json
     otel-runs deployments wait DEPLOYMENT_ID
     otel-runs auth wait AUTH_ID
+    otel-runs --version
 
 The API commands (exports, deployments, auth) read the exporter's settings and
-exit with codes a CI job can branch on (see ``EXIT_CODES_HELP``).
+exit with codes a CI job can branch on (see ``EXIT_CODES_HELP``); a failure is
+one message on stderr (``-v`` adds the HTTP layer's own lines). Any command
+piped into a reader that stops early exits :data:`EXIT_BROKEN_PIPE`, quietly.
 """
 
 from __future__ import annotations
