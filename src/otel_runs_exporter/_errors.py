@@ -51,9 +51,9 @@ class ConfigError(RunsExporterError, ValueError):
 class NoAnswerError(RunsExporterError, ConnectionError):
     """No answer before the call's deadline: the service could not be reached or never replied."""
 
-    def __init__(self, method: str, path: str, base: str) -> None:
-        self.method, self.path, self.base = method, path, base
-        super().__init__(f"{method} {path}: no answer from {base} (could not connect, or timed out)")
+    def __init__(self, method: str, path: str, base: str, reason: str | None = None) -> None:
+        self.method, self.path, self.base, self.reason = method, path, base, reason
+        super().__init__(f"{method} {path}: no answer from {base} ({reason or 'could not connect, or timed out'})")
 
 
 class WaitTimeoutError(RunsExporterError, TimeoutError):
@@ -87,8 +87,17 @@ class ServiceError(RunsExporterError):
         self.detail = detail
         text = f"{method} {path} answered {status}"
         if detail:
-            text += f": {str(detail)[:500]}"
+            text += f": {_compact(detail)[:500]}"
         super().__init__(text)
+
+
+def _compact(detail: Any) -> str:
+    """A parsed JSON body as JSON again (what the service sent), not as a Python repr."""
+    if isinstance(detail, str):
+        return detail
+    import json
+
+    return json.dumps(detail, ensure_ascii=False, separators=(", ", ": "), default=str)
 
 
 class UnauthorizedError(ServiceError):

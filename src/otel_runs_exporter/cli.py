@@ -8,12 +8,16 @@ Each sub-command is a ``register_*`` function that adds its parser and a
     otel-runs runs list
     otel-runs runs tree <trace-id>
     otel-runs runs check
+    otel-runs demo --db demo.db
     otel-runs exports wait EXPORT_ID --timeout 7200 --json
     otel-runs deployments wait DEPLOYMENT_ID
     otel-runs auth wait AUTH_ID
+    otel-runs --version
 
 The API commands (exports, deployments, auth) read the exporter's settings and
-exit with codes a CI job can branch on (see ``EXIT_CODES_HELP``).
+exit with codes a CI job can branch on (see ``EXIT_CODES_HELP``); a failure is
+one message on stderr (``-v`` adds the HTTP layer's own lines). Any command
+piped into a reader that stops early exits :data:`EXIT_BROKEN_PIPE`, quietly.
 """
 
 from __future__ import annotations
@@ -22,14 +26,17 @@ import argparse
 import logging
 import os
 import signal
+import sqlite3
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["main", "default_db_path", "build_parser", "COMMANDS", "ENV_SERVER_DB", "ENV_SERVER_API_KEY", "EXIT_CODES_HELP"]
+__all__ = ["main", "package_version", "default_db_path", "build_parser", "COMMANDS", "ENV_SERVER_DB", "ENV_SERVER_API_KEY", "EXIT_CODES_HELP"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +55,23 @@ def default_db_path(env: dict[str, str] | None = None) -> str:
         return env[ENV_SERVER_DB]
     base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return str(Path(base) / "otel-runs" / "runs.db")
+
+
+def package_version() -> str:
+    """The installed distribution's version (what pip shows), else the package's ``__version__``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("otel-runs-exporter")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        from . import __version__
+
+        return __version__
+
+
+# What opening a runs database raises: a path that cannot be created, a file that is not SQLite,
+# or a database written by a newer schema (RunStore says which in a RuntimeError).
+_DB_ERRORS = (OSError, sqlite3.DatabaseError, RuntimeError)
 
 
 def _add_db(parser: argparse.ArgumentParser) -> None:
@@ -99,6 +123,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         seed=args.fault_seed,
     )
     db = args.db or default_db_path()
+    if not _db_usable("otel-runs serve", db):
+        return 2
     service = LocalService(
         host=args.host,
         port=args.port,
@@ -174,43 +200,67 @@ def _open_store(args: argparse.Namespace) -> Any:
         return RunStore(path, create=False)
     except FileNotFoundError:
         print(f"otel-runs: no runs database at {path} (start `otel-runs serve` or pass --db)", file=sys.stderr)
+    except _DB_ERRORS as exc:
+        print(f"otel-runs: cannot read {path} as a runs database: {exc}", file=sys.stderr)
+    return None
+
+
+def _db_usable(prog: str, path: str) -> bool:
+    """Open (creating if need be) and close the database once, so a bad --db is one line, not a traceback."""
+    if path == ":memory:":
+        return True
+    from .server import RunStore
+
+    try:
+        RunStore(path).close()
+    except _DB_ERRORS as exc:
+        print(f"{prog}: cannot use {path} as a runs database: {exc}", file=sys.stderr)
+        return False
+    return True
+
+
+_T = TypeVar("_T")
+
+
+def _read_store(args: argparse.Namespace, read: Callable[[Any], _T]) -> _T | None:
+    """Open the runs database, read from it and close it; None (the reason printed) when it cannot be opened."""
+    store = _open_store(args)
+    if store is None:
         return None
+    try:
+        return read(store)
+    finally:
+        store.close()
 
 
 def cmd_runs_list(args: argparse.Namespace) -> int:
     """Print the latest traces."""
-    from .server._render import render_traces
+    from .server import render_traces
 
-    store = _open_store(args)
-    if store is None:
-        return 1
-    try:
+    def latest(store: Any) -> list[dict[str, Any]]:
         trace_ids = store.trace_ids()
         if args.limit:
             trace_ids = trace_ids[-args.limit :]
-        runs = [run for tid in trace_ids for run in store.runs(trace_id=tid)]
-    finally:
-        store.close()
+        return [run for tid in trace_ids for run in store.runs(trace_id=tid)]
+
+    runs = _read_store(args, latest)
+    if runs is None:
+        return 1
     print(render_traces(runs) if runs else "no runs stored")
     return 0
 
 
 def cmd_runs_tree(args: argparse.Namespace) -> int:
     """Print one trace."""
-    from .server._render import render_tree
-    from .server._validate import canonical_id
+    from .server import canonical_id, render_tree
 
     trace_id = canonical_id(args.trace_id)
     if trace_id is None:
         print(f"otel-runs: {args.trace_id!r} is not a trace id (a UUID)", file=sys.stderr)
         return 2
-    store = _open_store(args)
-    if store is None:
+    runs = _read_store(args, lambda store: store.runs(trace_id=trace_id))
+    if runs is None:
         return 1
-    try:
-        runs = store.runs(trace_id=trace_id)
-    finally:
-        store.close()
     if not runs:
         print(f"otel-runs: no runs in trace {trace_id}", file=sys.stderr)
         return 1
@@ -221,15 +271,11 @@ def cmd_runs_tree(args: argparse.Namespace) -> int:
 
 def cmd_runs_check(args: argparse.Namespace) -> int:
     """Print the consistency report; 1 when it found problems."""
-    from .server._render import render_check
+    from .server import render_check
 
-    store = _open_store(args)
-    if store is None:
+    report = _read_store(args, lambda store: store.check())
+    if report is None:
         return 1
-    try:
-        report = store.check()
-    finally:
-        store.close()
     print(render_check(report))
     return 1 if any(report.values()) else 0
 
@@ -242,13 +288,21 @@ def register_demo(sub: Any) -> None:
         description="Start the local service on a free port, trace a nested workload through the "
         "exporter, and print what arrived. Nothing leaves this machine.",
     )
-    p.add_argument("--db", default=":memory:", help="keep the demo's runs in this SQLite file (default: in memory)")
+    p.add_argument(
+        "--db",
+        default=":memory:",
+        metavar="FILE",
+        help="keep the runs in this SQLite file, to look at them afterwards with "
+        "`otel-runs runs list --db FILE` (default: in memory, gone when the demo ends)",
+    )
     p.set_defaults(handler=cmd_demo)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
+    if not _db_usable("otel-runs demo", args.db):
+        return 2
     return run_demo(db=args.db)
 
 
@@ -257,9 +311,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 EXIT_OK = 0
 """Done: export COMPLETED, revision DEPLOYED, auth completed, or a read/command that worked."""
 EXIT_ERROR = 1
-"""Any other error (an unexpected answer, a bad --json-body file)."""
+"""An answer no other code covers (a redirect to another host, a status this version does not know)."""
 EXIT_USAGE = 2
-"""Bad arguments or a bad setting (e.g. OTEL_EXPORTER_RUNS_ENDPOINT is not a URL)."""
+"""Bad arguments (including a --json-body file that cannot be read or is not a JSON object) or a bad
+setting (e.g. OTEL_EXPORTER_RUNS_ENDPOINT is not a URL); nothing was sent."""
 EXIT_UNAUTHORIZED = 3
 """401/403: the API key, workspace or bearer token was refused."""
 EXIT_NOT_FOUND = 4
@@ -281,9 +336,14 @@ EXIT_CANCELLED = 12
 EXIT_WAIT_TIMEOUT = 13
 """Our own --timeout ran out while waiting (the export or revision may still finish); auth still pending."""
 
+EXIT_BROKEN_PIPE = 141
+"""Any command: stdout was closed before the output was written (piped into ``head``); as a shell reports
+a program ended by SIGPIPE (128 + 13), and without a traceback. SIGPIPE itself stays ignored, as Python
+sets it, since a reset HTTP connection must not kill the process."""
+
 EXIT_CODES_HELP = """exit codes:
    0  completed / deployed / auth completed (or the command worked)
-   1  other error            2  usage or bad setting
+   1  other error            2  usage: bad arguments, bad --json-body, bad setting
    3  unauthorized (401/403) 4  not found (404, auth not_found)
    5  rejected (422, 4xx)    6  rate limited (429)
    7  server error or no answer (5xx, connection)
@@ -302,64 +362,87 @@ _FINAL_EXIT = {"COMPLETED": EXIT_OK, "FAILED": EXIT_FAILED, "TIMEDOUT": EXIT_TIM
 
 
 def _api_parser(sub: Any, name: str, help_text: str) -> Any:
-    parser = sub.add_parser(
+    """A parser of the API commands: the help as its description, the exit codes as its epilog."""
+    return sub.add_parser(
         name,
         help=help_text,
         description=help_text[0].upper() + help_text[1:] + ".",
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    return parser
+
+
+def _api_group(sub: Any, name: str, help_text: str, metavar: str) -> Any:
+    """An API command's sub-commands (``exports list``, ...); one of them must be given."""
+    group = _api_parser(sub, name, help_text).add_subparsers(dest=f"{name}_command", metavar=metavar)
+    group.required = True
+    return group
 
 
 _ApiRun = Callable[[Any, argparse.Namespace], int]
 
 
-def _leaf(sub: Any, name: str, help_text: str, run: _ApiRun, wait: bool = False) -> argparse.ArgumentParser:
-    p = sub.add_parser(name, help=help_text, description=help_text, epilog=EXIT_CODES_HELP,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+def _leaf(
+    sub: Any, name: str, help_text: str, run: _ApiRun, wait: tuple[float, float] | None = None
+) -> argparse.ArgumentParser:
+    """One API command; ``wait`` is (timeout, poll interval) in seconds for a command that polls."""
+    p = _api_parser(sub, name, help_text)
     p.add_argument("--json", action="store_true", help="print JSON on stdout (for scripts) instead of a table")
-    if wait:
-        p.add_argument("--timeout", type=float, default=None, metavar="S", help="give up waiting after S seconds (exit 13)")
-        p.add_argument("--poll-interval", type=float, default=None, metavar="S", help="seconds between polls")
+    if wait is not None:
+        timeout_s, poll_s = wait
+        p.add_argument("--timeout", type=_seconds, default=timeout_s, metavar="S",
+                       help=f"give up waiting after S seconds (exit 13; default {timeout_s:g})")
+        p.add_argument("--poll-interval", type=_positive_seconds, default=poll_s, metavar="S",
+                       help=f"seconds between polls (default {poll_s:g})")
         p.add_argument("--quiet", action="store_true", help="no progress display on stderr")
     p.set_defaults(handler=_api_handler(run))
     return p
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, 0 or more, got {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    value = _seconds(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("expected a number of seconds above 0 (0 would poll without pause)")
+    return value
+
+
 def register_exports(sub: Any) -> None:
     """``otel-runs exports list|get|runs|cancel|wait``: bulk exports (spec 4.3)."""
-    p = _api_parser(sub, "exports", "read, cancel and wait for bulk exports")
-    ex = p.add_subparsers(dest="exports_command", metavar="{list,get,runs,cancel,wait}")
-    ex.required = True
+    ex = _api_group(sub, "exports", "read, cancel and wait for bulk exports", "{list,get,runs,cancel,wait}")
     _leaf(ex, "list", "every export of the workspace", _cmd_exports_list)
     _leaf(ex, "get", "one export and its status", _cmd_exports_get).add_argument("export_id")
     _leaf(ex, "runs", "the export's runs (one per day) with their retry errors", _cmd_exports_runs).add_argument("export_id")
     _leaf(ex, "cancel", "cancel an export (PATCH status Cancelled)", _cmd_exports_cancel).add_argument("export_id")
-    _leaf(ex, "wait", "wait until the export is final; the exit code says how it ended", _cmd_exports_wait, wait=True).add_argument("export_id")
+    _leaf(ex, "wait", "wait until the export is final; the exit code says how it ended", _cmd_exports_wait, wait=(3600.0, 10.0)).add_argument("export_id")
 
 
 def register_deployments(sub: Any) -> None:
     """``otel-runs deployments create|get|wait|update``: the deployment control plane (spec 4.2)."""
-    p = _api_parser(sub, "deployments", "create, read, update and wait for deployments")
-    dep = p.add_subparsers(dest="deployments_command", metavar="{create,get,wait,update}")
-    dep.required = True
+    dep = _api_group(sub, "deployments", "create, read, update and wait for deployments", "{create,get,wait,update}")
     create = _leaf(dep, "create", "create a deployment (POST /v2/deployments)", _cmd_deployments_create)
-    create.add_argument("--json-body", metavar="FILE", default=None, help="request body as a JSON file ('-' for stdin)")
+    create.add_argument("--json-body", metavar="FILE", type=_json_object, default={}, help=_JSON_BODY_HELP % "request body")
     _leaf(dep, "get", "one deployment", _cmd_deployments_get).add_argument("deployment_id")
-    wait = _leaf(dep, "wait", "wait until a revision (default: the latest) is DEPLOYED", _cmd_deployments_wait, wait=True)
+    wait = _leaf(dep, "wait", "wait until a revision (default: the latest) is DEPLOYED", _cmd_deployments_wait, wait=(900.0, 5.0))
     wait.add_argument("deployment_id")
     wait.add_argument("--revision", default=None, metavar="REV", help="revision id (default: latest_revision_id)")
     update = _leaf(dep, "update", "update a deployment (PATCH)", _cmd_deployments_update)
     update.add_argument("deployment_id")
-    update.add_argument("--json-body", metavar="FILE", required=True, help="patch as a JSON file ('-' for stdin)")
+    update.add_argument("--json-body", metavar="FILE", type=_json_object, required=True, help=_JSON_BODY_HELP % "patch")
 
 
 def register_auth(sub: Any) -> None:
     """``otel-runs auth wait AUTH_ID``: wait for an OAuth authentication (spec 4.1)."""
-    p = _api_parser(sub, "auth", "wait for an OAuth authentication to complete")
-    auth = p.add_subparsers(dest="auth_command", metavar="{wait}")
-    auth.required = True
+    auth = _api_group(sub, "auth", "wait for an OAuth authentication to complete", "{wait}")
     wait = _leaf(auth, "wait", "wait for an authentication (the service waits up to --timeout seconds)", _cmd_auth_wait)
     wait.add_argument("auth_id")
     wait.add_argument("--timeout", type=int, default=30, metavar="S", help="seconds the service waits (default 30)")
@@ -381,7 +464,8 @@ def _api_handler(run: _ApiRun) -> Handler:
             print(f"{prog}: {exc}", file=sys.stderr)
             return EXIT_USAGE
         try:
-            return run(client, args)
+            with _library_warnings_shown(args.verbose > 0):
+                return run(client, args)
         except DeploymentFailedError as exc:
             if args.json:
                 _print_json(exc.revision.raw)
@@ -393,28 +477,64 @@ def _api_handler(run: _ApiRun) -> Handler:
             print(f"{prog}: {exc}", file=sys.stderr)
             return EXIT_WAIT_TIMEOUT
         except _errors.ServiceError as exc:
-            print(f"{prog}: {exc}", file=sys.stderr)
-            if isinstance(exc, _errors.ValidationError):
-                for err in exc.errors:
-                    if isinstance(err, dict):
-                        print(f"  {'.'.join(str(x) for x in err.get('loc', []))}: {err.get('msg')} [{err.get('type')}]", file=sys.stderr)
-            if isinstance(exc, _errors.RateLimitedError) and exc.retry_after is not None:
-                print(f"  retry after {exc.retry_after:g}s", file=sys.stderr)
+            _report_service_error(prog, exc)
             return _exit_for_status(exc.status)
         except NoAnswerError as exc:
-            print(f"{prog}: {exc}", file=sys.stderr)
+            setting = "OTEL_EXPORTER_RUNS_CONTROL_PLANE_URL" if exc.path.startswith("/v2/") else "OTEL_EXPORTER_RUNS_ENDPOINT"
+            print(f"{prog}: {exc}; is the service running there? (the address comes from {setting})", file=sys.stderr)
             return EXIT_SERVER
-        except _BadInput as exc:
-            print(f"{prog}: {exc}", file=sys.stderr)
-            return EXIT_ERROR
         finally:
             client.close()
 
     return handler
 
 
-class _BadInput(Exception):
-    """A --json-body file that cannot be read or parsed."""
+@contextmanager
+def _library_warnings_shown(shown: bool) -> Iterator[None]:
+    """Without ``-v`` the command's own message is the one report of a failure.
+
+    The HTTP layer logs each failed connection and each retried answer; on a
+    terminal those lines would say the same thing a second time, before the
+    command's message. ``-v`` shows them (and every retry).
+    """
+    if shown:
+        yield
+        return
+    package = logging.getLogger("otel_runs_exporter")
+    previous = package.level
+    package.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        package.setLevel(previous)
+
+
+def _report_service_error(prog: str, exc: Any) -> None:
+    """One line saying what answered what, a summary a person reads first, then the body as JSON.
+
+    The body is printed as the service sent it (pretty JSON, not a Python repr),
+    so it can be pasted into a bug report or piped to ``jq``.
+    """
+    from http import HTTPStatus
+
+    from . import _errors
+
+    try:
+        phrase = " " + HTTPStatus(exc.status).phrase
+    except ValueError:
+        phrase = ""
+    lines = [f"{prog}: {exc.method} {exc.path} answered {exc.status}{phrase}"]
+    if isinstance(exc, _errors.ValidationError):
+        for err in exc.errors:
+            if isinstance(err, dict):
+                lines.append(f"  {'.'.join(str(x) for x in err.get('loc', []))}: {err.get('msg')} [{err.get('type')}]")
+    if isinstance(exc, _errors.RateLimitedError) and exc.retry_after is not None:
+        lines.append(f"  retry after {exc.retry_after:g}s")
+    if 300 <= exc.status < 400:
+        lines.append("  (a redirect to another host is not followed, so the API key is not sent there: use the final address)")
+    if exc.detail is not None and exc.detail != "":
+        lines.append(exc.detail if isinstance(exc.detail, str) else _json_text(exc.detail))
+    print("\n".join(lines), file=sys.stderr)
 
 
 def _exit_for_status(status: int) -> int:
@@ -433,10 +553,14 @@ def _exit_for_status(status: int) -> int:
     return EXIT_ERROR
 
 
-def _print_json(value: Any) -> None:
+def _json_text(value: Any) -> str:
     import orjson
 
-    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n")
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(_json_text(value) + "\n")
     sys.stdout.flush()
 
 
@@ -448,18 +572,27 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-def _read_body(path: str | None) -> dict[str, Any]:
+_JSON_BODY_HELP = "%s as a file holding a JSON object ('-' for stdin); a file that cannot be read or parsed is a usage error (exit 2)"
+
+
+def _json_object(path: str) -> dict[str, Any]:
+    """``--json-body``: read and parse while the arguments are checked, so a bad file is a usage error and nothing is sent."""
     import orjson
 
-    if path is None:
-        return {}
+    where = "stdin" if path == "-" else path
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot read {where}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise argparse.ArgumentTypeError(f"cannot read {where}: it is not UTF-8 text; expected a JSON object") from None
+    try:
         body = orjson.loads(text)
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise _BadInput(f"cannot read a JSON object from {path}: {exc}") from None
+    except orjson.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"{where} is not valid JSON ({exc}); expected a JSON object") from None
     if not isinstance(body, dict):
-        raise _BadInput(f"{path} must hold a JSON object")
+        kind = {list: "an array", str: "a string", bool: "true or false", type(None): "null"}.get(type(body), "a number")
+        raise argparse.ArgumentTypeError(f"{where} holds {kind}; expected a JSON object {{...}}")
     return body
 
 
@@ -496,32 +629,50 @@ class _Progress:
             sys.stderr.flush()
 
 
+def _out(args: argparse.Namespace, raw: Any, text: Callable[[], str]) -> None:
+    """The answer as JSON with --json (for scripts), else as text for people."""
+    if args.json:
+        _print_json(raw)
+    else:
+        print(text())
+
+
+def _wait(args: argparse.Namespace, wait: Callable[..., _T], show: Callable[[_T], str]) -> _T:
+    """Run a ``wait_*`` call with --timeout and --poll-interval, each state it reads shown on stderr."""
+    progress = _Progress(args.quiet)
+    try:
+        return wait(timeout=args.timeout, poll_interval=args.poll_interval, progress=lambda item: progress.show(show(item)))
+    finally:
+        progress.done()
+
+
+_EXPORT_COLUMNS = ["ID", "STATUS", "CREATED", "RUNS"]
+
+
 def _export_row(export: Any) -> list[Any]:
     raw = export.raw
     runs = f"{raw['runs_completed']}/{raw['runs_total']}" if "runs_total" in raw and "runs_completed" in raw else ""
     return [export.id, export.status, export.created_at, runs]
 
 
-def _export_text(export: Any) -> str:
-    row = _export_row(export)
-    return f"export {export.id}: {export.status}" + (f"  runs completed {row[3]}" if row[3] else "")
+def _export_line(export: Any) -> str:
+    return f"export {export.id}: {export.status}"
+
+
+def _export_progress(export: Any) -> str:
+    runs = _export_row(export)[3]
+    return _export_line(export) + (f"  runs completed {runs}" if runs else "")
 
 
 def _cmd_exports_list(client: Any, args: argparse.Namespace) -> int:
     exports = client.list_exports()
-    if args.json:
-        _print_json([e.raw for e in exports])
-    else:
-        print(_table(["ID", "STATUS", "CREATED", "RUNS"], [_export_row(e) for e in exports]) if exports else "no exports")
+    _out(args, [e.raw for e in exports], lambda: _table(_EXPORT_COLUMNS, [_export_row(e) for e in exports]) if exports else "no exports")
     return EXIT_OK
 
 
 def _cmd_exports_get(client: Any, args: argparse.Namespace) -> int:
     export = client.get_export(args.export_id)
-    if args.json:
-        _print_json(export.raw)
-    else:
-        print(_table(["ID", "STATUS", "CREATED", "RUNS"], [_export_row(export)]))
+    _out(args, export.raw, lambda: _table(_EXPORT_COLUMNS, [_export_row(export)]))
     return EXIT_OK
 
 
@@ -537,40 +688,23 @@ def _cmd_exports_runs(client: Any, args: argparse.Namespace) -> int:
 
 def _cmd_exports_cancel(client: Any, args: argparse.Namespace) -> int:
     export = client.cancel_export(args.export_id)
-    if args.json:
-        _print_json(export.raw)
-    else:
-        print(f"export {export.id}: {export.status}")
+    _out(args, export.raw, lambda: _export_line(export))
     return EXIT_OK
 
 
 def _cmd_exports_wait(client: Any, args: argparse.Namespace) -> int:
-    progress = _Progress(args.quiet)
-    try:
-        export = client.wait_for_export(
-            args.export_id,
-            timeout=args.timeout if args.timeout is not None else 3600.0,
-            poll_interval=args.poll_interval if args.poll_interval is not None else 10.0,
-            progress=lambda e: progress.show(_export_text(e)),
-        )
-    finally:
-        progress.done()
-    if args.json:
-        _print_json(export.raw)
-    else:
-        print(f"export {export.id}: {export.status}")
+    export = _wait(args, partial(client.wait_for_export, args.export_id), _export_progress)
+    _out(args, export.raw, lambda: _export_line(export))
     return _FINAL_EXIT.get(str(export.status), EXIT_ERROR)
 
 
 def _deployment_out(deployment: Any, args: argparse.Namespace) -> None:
-    if args.json:
-        _print_json(deployment.raw)
-    else:
-        print(_table(["ID", "NAME", "LATEST REVISION"], [[deployment.id, deployment.name, deployment.latest_revision_id]]))
+    row = [deployment.id, deployment.name, deployment.latest_revision_id]
+    _out(args, deployment.raw, lambda: _table(["ID", "NAME", "LATEST REVISION"], [row]))
 
 
 def _cmd_deployments_create(client: Any, args: argparse.Namespace) -> int:
-    _deployment_out(client.create_deployment(_read_body(args.json_body)), args)
+    _deployment_out(client.create_deployment(args.json_body), args)
     return EXIT_OK
 
 
@@ -580,26 +714,17 @@ def _cmd_deployments_get(client: Any, args: argparse.Namespace) -> int:
 
 
 def _cmd_deployments_update(client: Any, args: argparse.Namespace) -> int:
-    _deployment_out(client.update_deployment(args.deployment_id, _read_body(args.json_body)), args)
+    _deployment_out(client.update_deployment(args.deployment_id, args.json_body), args)
     return EXIT_OK
 
 
+def _revision_line(revision: Any) -> str:
+    return f"revision {revision.id}: {revision.status}"
+
+
 def _cmd_deployments_wait(client: Any, args: argparse.Namespace) -> int:
-    progress = _Progress(args.quiet)
-    try:
-        revision = client.wait_until_deployed(
-            args.deployment_id,
-            args.revision,
-            timeout=args.timeout if args.timeout is not None else 900.0,
-            poll_interval=args.poll_interval if args.poll_interval is not None else 5.0,
-            progress=lambda r: progress.show(f"revision {r.id}: {r.status}"),
-        )
-    finally:
-        progress.done()
-    if args.json:
-        _print_json(revision.raw)
-    else:
-        print(f"revision {revision.id}: {revision.status}")
+    revision = _wait(args, partial(client.wait_until_deployed, args.deployment_id, args.revision), _revision_line)
+    _out(args, revision.raw, lambda: _revision_line(revision))
     return EXIT_OK
 
 
@@ -636,6 +761,7 @@ COMMANDS: list[Callable[[Any], None]] = [
 def build_parser() -> argparse.ArgumentParser:
     """The ``otel-runs`` argument parser with every registered sub-command."""
     parser = argparse.ArgumentParser(prog="otel-runs", description="OpenTelemetry traces as runs: local tools.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -654,7 +780,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
     handler: Handler = args.handler
-    return handler(args)
+    try:
+        return handler(args)
+    except BrokenPipeError:
+        # The reader left early (`otel-runs runs list | head`), which is no error of ours.
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush does not hit the closed pipe and print a traceback."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced by a caller (tests, an embedding app): nothing to flush
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 if __name__ == "__main__":

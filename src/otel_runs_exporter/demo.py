@@ -4,10 +4,16 @@ Starts the local service on a free port, traces a small nested workload (a
 chain that retrieves, calls a model, uses a tool, and survives one failing
 tool), delivers it through the real exporter, and prints the tree the service
 stored. Nothing leaves the machine.
+
+It ends by saying where the runs are and how to look at them again: with
+``--db FILE`` they stay in FILE for ``otel-runs runs list|tree --db FILE``;
+without it they were in memory, and the demo says how to keep them next time.
 """
 
 from __future__ import annotations
 
+import os
+import shlex
 import sys
 import time
 from typing import TextIO
@@ -18,8 +24,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from ._processor import RunsSpanProcessor
 from .instrumentation import traceable
-from .server import LocalService
-from .server._render import render_tree
+from .server import LocalService, render_tree
 
 __all__ = ["run_demo"]
 
@@ -85,10 +90,20 @@ def _json(value: object) -> str:
     return orjson.dumps(value).decode()
 
 
+_DEMO_RUNS = 5  # answer_question, retrieve, chat demo-model, flaky_tool, word_count
+
+
 def run_demo(out: TextIO = sys.stdout, db: str = ":memory:") -> int:
-    """Run the demo; returns 0 when every run arrived and the service found no violation."""
+    """Run the demo; returns 0 when every run arrived and the service found no violation.
+
+    ``db`` may already hold runs (an earlier demo, a ``serve`` database): only the
+    trace this run adds is shown and checked.
+    """
     with LocalService(db=db) as service:
-        print(f"local service listening on {service.url}", file=out)
+        where = "in memory" if db == ":memory:" else f"stored in {os.path.abspath(db)}"
+        print(f"local service listening on {service.url} (runs {where})", file=out)
+        earlier_traces = set(service.store.trace_ids())
+        earlier_runs = len(service.store.completed_runs())
         provider = TracerProvider(resource=Resource.create({"service.name": "otel-runs-demo"}))
         processor = RunsSpanProcessor(endpoint=service.url, project="demo")
         provider.add_span_processor(processor)
@@ -100,12 +115,14 @@ def run_demo(out: TextIO = sys.stdout, db: str = ":memory:") -> int:
                 current.add_span_processor(processor)
         result = answer_question("What does otel-runs-exporter do?")
         delivered = processor.force_flush(10_000)
-        runs = service.wait_for_runs(5, timeout=10) if delivered else service.runs()
-        roots = [r for r in runs if not r.get("parent_run_id")]
+        if delivered:
+            service.wait_for_runs(earlier_runs + _DEMO_RUNS, timeout=10)
+        new_traces = [tid for tid in service.store.trace_ids() if tid not in earlier_traces]
+        runs = [run for tid in new_traces for run in service.trace(tid)]
         print(f"answer: {result['answer']}", file=out)
-        for root in roots:
-            print(f"\ntrace {root['trace_id']} ({len(service.trace(root['trace_id']))} runs):", file=out)
-            print(render_tree(service.trace(root["trace_id"])), file=out)
+        for trace_id in new_traces:
+            print(f"\ntrace {trace_id} ({len(service.trace(trace_id))} runs):", file=out)
+            print(render_tree(service.trace(trace_id)), file=out)
         violations = service.violations()
         stats = processor.stats()
         print(
@@ -114,10 +131,30 @@ def run_demo(out: TextIO = sys.stdout, db: str = ":memory:") -> int:
             file=out,
         )
         processor.shutdown()
-        ok = delivered and len(runs) == 5 and not violations and stats.dropped_total == 0
+        ok = delivered and len(runs) == _DEMO_RUNS and not violations and stats.dropped_total == 0
         if not ok:
             print("demo FAILED: not every run arrived intact", file=out)
+        print(_next_steps(db, new_traces[0] if new_traces else None), file=out)
         return 0 if ok else 1
+
+
+def _next_steps(db: str, trace_id: str | None) -> str:
+    """Where the runs are now and the commands that show them again; the service itself stops with the demo."""
+    if db == ":memory:":
+        return (
+            "\nThe runs were in memory and went with the demo. To keep them and look at them later:\n"
+            "  otel-runs demo --db demo.db\n"
+            "  otel-runs runs list --db demo.db\n"
+            "  otel-runs runs tree TRACE_ID --db demo.db"
+        )
+    path = shlex.quote(os.path.abspath(db))
+    return (
+        f"\nThe runs are kept in {path}. Look at them again:\n"
+        f"  otel-runs runs list --db {path}\n"
+        f"  otel-runs runs tree {trace_id or 'TRACE_ID'} --db {path}\n"
+        f"To add your own app's traces, run `otel-runs serve --db {path}` and point the app at its URL\n"
+        "(OTEL_EXPORTER_RUNS_ENDPOINT=http://127.0.0.1:1984)."
+    )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ speed, limits and injected failures never leak between tests. Service time runs
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -26,6 +27,30 @@ def svc() -> Iterator[LocalService]:
     """A local service requiring API_KEY (and accepting BEARER on /v2), clock at 1000x."""
     with LocalService(api_key=API_KEY, bearer_token=BEARER, clock_speed=SPEED) as service:
         yield service
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A loopback port whose listener never accepts: connecting hangs, as to a host that drops packets.
+
+    The listen backlog is 0 and one connection already fills it, so the kernel
+    drops every further SYN; no test needs a route to the outside for a real
+    connect timeout.
+    """
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            yield port
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A loopback port nothing listens on: connecting is refused at once."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 @pytest.fixture

@@ -16,14 +16,14 @@ Advance = Callable[[float], None]
 
 
 def test_completed_returns_the_token(client: ServiceClient, svc: LocalService) -> None:
-    auth_id = svc.control.start_auth(token="tok-abc")
+    auth_id = svc.control.auth.start(token="tok-abc")
     result = client.wait_for_auth(auth_id)
     assert result.status is AuthWaitStatus.COMPLETED and result.token == "tok-abc"
 
 
 def test_the_service_waits_for_completion_within_the_timeout(client: ServiceClient, svc: LocalService) -> None:
-    auth_id = svc.control.start_auth(token="tok-late", complete_after_s=None)
-    timer = threading.Timer(0.1, svc.control.complete_auth, args=(auth_id,))
+    auth_id = svc.control.auth.start(token="tok-late", complete_after_s=None)
+    timer = threading.Timer(0.1, svc.control.auth.complete, args=(auth_id,))
     timer.start()
     try:
         svc.control.clock.speed = 1  # 30 s of service time is 30 s of real time: completion wins
@@ -36,7 +36,7 @@ def test_the_service_waits_for_completion_within_the_timeout(client: ServiceClie
 
 
 def test_pending_when_the_wait_ends_first(client: ServiceClient, svc: LocalService) -> None:
-    auth_id = svc.control.start_auth(complete_after_s=None, expires_after_s=None)
+    auth_id = svc.control.auth.start(complete_after_s=None, expires_after_s=None)
     started = time.monotonic()
     result = client.wait_for_auth(auth_id, timeout=30)  # 30 ms of real time at 1000x
     assert result.status is AuthWaitStatus.PENDING and result.token is None
@@ -44,7 +44,7 @@ def test_pending_when_the_wait_ends_first(client: ServiceClient, svc: LocalServi
 
 
 def test_timeout_once_the_authentication_expired(client: ServiceClient, svc: LocalService, frozen: Advance) -> None:
-    auth_id = svc.control.start_auth(complete_after_s=None, expires_after_s=600)
+    auth_id = svc.control.auth.start(complete_after_s=None, expires_after_s=600)
     frozen(601)
     result = client.wait_for_auth(auth_id, timeout=0)
     assert result.status is AuthWaitStatus.TIMEOUT and result.token is None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,7 +28,7 @@ FAST = ("--poll-interval", "0.01")
 
 
 def test_process_exports_wait_completed_json_stdout_progress_stderr(cli: Cli, svc: LocalService) -> None:
-    export = svc.control.create_export(export_body(days=3))
+    export = svc.control.exports.create(export_body(days=3))
     done = cli("exports", "wait", export["id"], "--json", *FAST)
     assert done.returncode == cli_module.EXIT_OK, done.stderr
     assert json.loads(done.stdout)["status"] == "COMPLETED"  # stdout is only the JSON
@@ -37,16 +38,16 @@ def test_process_exports_wait_completed_json_stdout_progress_stderr(cli: Cli, sv
 
 def test_process_exit_codes_failed_cancelled_and_wait_timeout(cli: Cli, svc: LocalService) -> None:
     svc.control.clock.speed = 100_000
-    failed = svc.control.create_export(export_body(days=2, fail_runs={"0": 21}))
-    cancelled = svc.control.create_export(export_body(days=1, run_seconds=10**6))
-    svc.control.cancel_export(cancelled["id"])
+    failed = svc.control.exports.create(export_body(days=2, fail_runs={"0": 21}))
+    cancelled = svc.control.exports.create(export_body(days=1, run_seconds=10**6))
+    svc.control.exports.cancel(cancelled["id"])
 
     result = cli("exports", "wait", failed["id"], *FAST)
     assert result.returncode == cli_module.EXIT_FAILED, result.stderr
     assert result.stdout.strip().endswith("FAILED")
     assert cli("exports", "wait", cancelled["id"], *FAST).returncode == cli_module.EXIT_CANCELLED
     svc.control.clock.speed = 0
-    stuck = svc.control.create_export(export_body(days=1))  # never starts on a stopped clock
+    stuck = svc.control.exports.create(export_body(days=1))  # never starts on a stopped clock
     timed = cli("exports", "wait", stuck["id"], "--timeout", "0.3", "--poll-interval", "0.1", "--json")
     assert timed.returncode == cli_module.EXIT_WAIT_TIMEOUT
     assert json.loads(timed.stdout)["status"] == "CREATED"  # the last state seen, for the script
@@ -59,6 +60,134 @@ def test_process_unauthorized_is_3_and_the_key_is_not_printed(cli: Cli) -> None:
     assert "wrong-key-123" not in refused.stdout + refused.stderr
 
 
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (None, "cannot read"),
+        ('{"name": ', "is not valid JSON"),
+        ('["agent"]', "holds an array; expected a JSON object"),
+        ("-", "is not valid JSON"),
+    ],
+    ids=["missing-file", "broken-json", "not-an-object", "stdin"],
+)
+def test_process_bad_json_body_is_a_usage_error_and_sends_nothing(
+    cli: Cli, svc: LocalService, tmp_path: Path, content: str | None, says: str
+) -> None:
+    body = tmp_path / "body.json"
+    if content is not None and content != "-":
+        body.write_text(content)
+    where = "-" if content == "-" else str(body)
+    done = cli("deployments", "create", "--json-body", where, stdin="{oops" if content == "-" else None)
+    assert done.returncode == cli_module.EXIT_USAGE == 2, done.stderr
+    assert says in done.stderr and ("stdin" if content == "-" else str(body)) in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    assert svc.requests() == []
+
+
+def test_bad_json_body_for_update_is_a_usage_error_too(run_cli: Main, svc: LocalService, tmp_path: Path) -> None:
+    body = tmp_path / "patch.json"
+    body.write_text('"just a string"')
+    rc, _, err = run_cli("deployments", "update", "some-id", "--json-body", str(body))
+    assert rc == cli_module.EXIT_USAGE and "holds a string; expected a JSON object" in err
+    body.write_bytes(b"\xff\xfe{}")  # UTF-16, say, saved by an editor
+    rc, _, err = run_cli("deployments", "update", "some-id", "--json-body", str(body))
+    assert rc == cli_module.EXIT_USAGE and "is not UTF-8 text" in err
+    assert svc.requests() == []
+
+
+def test_help_and_exit_code_docs_agree_that_a_bad_json_body_is_exit_2(cli: Cli) -> None:
+    helped = cli("deployments", "create", "--help")
+    assert helped.returncode == 0
+    text = " ".join(helped.stdout.split())
+    assert "a file that cannot be read or parsed is a usage error (exit 2)" in text
+    assert "2 usage: bad arguments, bad --json-body, bad setting" in text
+    assert "--json-body" in _constant_doc("EXIT_USAGE")
+    assert "--json-body" not in _constant_doc("EXIT_ERROR")
+
+
+def _constant_doc(name: str) -> str:
+    """The docstring written under a module constant (kept in the source, not on the int)."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(cli_module))
+    body = tree.body
+    for node, after in zip(body, body[1:]):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+            if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
+                return str(after.value.value)
+    raise AssertionError(f"{name} has no docstring")
+
+
+def test_process_error_body_is_printed_as_pretty_json(cli: Cli) -> None:
+    done = cli("exports", "get", "no-such-export")
+    assert done.returncode == cli_module.EXIT_NOT_FOUND
+    first, *body = done.stderr.splitlines()
+    assert first == "otel-runs exports: GET /api/v1/bulk-exports/no-such-export answered 404 Not Found"
+    assert body[0] == "{" and body[1].startswith("  ")  # indented, one field a line
+    assert json.loads("\n".join(body)) == {"detail": "export no-such-export not found"}
+    assert "{'" not in done.stderr and done.stdout == ""
+
+
+def test_process_no_service_fails_fast_with_one_message(cli: Cli, closed_port: int) -> None:
+    started = time.monotonic()
+    done = cli("exports", "list", env={"OTEL_EXPORTER_RUNS_ENDPOINT": f"http://127.0.0.1:{closed_port}"})
+    assert time.monotonic() - started < 8  # the call timeout is 30 s; a refused connection is not retried
+    assert done.returncode == cli_module.EXIT_SERVER
+    assert done.stderr.count("\n") == 1, done.stderr  # the command's line, not the HTTP layer's warning too
+    assert f"no answer from http://127.0.0.1:{closed_port} (connection refused)" in done.stderr
+    assert "OTEL_EXPORTER_RUNS_ENDPOINT" in done.stderr and done.stdout == ""
+
+
+def test_process_connect_timeout_is_apart_from_the_read_timeout(cli: Cli, silent_port: int) -> None:
+    env = {"OTEL_EXPORTER_RUNS_CONTROL_PLANE_URL": f"http://127.0.0.1:{silent_port}", "OTEL_EXPORTER_RUNS_TIMEOUT": "30"}
+    started = time.monotonic()
+    done = cli("deployments", "get", "some-id", env=env)
+    assert time.monotonic() - started < 10  # about 3 s to connect, not the 30 s read timeout
+    assert done.returncode == cli_module.EXIT_SERVER
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "nothing accepted a connection within 3.05 s" in done.stderr
+    assert "OTEL_EXPORTER_RUNS_CONTROL_PLANE_URL" in done.stderr
+
+
+def test_process_verbose_shows_the_http_layers_warnings(cli: Cli, closed_port: int) -> None:
+    done = cli("-v", "exports", "list", env={"OTEL_EXPORTER_RUNS_ENDPOINT": f"http://127.0.0.1:{closed_port}"})
+    assert done.returncode == cli_module.EXIT_SERVER
+    assert f"WARNING otel_runs_exporter._transport: could not reach http://127.0.0.1:{closed_port}" in done.stderr
+
+
+def test_quieting_the_library_is_undone_after_the_command(run_cli: Main, closed_port: int) -> None:
+    import logging
+
+    package = logging.getLogger("otel_runs_exporter")
+    before = package.level
+    rc, _, _ = run_cli("exports", "list", env={"OTEL_EXPORTER_RUNS_ENDPOINT": f"http://127.0.0.1:{closed_port}"})
+    assert rc == cli_module.EXIT_SERVER
+    assert package.level == before  # an embedding process (or the next test) keeps its logging
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [
+        ("--poll-interval", "-1", "expected a number of seconds, 0 or more, got '-1'"),
+        ("--poll-interval", "0", "0 would poll without pause"),
+        ("--timeout", "soon", "expected a number of seconds, 0 or more, got 'soon'"),
+        ("--timeout", "nan", "expected a number of seconds, 0 or more, got 'nan'"),
+    ],
+)
+def test_wait_timings_are_checked_as_arguments(run_cli: Main, svc: LocalService, option: str, value: str, says: str) -> None:
+    rc, out, err = run_cli("exports", "wait", "some-export", option, value)
+    assert rc == cli_module.EXIT_USAGE and says in err and out == ""
+    assert svc.requests() == []  # refused before anything was sent
+
+
+def test_wait_defaults_are_in_the_help(run_cli: Main) -> None:
+    out = " ".join(run_cli("exports", "wait", "--help")[1].split())
+    assert "(exit 13; default 3600)" in out and "seconds between polls (default 10)" in out
+    out = " ".join(run_cli("deployments", "wait", "--help")[1].split())
+    assert "(exit 13; default 900)" in out and "seconds between polls (default 5)" in out
+
+
 def test_process_deployments_and_auth(cli: Cli, svc: LocalService) -> None:
     created = cli("deployments", "create", "--json-body", "-", "--json", stdin='{"name": "agent"}')
     assert created.returncode == 0, created.stderr
@@ -68,7 +197,7 @@ def test_process_deployments_and_auth(cli: Cli, svc: LocalService) -> None:
     assert json.loads(waited.stdout)["status"] == "DEPLOYED" and "DEPLOYED" in waited.stderr
 
     token = "tok-cli-secret-42"
-    auth = cli("auth", "wait", svc.control.start_auth(token=token), "--json")
+    auth = cli("auth", "wait", svc.control.auth.start(token=token), "--json")
     assert auth.returncode == 0 and json.loads(auth.stdout) == {"status": "completed", "token_present": True}
     assert token not in auth.stdout + auth.stderr
 
@@ -88,7 +217,7 @@ def test_exports_wait_exit_code_per_final_status(
     run_cli: Main, svc: LocalService, local: dict, advance: float, code: int, status: str
 ) -> None:
     svc.control.clock.speed = 100_000
-    export = svc.control.create_export(export_body(days=2, **local))
+    export = svc.control.exports.create(export_body(days=2, **local))
     svc.control.clock.advance(advance)
     rc, out, err = run_cli("exports", "wait", export["id"], *FAST)
     assert rc == code, err
@@ -98,7 +227,7 @@ def test_exports_wait_exit_code_per_final_status(
 
 def test_exports_cancel_then_wait_then_cancel_again(run_cli: Main, svc: LocalService) -> None:
     svc.control.clock.speed = 0
-    export = svc.control.create_export(export_body(days=1))
+    export = svc.control.exports.create(export_body(days=1))
     rc, out, _ = run_cli("exports", "cancel", export["id"])
     assert rc == 0 and "CANCELLED" in out
     assert run_cli("exports", "wait", export["id"], *FAST)[0] == cli_module.EXIT_CANCELLED
@@ -108,7 +237,7 @@ def test_exports_cancel_then_wait_then_cancel_again(run_cli: Main, svc: LocalSer
 
 def test_exports_list_get_runs_tables_and_json(run_cli: Main, svc: LocalService) -> None:
     svc.control.clock.speed = 0
-    export = svc.control.create_export(export_body(days=2, fail_runs={"1": 1}))
+    export = svc.control.exports.create(export_body(days=2, fail_runs={"1": 1}))
     svc.control.clock.advance(100)
     rc, out, _ = run_cli("exports", "list")
     assert rc == 0
@@ -127,8 +256,8 @@ def test_error_exit_codes(run_cli: Main, svc: LocalService, tmp_path: Path) -> N
     rc, _, err = run_cli("exports", "list", env={"OTEL_EXPORTER_RUNS_ENDPOINT": "not a url"})
     assert rc == cli_module.EXIT_USAGE and "OTEL_EXPORTER_RUNS_ENDPOINT" in err
     rc, _, err = run_cli("deployments", "create", "--json-body", str(tmp_path / "missing.json"))
-    assert rc == cli_module.EXIT_ERROR and "missing.json" in err  # nothing was sent
-    assert svc.requests() == [] or all("/v2/" not in e["path"] for e in svc.requests())
+    assert rc == cli_module.EXIT_USAGE and "missing.json" in err
+    assert all("/v2/" not in e["path"] for e in svc.requests())  # nothing was sent
     svc.control.fail_next(429, 503, retry_after=0.05)
     assert run_cli("deployments", "get", "d")[0] == cli_module.EXIT_NOT_FOUND  # the GET retried past both
 
@@ -171,7 +300,10 @@ def test_deployments_failed_revision_and_invalid_body(run_cli: Main, svc: LocalS
     assert json.loads(out)["status"] == "BUILD_FAILED"
     rc, _, err = run_cli("deployments", "create")  # no name
     assert rc == cli_module.EXIT_INVALID
-    assert "body.name: Field required [missing]" in err
+    first, summary, *body = err.splitlines()
+    assert "POST /v2/deployments answered 422 Unprocessable" in first  # "Entity" or "Content", by Python version
+    assert summary == "  body.name: Field required [missing]"
+    assert json.loads("\n".join(body))["detail"][0]["loc"] == ["body", "name"]
 
 
 @pytest.mark.parametrize(
@@ -186,11 +318,11 @@ def test_deployments_failed_revision_and_invalid_body(run_cli: Main, svc: LocalS
 def test_auth_wait_outcomes(run_cli: Main, svc: LocalService, setup: str, args: tuple, code: int, status: str) -> None:
     token = "tok-cli-secret-42"
     if setup == "completed":
-        auth_id = svc.control.start_auth(token=token)
+        auth_id = svc.control.auth.start(token=token)
     elif setup == "pending":
-        auth_id = svc.control.start_auth(token=token, complete_after_s=None, expires_after_s=None)
+        auth_id = svc.control.auth.start(token=token, complete_after_s=None, expires_after_s=None)
     elif setup == "expired":
-        auth_id = svc.control.start_auth(token=token, complete_after_s=None, expires_after_s=0)
+        auth_id = svc.control.auth.start(token=token, complete_after_s=None, expires_after_s=0)
     else:
         auth_id = "missing"
     rc, out, err = run_cli("auth", "wait", auth_id, "--json", *args)

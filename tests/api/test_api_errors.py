@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
+import time
 
 import pytest
 import requests
-from api_helpers import API_KEY, BEARER, export_body
+from api_helpers import API_KEY, BEARER, SPEED, export_body
 
 from otel_runs_exporter import (
+    ConfigError,
     NotFoundError,
     RateLimitedError,
     ServerError,
@@ -42,6 +45,7 @@ def test_404_is_not_found_with_the_parsed_body(client: ServiceClient) -> None:
     err = info.value
     assert (err.status, err.method, err.path) == (404, "GET", "/api/v1/bulk-exports/no-such-export")
     assert err.detail == {"detail": "export no-such-export not found"}
+    assert str(err) == 'GET /api/v1/bulk-exports/no-such-export answered 404: {"detail": "export no-such-export not found"}'
 
 
 def test_401_on_a_wrong_key_and_the_key_is_in_no_message(svc: LocalService) -> None:
@@ -112,6 +116,56 @@ def test_no_answer_is_its_own_error(monkeypatch: pytest.MonkeyPatch) -> None:
             client.list_exports()
 
 
+def test_an_address_that_never_answered_fails_at_once_not_at_the_deadline(closed_port: int) -> None:
+    with ServiceClient(endpoint=f"http://127.0.0.1:{closed_port}", api_key=API_KEY, call_timeout_s=20) as client:
+        started = time.monotonic()
+        with pytest.raises(NoAnswerError) as info:
+            client.list_exports()
+    assert time.monotonic() - started < 2  # not the 20 s call timeout
+    assert "connection refused" in str(info.value) and f"127.0.0.1:{closed_port}" in str(info.value)
+
+
+def test_connect_timeout_is_short_and_apart_from_the_read_timeout(silent_port: int) -> None:
+    endpoint = f"http://127.0.0.1:{silent_port}"
+    with ServiceClient(endpoint=endpoint, timeout_s=30, call_timeout_s=20, connect_timeout_s=0.3) as client:
+        started = time.monotonic()
+        with pytest.raises(NoAnswerError) as info:
+            client.list_exports()
+    assert time.monotonic() - started < 2  # neither the 30 s read timeout nor the 20 s call timeout
+    assert "nothing accepted a connection within 0.3 s" in str(info.value)
+
+
+def test_a_slow_answer_is_not_cut_by_the_connect_timeout(svc: LocalService) -> None:
+    auth_id = svc.control.auth.start(complete_after_s=SPEED * 1.0, expires_after_s=None)  # done after one real second
+    with ServiceClient(endpoint=svc.url, control_plane_url=svc.url, api_key=API_KEY, connect_timeout_s=0.2) as client:
+        started = time.monotonic()
+        result = client.wait_for_auth(auth_id, timeout=3600)  # the service holds the request open meanwhile
+    assert result.completed and time.monotonic() - started > 0.8
+
+
+def test_once_an_address_has_answered_a_lost_connection_is_retried() -> None:
+    first = LocalService(api_key=API_KEY).start()
+    port = first.port
+    with ServiceClient(endpoint=first.url, api_key=API_KEY, call_timeout_s=10) as client:
+        assert client.list_exports() == []
+        first.stop()  # a restart: nothing listens for a moment
+        second = LocalService(api_key=API_KEY, port=port)
+        restart = threading.Timer(0.5, second.start)
+        restart.start()
+        try:
+            assert client.list_exports() == []  # retried through the refused connections
+            assert [e["path"] for e in second.requests()] == ["/api/v1/bulk-exports"]
+        finally:
+            restart.join()
+            second.stop()
+
+
+@pytest.mark.parametrize("bad", [0, -1, "3", True])
+def test_connect_timeout_must_be_positive_seconds(bad: object) -> None:
+    with pytest.raises(ConfigError, match="connect_timeout_s must be a number of seconds above 0"):
+        ServiceClient(endpoint="http://127.0.0.1:1", connect_timeout_s=bad)  # type: ignore[arg-type]
+
+
 def test_endpoint_with_api_v1_is_not_doubled(svc: LocalService) -> None:
     with ServiceClient(endpoint=svc.url + "/api/v1/", api_key=API_KEY) as client:
         assert client.list_exports() == []
@@ -146,7 +200,7 @@ def test_secrets_never_reach_logs_reprs_or_errors(svc: LocalService, caplog: pyt
     texts: list[str] = []
     with ServiceClient(endpoint=svc.url, control_plane_url=svc.url, api_key=API_KEY, bearer_token=BEARER) as client:
         texts += [repr(client), repr(client.settings), str(client.settings)]
-        auth_id = svc.control.start_auth(token=token)
+        auth_id = svc.control.auth.start(token=token)
         result = client.wait_for_auth(auth_id)
         assert result.token == token
         texts += [repr(result), str(result), repr(result.raw)]

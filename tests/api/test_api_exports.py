@@ -39,13 +39,14 @@ def test_created_running_completed_through_daily_runs(client: ServiceClient, fro
 
 
 def test_partial_days_make_one_partition_each() -> None:
-    from otel_runs_exporter.server._control import ControlPlane, ServiceClock
+    from otel_runs_exporter.server._control_common import ServiceClock
+    from otel_runs_exporter.server._exports import BulkExports
 
-    control = ControlPlane(ServiceClock(speed=0))
+    exports = BulkExports(ServiceClock(speed=0))  # the part alone: no HTTP, no other parts
     body = export_body()
     body.update(start_time="2025-01-01T12:00:00+00:00", end_time="2025-01-02T00:00:01Z")
-    export = control.create_export(body)
-    assert [r["partition"] for r in control.list_runs(export["id"])] == ["2025-01-01", "2025-01-02"]
+    export = exports.create(body)
+    assert [r["partition"] for r in exports.runs(export["id"])] == ["2025-01-01", "2025-01-02"]
 
 
 def test_a_failing_run_retries_every_30_seconds_and_records_retry_n(
@@ -218,10 +219,10 @@ def test_bad_create_bodies_are_422_with_locations(client: ServiceClient, body: d
 
 def test_fail_runs_knob_in_process(client: ServiceClient, svc: LocalService, frozen: Advance) -> None:
     export = client.create_export(export_body(days=2))
-    svc.control.fail_runs(export.id, {"2025-01-01": 1}, message="disk full")
+    svc.control.exports.fail_runs(export.id, {"2025-01-01": 1}, message="disk full")
     frozen(1 + 1 + 30 + 2)
     run = client.list_export_runs(export.id)[0]
     assert run.errors == {"retry_0": "disk full (attempt 1)"}
     assert client.get_export(export.id).status is ExportStatus.COMPLETED
     with pytest.raises(ValueError):
-        svc.control.fail_runs(export.id, {"2030-01-01": 1})
+        svc.control.exports.fail_runs(export.id, {"2030-01-01": 1})

@@ -134,3 +134,67 @@ def test_default_db_path() -> None:
     assert cli.default_db_path({"OTEL_RUNS_SERVER_DB": "/x/y.db"}) == "/x/y.db"
     assert cli.default_db_path({"XDG_DATA_HOME": "/data"}) == "/data/otel-runs/runs.db"
     assert cli.default_db_path({}).endswith(".local/share/otel-runs/runs.db")
+
+
+def test_version_prints_the_installed_package_version() -> None:
+    from importlib.metadata import version
+
+    import otel_runs_exporter
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "otel_runs_exporter.cli", "--version"], capture_output=True, text=True, timeout=20
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"otel-runs {version('otel-runs-exporter')}\n"
+    assert version("otel-runs-exporter") == otel_runs_exporter.__version__  # the two never drift apart
+    assert proc.stderr == ""
+
+
+@pytest.fixture
+def many_traces_db(tmp_path: Path) -> Path:
+    """A database the local service filled over HTTP with 3000 traces: far more output than a pipe holds."""
+    db = tmp_path / "many.db"
+    with LocalService(db=str(db)) as svc:
+        parts: list[bytes] = []
+        for _ in range(3000):
+            trace = Trace()
+            end = (trace.child_start + timedelta(seconds=1)).isoformat()
+            parts += run_parts("post", trace.root_post() | {"end_time": end})
+            parts += run_parts("post", trace.child_post() | {"end_time": end})
+        assert post_multipart(svc, multipart(parts)).status_code == 202
+    return db
+
+
+def test_runs_list_piped_into_head_stops_quietly(many_traces_db: Path) -> None:
+    """`otel-runs runs list | head -1`: the reader leaves early; no BrokenPipeError traceback, exit 141 like cat or yes."""
+    writer = subprocess.Popen(
+        [sys.executable, "-m", "otel_runs_exporter.cli", "runs", "list", "--limit", "0", "--db", str(many_traces_db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert writer.stdout is not None and writer.stderr is not None
+    head = subprocess.Popen(["head", "-1"], stdin=writer.stdout, stdout=subprocess.PIPE)
+    writer.stdout.close()  # only head holds the read end now, so its exit breaks the pipe
+    try:
+        first, _ = head.communicate(timeout=30)
+        err = writer.stderr.read()
+        writer.wait(timeout=30)
+    finally:
+        for proc in (writer, head):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+        writer.stderr.close()
+    assert first.decode().startswith("trace ") and first.count(b"\n") == 1
+    assert err == b"", err.decode()
+    assert writer.returncode == cli.EXIT_BROKEN_PIPE == 141
+
+
+def test_serve_and_runs_with_a_file_that_is_not_a_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "notes.txt"
+    bad.write_text("not a database")
+    assert cli.main(["serve", "--port", "0", "--db", str(bad)]) == 2
+    assert capsys.readouterr().err == f"otel-runs serve: cannot use {bad} as a runs database: file is not a database\n"
+    assert cli.main(["runs", "list", "--db", str(bad)]) == 1
+    assert capsys.readouterr().err == f"otel-runs: cannot read {bad} as a runs database: file is not a database\n"
+    assert bad.read_text() == "not a database"

@@ -136,3 +136,24 @@ def test_reject_run_ids_accepts_either_id_form() -> None:
     assert config.rejected({"0190a0b0-c0d0-7000-8000-00000000abcd", "other"}) == [
         "0190a0b0-c0d0-7000-8000-00000000abcd"
     ]
+
+
+@pytest.mark.parametrize("module", ["cli", "demo"])
+def test_cli_and_demo_use_only_the_public_surface_of_server(module: str) -> None:
+    """The local service's private modules can be reshaped without touching its users in the package."""
+    import ast
+    import importlib
+    import inspect
+
+    import otel_runs_exporter.server as server
+
+    tree = ast.parse(inspect.getsource(importlib.import_module(f"otel_runs_exporter.{module}")))
+    imported: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and "server" in node.module.split("."):
+            assert node.module in ("server", "otel_runs_exporter.server"), f"{module} imports {node.module}"
+            imported |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.Import):
+            assert not any("server._" in alias.name for alias in node.names)
+    assert imported and imported <= set(server.__all__), imported - set(server.__all__)
+    assert all(hasattr(server, name) for name in server.__all__)

@@ -15,6 +15,15 @@ What each answer does:
   the parsed JSON body as ``detail`` (a 422's loc/msg/type list is ``err.errors``).
 - No answer at all (connection refused, every attempt timed out): :class:`NoAnswerError`.
 
+Connecting has a timeout of its own (``connect_timeout_s``, 3.05 s), apart from
+the read timeout (``OTEL_EXPORTER_RUNS_TIMEOUT``): an address that accepts no
+connection is reported in seconds, while an answer may take as long as the read
+timeout allows (an auth wait is held open on purpose). Until an address has
+answered this client once, a failed connection ends the call at once with
+:class:`NoAnswerError` (a wrong address, or a service that is not running: retrying
+for the whole call timeout would only delay saying so); after that, a failed
+connection is retried like a 5xx, so a long wait rides out a restart.
+
 Bulk-export paths are ``/api/v1/bulk-exports...`` under ``endpoint``. An endpoint
 that already ends in ``/api/v1`` (as self-hosted addresses often do) is not
 doubled: the suffix is taken off first, so ``https://host/api/v1`` and
@@ -24,13 +33,16 @@ doubled: the suffix is taken off first, so ``https://host/api/v1`` and
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Any, Callable, Mapping
 
 import orjson
 import requests
+from requests.adapters import HTTPAdapter
 
 from .._errors import (
+    ConfigError,
     DeploymentFailedError,
     NoAnswerError,
     ServiceError,
@@ -46,6 +58,8 @@ __all__ = ["ServiceClient", "NoAnswerError", "WaitTimeoutError", "DeploymentFail
 logger = logging.getLogger(__name__)
 
 _API_V1 = "/api/v1"
+CONNECT_TIMEOUT_S = 3.05
+"""Default seconds to establish a connection: just over 3 s, so one lost SYN (resent after 1 s, then 3 s) is survived."""
 _JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
 
 
@@ -75,8 +89,11 @@ class ServiceClient:
                 print(run.status, run.errors)
 
     ``call_timeout_s`` bounds one call with its retries (default: the exporter's
-    ``OTEL_BSP_EXPORT_TIMEOUT``, 30 s). One client per thread: the session and the
-    backoff state are not locked.
+    ``OTEL_BSP_EXPORT_TIMEOUT``, 30 s); ``connect_timeout_s`` bounds establishing
+    a connection (see the module docstring for what a failed first connection does).
+    Both apply to the session the client builds; a ``session`` you pass keeps its own
+    adapters, so only the read timeout and the retry rules apply to it. One client per
+    thread: the session and the backoff state are not locked.
     """
 
     def __init__(
@@ -84,16 +101,24 @@ class ServiceClient:
         settings: Settings | None = None,
         *,
         call_timeout_s: float | None = None,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
         session: requests.Session | None = None,
         **overrides: Any,
     ) -> None:
         if settings is not None and overrides:
             raise TypeError("pass either settings or keyword overrides of them, not both")
+        if isinstance(connect_timeout_s, bool) or not isinstance(connect_timeout_s, (int, float)) or not connect_timeout_s > 0:
+            raise ConfigError(f"connect_timeout_s must be a number of seconds above 0, got {connect_timeout_s!r}")
         self.settings = settings if settings is not None else resolve(overrides)
-        self._session = session or new_session(self.settings)
+        self._connect = _ConnectAdapter(float(connect_timeout_s))
+        if session is None:
+            session = new_session(self.settings)
+            session.mount("http://", self._connect)
+            session.mount("https://", self._connect)
+        self._session = session
         self.call_timeout_s = call_timeout_s if call_timeout_s is not None else self.settings.export_timeout_s
-        self._api = HttpClient(self._session, exports_base(self.settings.endpoint), self.settings.timeout_s)
-        self._control = HttpClient(self._session, self.settings.control_plane_url, self.settings.timeout_s)
+        self._api = self._http(exports_base(self.settings.endpoint), self.settings.timeout_s)
+        self._control = self._http(self.settings.control_plane_url, self.settings.timeout_s)
 
     def __repr__(self) -> str:
         return f"ServiceClient(endpoint={self._api.base!r}, control_plane_url={self._control.base!r})"
@@ -228,7 +253,7 @@ class ServiceClient:
         # needs a longer read timeout than the shared client's: a client of its own on
         # the same session (no second retry loop; same HttpClient code).
         wait_s = timeout if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) else 0
-        http = HttpClient(self._session, self.settings.control_plane_url, self.settings.timeout_s + max(0, wait_s))
+        http = self._http(self.settings.control_plane_url, self.settings.timeout_s + max(0, wait_s))
         body = self._call(
             http,
             "GET",
@@ -239,6 +264,10 @@ class ServiceClient:
         return AuthWaitResult.from_json(body if isinstance(body, Mapping) else {})
 
     # --- plumbing -----------------------------------------------------------------------
+
+    def _http(self, base_url: str, timeout_s: float) -> HttpClient:
+        # The adapter's event is every client's wake: it ends a call whose address never answered.
+        return HttpClient(self._session, base_url, timeout_s, wake=self._connect.unreachable)
 
     def _call(
         self,
@@ -258,13 +287,14 @@ class ServiceClient:
         data = orjson.dumps(dict(body)) if body is not None else None
         deadline = time.monotonic() + (call_timeout_s if call_timeout_s is not None else self.call_timeout_s)
         retry = method in ("GET", "HEAD")
+        self._connect.unreachable.clear()
         try:
             resp = http.request(
                 method, path, deadline, body=data, headers=headers, params=dict(params) if params else None, retry=retry
             )
         except RetryLater as later:
             if later.response is None:
-                raise NoAnswerError(method, path, http.origin) from None
+                raise NoAnswerError(method, path, http.origin, self._connect.last_failure) from None
             resp = later.response
         logger.debug("%s %s -> %d", method, path, resp.status_code)
         if resp.status_code >= 300:
@@ -291,6 +321,75 @@ class ServiceClient:
             if left <= 0:
                 raise WaitTimeoutError(what, timeout, current)
             time.sleep(min(poll_interval, left))
+
+
+class _ConnectAdapter(HTTPAdapter):
+    """The client's transport adapter: a connect timeout of its own, and first contact reported at once.
+
+    ``HttpClient`` passes one timeout per attempt (the read timeout, cut to the
+    call's deadline); here it becomes requests' ``(connect, read)`` pair.
+
+    ``unreachable`` is set when a connection to an address that has never answered
+    fails. ``HttpClient`` takes it as its ``wake`` event, which cuts the retry loop's
+    backoff wait short and hands the call back (``RetryLater``), so no second retry
+    rule is needed here: the loop stays the only one.
+    """
+
+    def __init__(self, connect_timeout_s: float) -> None:
+        super().__init__()
+        self.connect_timeout_s = connect_timeout_s
+        self.unreachable = threading.Event()
+        self.last_failure: str | None = None
+        self._answered: set[str] = set()
+
+    def send(
+        self,
+        request: requests.PreparedRequest,
+        stream: bool = False,
+        timeout: float | tuple[float | None, float | None] | None = None,
+        verify: bool | str = True,
+        cert: str | tuple[str, str] | None = None,
+        proxies: dict[str, str] | None = None,
+    ) -> requests.Response:
+        if isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
+            timeout = (min(self.connect_timeout_s, timeout), timeout)
+        origin = _origin_of(request.url or "")
+        try:
+            response = super().send(request, stream=stream, timeout=timeout, verify=verify, cert=cert, proxies=proxies)
+        except requests.ConnectionError as exc:
+            self.last_failure = _why(exc, self.connect_timeout_s)
+            if origin not in self._answered:
+                self.unreachable.set()
+            raise
+        self._answered.add(origin)
+        self.last_failure = None
+        return response
+
+
+def _origin_of(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+def _why(exc: requests.ConnectionError, connect_timeout_s: float) -> str:
+    """Why a connection failed, in a few words: the OS's reason (refused, no such host) when there is one."""
+    if isinstance(exc, requests.ConnectTimeout):
+        return f"nothing accepted a connection within {connect_timeout_s:g} s"
+    cause: BaseException | None = exc
+    for _ in range(8):  # requests -> urllib3 MaxRetryError.reason -> NewConnectionError -> the OSError
+        if cause is None:
+            break
+        if isinstance(cause, OSError) and cause.strerror:
+            return cause.strerror[:1].lower() + cause.strerror[1:]
+        reason = getattr(cause, "reason", None)
+        cause = reason if isinstance(reason, BaseException) else (cause.__cause__ or cause.__context__ or _first_arg(cause))
+    return "the connection failed"
+
+
+def _first_arg(exc: BaseException) -> BaseException | None:
+    return exc.args[0] if exc.args and isinstance(exc.args[0], BaseException) else None
 
 
 def _seg(value: str) -> str:

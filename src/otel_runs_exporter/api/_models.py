@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 __all__ = [
     "ExportStatus",
@@ -67,12 +67,31 @@ def _status(value: Any) -> ExportStatus | str:
         return str(value)
 
 
-def _split(data: Mapping[str, Any], known: tuple[str, ...]) -> dict[str, Any]:
-    return {k: v for k, v in data.items() if k not in known}
+class _KeepsRaw:
+    """A model that keeps the whole answer in ``raw``; its ``_KNOWN`` fields are the ones it names."""
+
+    raw: Mapping[str, Any]
+    _KNOWN: ClassVar[tuple[str, ...]] = ()
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """Fields the model does not name (an export's start_time, destination, ...), as the service sent them."""
+        return {k: v for k, v in self.raw.items() if k not in self._KNOWN}
+
+
+class _HasExportStatus(_KeepsRaw):
+    """An export or one of its runs: both move through :class:`ExportStatus`."""
+
+    status: ExportStatus | str
+
+    @property
+    def is_final(self) -> bool:
+        """Nothing more will happen; a status this version does not know never counts as final."""
+        return isinstance(self.status, ExportStatus) and self.status.is_final
 
 
 @dataclass(frozen=True)
-class Export:
+class Export(_HasExportStatus):
     """A bulk export job (spec 2.4). An unknown ``status`` is kept as a string, never final."""
 
     id: str
@@ -91,15 +110,6 @@ class Export:
             raw=dict(data),
         )
 
-    @property
-    def is_final(self) -> bool:
-        return isinstance(self.status, ExportStatus) and self.status.is_final
-
-    @property
-    def extra(self) -> dict[str, Any]:
-        """Fields the spec does not name (start_time, destination, ...), as the service sent them."""
-        return _split(self.raw, self._KNOWN)
-
 
 def _ordered_errors(errors: Any) -> dict[str, str]:
     """``retry_N`` keys by N (retry_2 before retry_10), then any other keys by name."""
@@ -114,7 +124,7 @@ def _ordered_errors(errors: Any) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class ExportRun:
+class ExportRun(_HasExportStatus):
     """One date partition of an export (spec 2.5); ``errors`` in retry order."""
 
     id: str
@@ -142,10 +152,6 @@ class ExportRun:
         )
 
     @property
-    def is_final(self) -> bool:
-        return isinstance(self.status, ExportStatus) and self.status.is_final
-
-    @property
     def retries(self) -> int:
         """Failed attempts so far (each left a ``retry_N`` error)."""
         return sum(1 for k in self.errors if _RETRY_KEY.match(k))
@@ -154,13 +160,9 @@ class ExportRun:
     def last_error(self) -> str | None:
         return next(reversed(list(self.errors.values())), None) if self.errors else None
 
-    @property
-    def extra(self) -> dict[str, Any]:
-        return _split(self.raw, self._KNOWN)
-
 
 @dataclass(frozen=True)
-class Deployment:
+class Deployment(_KeepsRaw):
     """A control-plane deployment (spec 2.6): its ``id`` and ``latest_revision_id``."""
 
     id: str
@@ -180,13 +182,9 @@ class Deployment:
             raw=dict(data),
         )
 
-    @property
-    def extra(self) -> dict[str, Any]:
-        return _split(self.raw, self._KNOWN)
-
 
 @dataclass(frozen=True)
-class Revision:
+class Revision(_KeepsRaw):
     """A deployment revision (spec 2.6, 3.3). ``status`` stays a string: only DEPLOYED is shown.
 
     A status of ``FAILED``, ``INTERRUPTED`` or ending in ``_FAILED`` (``BUILD_FAILED``,
@@ -217,10 +215,6 @@ class Revision:
     def is_failed(self) -> bool:
         status = self.status.upper()
         return status in ("FAILED", "INTERRUPTED") or status.endswith("_FAILED")
-
-    @property
-    def extra(self) -> dict[str, Any]:
-        return _split(self.raw, self._KNOWN)
 
 
 class AuthWaitStatus(str, Enum):

@@ -12,11 +12,27 @@ so a client can be tested against failures. Example::
         ...
         runs = svc.wait_for_runs(3)
         assert svc.violations() == []
+
+What stored runs look like as text (what ``otel-runs runs`` prints) is public too:
+:func:`render_tree` for one trace, :func:`render_traces` for several,
+:func:`render_check` for :meth:`RunStore.check`'s report, and :func:`canonical_id`
+for reading a run or trace id as a user types it (32 hex digits or hyphenated).
 """
 
 from ._app import LocalService
 from ._faults import FaultConfig
 from ._ratelimit import RateRule
+from ._render import render_check, render_traces, render_tree
 from ._store import RunStore
+from ._validate import canonical_id
 
-__all__ = ["LocalService", "FaultConfig", "RateRule", "RunStore"]
+__all__ = [
+    "LocalService",
+    "FaultConfig",
+    "RateRule",
+    "RunStore",
+    "render_tree",
+    "render_traces",
+    "render_check",
+    "canonical_id",
+]
