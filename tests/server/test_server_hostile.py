@@ -284,3 +284,9 @@ def test_fuzz_malformed_requests_never_5xx_and_lose_nothing_acknowledged(svc):
     assert _rss_mb() - before < 100
     stored = {r["id"] for r in svc.runs()}
     assert set(acked) <= stored
+
+
+def test_a_5000_digit_integer_parameter_is_a_422():
+    with LocalService(api_key=KEY, bearer_token="t") as svc:
+        r = requests.get(svc.url + "/v2/auth/wait/abc?timeout=" + "9" * 5000, headers={"x-api-key": KEY}, timeout=10)
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "timeout"], r.text

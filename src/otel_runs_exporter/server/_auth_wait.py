@@ -20,7 +20,8 @@ from ._control_common import ControlReply, ControlRequest, Part, ServiceClock, i
 __all__ = ["AuthWaits"]
 
 _ROUTE = re.compile(r"^/v2/auth/wait/(?P<id>[^/]+)/?$")
-_INT = re.compile(r"^[+-]?\d+$")
+# Bounded: int() refuses strings past 4,300 digits (a 500), and no wait needs more than 18.
+_INT = re.compile(r"^[+-]?\d{1,18}$")
 _MAX_AUTH_WAIT_S = 3600
 
 
