@@ -358,20 +358,25 @@ class RunsAnthropicInstrumentor(GenAIInstrumentor):
     def _instrument(self, **kwargs: Any) -> None:
         tracer, capture = self._begin(kwargs, __name__)
         op = MessagesCreate()
-        try:
-            module = import_module(_MODULE)
-        except ImportError:
-            logger.debug("anthropic has no %s; not traced", _MODULE)
-            return
-        targets = (
-            ("Messages", "create", _genai.sync_wrapper(op, tracer, capture, self._switch)),
-            ("AsyncMessages", "create", _genai.async_wrapper(op, tracer, capture, self._switch)),
-            ("Messages", "stream", _stream_method_wrapper(op, tracer, capture, self._switch)),
-            ("AsyncMessages", "stream", _stream_method_wrapper(op, tracer, capture, self._switch)),
-        )
-        for class_name, method, wrapper in targets:
-            owner = getattr(module, class_name, None)
-            if owner is None or not hasattr(owner, method):
-                logger.debug("anthropic has no %s.%s; not traced", class_name, method)
-                continue
-            self._wrap(owner, method, wrapper)
+        switch = self._switch
+
+        def wrap_all() -> None:
+            try:
+                module = import_module(_MODULE)
+            except ImportError:
+                logger.debug("anthropic has no %s; not traced", _MODULE)
+                return
+            targets = (
+                ("Messages", "create", _genai.sync_wrapper(op, tracer, capture, switch)),
+                ("AsyncMessages", "create", _genai.async_wrapper(op, tracer, capture, switch)),
+                ("Messages", "stream", _stream_method_wrapper(op, tracer, capture, switch)),
+                ("AsyncMessages", "stream", _stream_method_wrapper(op, tracer, capture, switch)),
+            )
+            for class_name, method, wrapper in targets:
+                owner = getattr(module, class_name, None)
+                if owner is None or not hasattr(owner, method):
+                    logger.debug("anthropic has no %s.%s; not traced", class_name, method)
+                    continue
+                self._wrap(owner, method, wrapper)
+
+        self._when_imported("anthropic", wrap_all)

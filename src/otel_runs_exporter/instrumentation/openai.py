@@ -440,11 +440,16 @@ class RunsOpenAIInstrumentor(GenAIInstrumentor):
         from importlib import import_module
 
         tracer, capture = self._begin(kwargs, __name__)
-        for module_name, class_name, method, op_class, is_async in _TARGETS:
-            try:
-                owner = getattr(import_module(module_name), class_name)
-            except (ImportError, AttributeError):
-                logger.debug("openai has no %s.%s; not traced", class_name, method)
-                continue
-            make = _genai.async_wrapper if is_async else _genai.sync_wrapper
-            self._wrap(owner, method, make(op_class(), tracer, capture, self._switch))
+        switch = self._switch
+
+        def wrap_all() -> None:
+            for module_name, class_name, method, op_class, is_async in _TARGETS:
+                try:
+                    owner = getattr(import_module(module_name), class_name)
+                except (ImportError, AttributeError):
+                    logger.debug("openai has no %s.%s; not traced", class_name, method)
+                    continue
+                make = _genai.async_wrapper if is_async else _genai.sync_wrapper
+                self._wrap(owner, method, make(op_class(), tracer, capture, switch))
+
+        self._when_imported("openai", wrap_all)
