@@ -193,17 +193,21 @@ def _resource_dict(resource: Any) -> dict[str, Any]:
     return built
 
 
-def span_to_run(span: Any, ids: RunIds, opts: ConvertOptions, *, mapped: Mapped | None = None) -> dict[str, Any]:
+def span_to_run(
+    span: Any, ids: RunIds, opts: ConvertOptions, *, mapped: Mapped | None = None, as_open: bool = False
+) -> dict[str, Any]:
     """The run record of ``span``: everything known now.
 
     For a span that has ended this is the complete run (a merged post); for
     one still open it is the early post (no end_time, outputs or events).
+    ``as_open`` makes the early post of a span that ended a moment ago: its
+    end belongs to its patch, which may yet be refused and counted as lost.
     """
     attributes = snapshot_attributes(span)
     events = [SpanEvent(e.name, e.attributes or {}, e.timestamp) for e in (span.events or ())]
     if mapped is None:
         mapped = map_span(attributes, events)
-    ended = span.end_time is not None
+    ended = span.end_time is not None and not as_open
 
     metadata: dict[str, Any] = {k: v for k, v in attributes.items() if k not in mapped.consumed}
     metadata.update(mapped.metadata)

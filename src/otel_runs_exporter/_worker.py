@@ -354,11 +354,15 @@ class Worker:
         limit = self._settings.max_value_chars
         ids = node.resolve(self._settings.id_scheme)
         if kind == "post":
-            run = span_to_run(span, ids, self._opts)
             if node.state == RunNode.ENDED:
-                # Its patch is queued already: one post carries the whole run, the patch is skipped.
+                # Its patch is queued already: one post carries the whole run, the patch is
+                # skipped. Marked only once encoded: if this raises, the patch still counts.
+                merged = encode_run("post", span_to_run(span, ids, self._opts), limit, completes=True)
                 node.state = RunNode.MERGED
-                return encode_run("post", run, limit, completes=True)
+                return merged
+            # Open, as far as counting knows (the span may have ended a moment ago, its patch
+            # not queued yet): only the patch carries the end, so a refused patch is a run lost.
+            run = span_to_run(span, ids, self._opts, as_open=True)
             early = self._early
             if len(early) >= _MAX_EARLY:
                 early.pop(next(iter(early)))

@@ -149,3 +149,16 @@ def test_first_token_becomes_a_new_token_event(capture):
     run = span_to_run(span, span_ids(span, None), ConvertOptions())
     assert run["events"][0] == {"name": "new_token", "time": "2023-11-14T22:13:20.500000+00:00", "kwargs": {}}
     assert [e["name"] for e in run["events"]].count("gen_ai.first_token") == 0
+
+
+def test_as_open_leaves_the_end_to_the_patch(capture):
+    # A span that ended between its post's conversion and its patch's queueing: the early
+    # post must not carry the end, or a refused patch would be counted lost while the run arrived.
+    tracer, exporter = capture
+    with tracer.start_as_current_span("just-ended", attributes={"input.value": '{"q": 1}'}) as span:
+        span.set_attribute("output.value", "done")
+    span = _by_name(exporter)["just-ended"]
+    run = span_to_run(span, span_ids(span, None), ConvertOptions(), as_open=True)
+    assert run["inputs"] == {"q": 1}
+    assert not {"end_time", "outputs", "error", "events"} & set(run)
+    assert "end_time" in span_to_run(span, span_ids(span, None), ConvertOptions())
