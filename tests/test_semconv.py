@@ -679,6 +679,9 @@ def test_logfire_attributes_are_claimed_only_in_their_shape():
     events = json.dumps([{"event.name": "gen_ai.user.message", "content": "other", "role": "user"}])
     m = map_span({"input.value": "hi", "events": events})
     assert m.inputs == {"input": "hi"} and "events" in m.consumed
+    # A plain "prompt" may be the app's own attribute: beside other inputs it stays in metadata.
+    m = map_span({"input.value": "hi", "prompt": "my template"})
+    assert m.inputs == {"input": "hi"} and "prompt" not in m.consumed
 
 
 def test_assistant_and_tool_message_events_are_outputs_without_a_choice():

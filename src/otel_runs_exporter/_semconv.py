@@ -706,7 +706,8 @@ def _logfire_messages(items: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for item in items:
         name = item.get("event.name")
-        out.extend(_message(item, "assistant" if name == _CHOICE_EVENT else _MESSAGE_EVENT_ROLES.get(name)))
+        role = None if not isinstance(name, str) else "assistant" if name == _CHOICE_EVENT else _MESSAGE_EVENT_ROLES.get(name)
+        out.extend(_message(item, role))
     return out
 
 
@@ -724,6 +725,14 @@ def _read_logfire_events(ctx: _Ctx, side: str) -> dict[str, Any] | None:
     if side == "out" and reasons:
         out["finish_reason"] = reasons[0]
     return out
+
+
+def _read_logfire_prompt(ctx: _Ctx, key: str) -> dict[str, Any] | None:
+    # A name this generic may be the app's own attribute, not another encoding of
+    # the inputs: it is taken only when it is the inputs, else it stays in metadata.
+    if ctx.claim_only or key not in ctx.attributes:
+        return None
+    return _read_value(ctx, key)
 
 
 def _read_logfire_all_messages(ctx: _Ctx, key: str) -> dict[str, Any] | None:
@@ -797,7 +806,7 @@ _INPUT_SOURCES: tuple[tuple[_Reader, str], ...] = (
     (_read_query, "gen_ai.retrieval.query.text"),
     (_read_value, "gen_ai.tool.call.arguments"),
     (_read_tool_parameters, "tool.parameters"),
-    (_read_value, _LOGFIRE_PROMPT),
+    (_read_logfire_prompt, _LOGFIRE_PROMPT),
     (_read_logfire_events, "in"),
 )
 #: Outputs, first present wins.
