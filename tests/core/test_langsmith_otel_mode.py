@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from langsmith import Client, traceable, tracing_context
+from langsmith import utils as ls_utils
 
 from core.helpers import processor_provider
 
@@ -76,6 +77,22 @@ def _fields(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 @pytest.fixture
+def sdk_otel_only(monkeypatch):
+    """``LANGSMITH_OTEL_ENABLED`` and ``LANGSMITH_OTEL_ONLY`` set, as a user sets them.
+
+    The SDK caches what it read from the environment for the whole process, so
+    the cache is cleared before (an earlier Client read these unset) and after
+    (no later test may inherit OTel mode).
+    """
+    monkeypatch.setenv("LANGSMITH_OTEL_ENABLED", "true")
+    monkeypatch.setenv("LANGSMITH_OTEL_ONLY", "true")
+    ls_utils.get_env_var.cache_clear()
+    yield
+    monkeypatch.undo()
+    ls_utils.get_env_var.cache_clear()
+
+
+@pytest.fixture
 def native_runs(service) -> dict[str, dict[str, Any]]:
     """The workload as the SDK sends it itself, to the local service."""
     client = Client(api_url=service.url, api_key="test-key", tracing_mode="langsmith")
@@ -86,9 +103,8 @@ def native_runs(service) -> dict[str, dict[str, Any]]:
     return _fields(runs)
 
 
-def test_sdk_otel_mode_through_our_processor_gives_the_sdks_own_runs(service, native_runs, monkeypatch):
-    monkeypatch.setenv("LANGSMITH_OTEL_ENABLED", "true")
-    monkeypatch.setenv("LANGSMITH_OTEL_ONLY", "true")
+@pytest.mark.usefixtures("sdk_otel_only")
+def test_sdk_otel_mode_through_our_processor_gives_the_sdks_own_runs(service, native_runs):
     provider, processor = processor_provider(service.url, project="not-this-one")
     # The discard port: were the SDK to send anything itself, it could not reach the local service.
     client = Client(api_url="http://127.0.0.1:9", api_key="unused", otel_tracer_provider=provider)
