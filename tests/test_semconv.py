@@ -308,7 +308,7 @@ def test_per_message_events_and_choice_events():
             tool_calls=json.dumps([{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]),
         ),
         ev("gen_ai.tool.message", content="42", id="c1"),
-        ev("gen_ai.choice", index=1, finish_reason="stop", message=json.dumps({"role": "assistant", "content": "B"})),
+        ev("gen_ai.choice", index=1, finish_reason="length", message=json.dumps({"role": "assistant", "content": "B"})),
         ev("gen_ai.choice", index=0, finish_reason="stop", **{"message.role": "assistant", "message.content": "A"}),
     ]
     m = map_span({}, events)
@@ -321,8 +321,11 @@ def test_per_message_events_and_choice_events():
             {"role": "tool", "content": "42", "tool_call_id": "c1"},
         ]
     }
-    # Choices come out in index order, not event order.
-    assert m.outputs == {"messages": [{"role": "assistant", "content": "A"}, {"role": "assistant", "content": "B"}]}
+    # Choices come out in index order, not event order; the first choice's finish_reason is kept.
+    assert m.outputs == {
+        "messages": [{"role": "assistant", "content": "A"}, {"role": "assistant", "content": "B"}],
+        "finish_reason": "stop",
+    }
     assert m.consumed_events == set(range(6))
 
 
@@ -628,6 +631,73 @@ def test_metadata_sources_and_explicit_metadata_wins():
     assert {"metadata", "traceloop.association.properties.team", "langsmith.metadata.ls_model_name"} <= m.consumed
 
 
+def test_langsmith_metadata_json_is_decoded_only_when_it_is_json():
+    m = map_span(
+        {
+            "langsmith.metadata.obj": '{"a": {"b": [1, null]}}',
+            "langsmith.metadata.arr": "[1, 2]",
+            "langsmith.metadata.text": "[draft] not json",
+            "langsmith.metadata.num": 3,
+            "langsmith.metadata.quoted": '"kept as text"',
+            "traceloop.association.properties.raw": '{"a": 1}',
+        }
+    )
+    assert m.metadata == {
+        "obj": {"a": {"b": [1, None]}},
+        "arr": [1, 2],
+        "text": "[draft] not json",
+        "num": 3,
+        "quoted": '"kept as text"',  # a JSON scalar stays the string it was: only objects and arrays are encoded
+        "raw": '{"a": 1}',  # traceloop's values are the strings they were
+    }
+
+
+def test_invocation_params_precedence():
+    m = map_span(
+        {
+            "llm.invocation_parameters": '{"model": "oi", "top_k": 3}',
+            "gen_ai.request.model": "req",
+            "gen_ai.response.model": "resp",
+            "gen_ai.request.presence_penalty": 0.1,
+            "llm.presence_penalty": 0.9,
+        }
+    )
+    # What was asked for wins; the other encodings of the same parameter fill in only what is missing.
+    assert m.invocation_params == {"model": "req", "top_k": 3, "presence_penalty": 0.1}
+    assert "gen_ai.response.model" not in m.consumed or m.metadata.get("ls_model_name") == "resp"
+    assert map_span({"gen_ai.response.model": "resp"}).invocation_params == {"model": "resp"}
+    # A tools value that is not JSON is still the one tool it names.
+    assert map_span({"tools": "search"}).invocation_params == {"tools": ["search"]}
+    assert map_span({"tool_arguments": "q=cats"}).invocation_params == {"tool_arguments": "q=cats"}
+
+
+def test_logfire_attributes_are_claimed_only_in_their_shape():
+    for attrs in ({"events": 3}, {"events": '["a", "b"]'}, {"all_messages_events": '[{"role": "user"}]'}):
+        m = map_span(attrs)
+        assert (m.inputs, m.outputs, m.consumed) == (None, None, set())
+    # Beside a stronger source, a Logfire array is consumed (another encoding of the same content), not read.
+    events = json.dumps([{"event.name": "gen_ai.user.message", "content": "other", "role": "user"}])
+    m = map_span({"input.value": "hi", "events": events})
+    assert m.inputs == {"input": "hi"} and "events" in m.consumed
+    # A plain "prompt" may be the app's own attribute: beside other inputs it stays in metadata.
+    m = map_span({"input.value": "hi", "prompt": "my template"})
+    assert m.inputs == {"input": "hi"} and "prompt" not in m.consumed
+
+
+def test_assistant_and_tool_message_events_are_outputs_without_a_choice():
+    events = [
+        ev("gen_ai.system.message", content="be brief"),
+        ev("gen_ai.user.message", content="hi"),
+        ev("gen_ai.assistant.message", content="Hello"),
+    ]
+    m = map_span({}, events)
+    assert m.inputs == {"messages": [{"role": "system", "content": "be brief"}, USER_HI]}
+    assert m.outputs == {"messages": [ASSISTANT_HELLO]}
+    # With stronger outputs, the replies stay where they were in the conversation.
+    m = map_span({"gen_ai.output.messages": json.dumps([{"role": "assistant", "content": "Bye"}])}, events)
+    assert m.inputs == {"messages": [{"role": "system", "content": "be brief"}, USER_HI, ASSISTANT_HELLO]}
+
+
 def test_unmapped_attributes_are_not_consumed():
     m = map_span({"http.method": "GET", "gen_ai.response.id": "r"})
     assert m.consumed == set()
@@ -741,6 +811,41 @@ def test_tool_name_only_names_tool_runs_and_langsmith_name_wins():
     assert map_span({"traceloop.span.kind": "tool", "tool.name": "t", "langsmith.trace.name": "n"}).name == "n"
 
 
+def test_name_precedence():
+    attrs = {"langsmith.trace.name": "ls", "traceloop.entity.name": "tl", "gen_ai.tool.name": "gt", "tool.name": "oi"}
+    for expected in ("ls", "tl", "gt", "oi"):
+        m = map_span(attrs)
+        assert m.name == expected
+        attrs.pop(next(k for k, v in attrs.items() if v == expected))
+        if expected == "gt":
+            attrs["openinference.span.kind"] = "TOOL"  # tool.name names tool runs only
+
+
+# ---------------------------------------------------------------------------
+# run types decided by an attribute's presence
+# ---------------------------------------------------------------------------
+
+
+def test_tool_name_alone_makes_a_tool_run_but_never_overrides_a_kind():
+    assert map_span({"gen_ai.tool.name": "search"}).run_type == "tool"
+    assert map_span({"gen_ai.tool.name": "search", "gen_ai.system": "openai"}).run_type == "tool"  # beats the model hint
+    assert map_span({"gen_ai.tool.name": "search", "gen_ai.operation.name": "chat"}).run_type == "llm"
+    assert map_span({"gen_ai.tool.name": "search", "langsmith.span.kind": "chain"}).run_type == "chain"
+    assert map_span({"gen_ai.tool.name": ""}).run_type == "chain"
+    # Beside a chat span's kind, the tool name is still an invocation param, not the run's name.
+    m = map_span({"gen_ai.tool.name": "search", "gen_ai.operation.name": "chat"})
+    assert (m.name, m.invocation_params) == (None, {"tool_name": "search"})
+
+
+def test_prompt_template_variables_make_a_prompt_run_unless_a_kind_says_otherwise():
+    variables = '{"topic": "cats"}'
+    assert map_span({"llm.prompt_template.variables": variables}).run_type == "prompt"
+    assert map_span({"llm.prompt_template.variables": variables, "llm.model_name": "m"}).run_type == "prompt"
+    # OpenInference records the template on its LLM spans: still an llm run.
+    both = {"llm.prompt_template.variables": variables, "openinference.span.kind": "LLM"}
+    assert map_span(both).run_type == "llm"
+
+
 # ---------------------------------------------------------------------------
 # embeddings
 # ---------------------------------------------------------------------------
@@ -835,6 +940,10 @@ _KEYS = [
     "llm.input_messages.0.message.tool_calls.0.tool_call", "gen_ai.prompt.0", "gen_ai.prompt.0.tool_calls",
     "retrieval.documents.0.document", "retrieval.documents.0", "embedding.embeddings.0.embedding",
     "embedding.embeddings.0", "tool.parameters.a", "langsmith.metadata.x",
+    "langsmith.trace.session_id", "langsmith.span.id", "langsmith.span.dotted_order", "gen_ai.tool.name", "tools",
+    "tool_arguments", "prompt", "events", "all_messages_events", "llm.request.functions",
+    "llm.request.functions.0.name", "traceloop.entity.name", "llm.prompt_template.variables",
+    "gen_ai.usage.details.reasoning_tokens", "gen_ai.response.model", "traceloop.llm.request.type",
 ]
 _json_leaf = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5)
 _json = st.recursive(
@@ -842,7 +951,7 @@ _json = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
         st.sampled_from(["role", "content", "parts", "type", "message", "tool_calls", "tool_call", "function",
                          "id", "name", "arguments", "response", "document", "embedding", "text", "metadata",
-                         "score", "index", "message_content", "contents"]),
+                         "score", "index", "message_content", "contents", "event.name", "finish_reason"]),
         inner,
         max_size=4,
     ),
@@ -857,8 +966,10 @@ _value = _json_leaf | _json.map(json.dumps) | _json | st.tuples(st.text(max_size
     events=st.lists(
         st.builds(
             SpanEvent,
-            st.sampled_from(["gen_ai.user.message", "gen_ai.choice", "gen_ai.content.prompt", "new_token", "x"]),
-            st.dictionaries(st.sampled_from(["content", "message", "body", "gen_ai.prompt", "tool_calls", "index"]),
+            st.sampled_from(["gen_ai.user.message", "gen_ai.assistant.message", "gen_ai.tool.message",
+                             "gen_ai.choice", "gen_ai.content.prompt", "new_token", "x"]),
+            st.dictionaries(st.sampled_from(["content", "message", "body", "gen_ai.prompt", "tool_calls", "index",
+                                             "finish_reason"]),
                             _value, max_size=3),
             st.integers(min_value=0, max_value=10),
         ),
@@ -879,7 +990,8 @@ from hypothesis import strategies as _st  # noqa: E402
 from otel_runs_exporter._semconv import _map_span  # noqa: E402
 
 _KEY_PARTS = ["gen_ai", "llm", "http", "db", "input", "output", "tool", "user", "session", "metadata", "x", "value",
-              "request", "model", "messages", "0", "role", "content", "langsmith", "span", "kind", "usage", "tags", "tag"]
+              "request", "model", "messages", "0", "role", "content", "langsmith", "span", "kind", "usage", "tags", "tag",
+              "tools", "tool_arguments", "prompt", "events", "all_messages_events", "functions"]
 
 
 @_given(

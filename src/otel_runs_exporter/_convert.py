@@ -1,8 +1,9 @@
 """Span to run: pure functions.
 
-``span_ids`` places a span in its run tree (cheap; runs on the application
-thread in ``on_start``). ``span_to_run`` builds the run record (runs on the
-worker thread): name, run_type, inputs, outputs and the rest come from
+``span_ids`` places a span in its run tree: under its parent's run, or where
+the span's own ``langsmith.*`` id attributes say (read by :func:`given_ids`,
+checked by ``_ids.given_run_ids``). ``span_to_run`` builds the run record (runs
+on the worker thread): name, run_type, inputs, outputs and the rest come from
 ``_semconv``; every attribute the mapping did not consume, the resource, the
 scope, the span kind and the OTel ids go to ``extra.metadata`` so nothing the
 user recorded is lost.
@@ -17,13 +18,29 @@ user recorded is lost.
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from opentelemetry.trace import SpanKind, StatusCode
 
-from ._ids import RunIds, child_ids, iso_time, root_ids, run_id_str
+from ._ids import (
+    LANGSMITH_DOTTED_ORDER,
+    LANGSMITH_PARENT_ID,
+    LANGSMITH_SPAN_ID,
+    LANGSMITH_TRACE_ID,
+    GivenIds,
+    GivenIdsError,
+    RunIds,
+    canonical_uuid,
+    child_ids,
+    given_run_ids,
+    iso_time,
+    root_ids,
+    run_id_str,
+)
+from ._logging import RateLimitedLog
 from ._redact import make_redactor
 from ._semconv import RUN_TYPES, Mapped, SpanEvent, map_span
 from ._settings import Settings
@@ -32,6 +49,8 @@ __all__ = [
     "ConvertOptions",
     "RunNode",
     "span_ids",
+    "given_ids",
+    "warn_if_ids_set_late",
     "span_to_run",
     "patch_fields",
     "early_post_summary",
@@ -39,6 +58,12 @@ __all__ = [
     "snapshot_attributes",
 ]
 
+
+logger = logging.getLogger(__name__)
+# A bad value is usually in code that runs for every span: say it once per process, not once a minute.
+_once = RateLimitedLog(logger, interval_s=float("inf"))
+
+_ID_KEYS = (LANGSMITH_TRACE_ID, LANGSMITH_SPAN_ID, LANGSMITH_PARENT_ID, LANGSMITH_DOTTED_ORDER)
 
 # Fields of a run that describe its start; an early post carries them, the patch need not.
 _START_FIELDS = ("name", "run_type", "start_time", "inputs", "session_name", "session_id")
@@ -61,32 +86,100 @@ class ConvertOptions:
         )
 
 
-def span_ids(span: Any, parent: RunIds | None, id_scheme: str = "v7") -> RunIds:
+def given_ids(attributes: Mapping[str, Any] | None) -> GivenIds | None:
+    """The span's ``langsmith.*`` id attributes, or None when it has none (nearly every span).
+
+    Cheap enough for ``on_start``: one C-level copy of the attribute dict, then
+    four lookups in it.
+    """
+    if attributes is None:
+        return None
+    try:
+        # A miss on the SDK's attribute mapping raises and catches KeyError
+        # inside it, which costs more than copying the dict and looking there.
+        plain = attributes.copy()  # type: ignore[attr-defined]
+    except AttributeError:
+        plain = attributes
+    if (
+        LANGSMITH_DOTTED_ORDER in plain
+        or LANGSMITH_SPAN_ID in plain
+        or LANGSMITH_TRACE_ID in plain
+        or LANGSMITH_PARENT_ID in plain
+    ):
+        return GivenIds(
+            plain.get(LANGSMITH_TRACE_ID),
+            plain.get(LANGSMITH_SPAN_ID),
+            plain.get(LANGSMITH_PARENT_ID),
+            plain.get(LANGSMITH_DOTTED_ORDER),
+        )
+    return None
+
+
+def span_ids(span: Any, parent: RunIds | None, id_scheme: str = "v7", given: GivenIds | None = None) -> RunIds:
     """Run ids of ``span``; ``parent`` is the parent run's ids when known in this process.
 
     Without a known parent the span is the root of its run tree (a remote or
-    unknown parent is kept in metadata by :func:`span_to_run`).
+    unknown parent is kept in metadata by :func:`span_to_run`). ``given`` are the
+    span's ``langsmith.*`` id attributes (:func:`given_ids`): when usable they win;
+    when not, the computed ids are kept and the first such problem per attribute
+    is logged once per process.
     """
     ctx = span.get_span_context() if hasattr(span, "get_span_context") else span.context
     start = span.start_time or 0
     run_id = run_id_str(id_scheme, ctx.trace_id, ctx.span_id, start)  # type: ignore[arg-type]
-    if parent is None:
-        return root_ids(run_id, start)
-    return child_ids(parent, run_id, start)
+    computed = root_ids(run_id, start) if parent is None else child_ids(parent, run_id, start)
+    if given is None:
+        return computed
+    try:
+        return given_run_ids(given, computed)
+    except GivenIdsError as exc:
+        _once.warning(
+            "invalid:" + exc.attribute,
+            "ignoring %s on span %r (%s); the run keeps the ids derived from the span. "
+            "Further invalid %s values are not reported.",
+            exc.attribute,
+            getattr(span, "name", "?"),
+            exc.reason,
+            exc.attribute,
+        )
+        return computed
+
+
+def warn_if_ids_set_late(span: Any, at_start: GivenIds | None) -> None:
+    """Say (once per process) that ``langsmith.*`` ids were set or changed after ``span`` started.
+
+    On the processor path a run's ids are fixed from the attributes the span
+    started with: its children may already hold ids extending them, so a later
+    value cannot be honoured.
+    """
+    now = given_ids(span.attributes)
+    if now is None or now == at_start:
+        return
+    before = at_start if at_start is not None else GivenIds()
+    changed = [key for key, old, new in zip(_ID_KEYS, before, now) if old != new]
+    _once.warning(
+        "set_late",
+        "%s set on span %r after it started: ignored, the run keeps the ids it started with. "
+        "Pass them to start_span(attributes=...). Further cases are not reported.",
+        ", ".join(changed),
+        getattr(span, "name", "?"),
+    )
 
 
 class RunNode:
     """A started span's place in its run tree, resolved to :class:`RunIds` on demand.
 
     The processor's ``on_start`` only links a node to its parent's node (a dict
-    lookup); the ids are computed later, on the worker thread, parents first
+    lookup) and keeps the span's ``langsmith.*`` id attributes as they are at
+    start (:func:`given_ids`), since those may change before the ids are
+    computed; the ids are computed later, on the worker thread, parents first
     (or on the app thread by the propagator, for the rare outgoing call). Once
     resolved, a node drops its parent link so chains of ancestors are not kept
     alive by long-lived descendants, and drops its span, which the queue holds
     on its own until the run is converted.
     """
 
-    __slots__ = ("span", "parent", "remote", "ids", "state")
+    __slots__ = ("span", "parent", "remote", "given", "ids", "state")
     _lock = threading.Lock()  # the worker and a propagating app thread may resolve at once
 
     # ``state``: where the run's end is. OPEN until its patch is queued (ENDED);
@@ -97,10 +190,13 @@ class RunNode:
         self.span = span
         self.parent = parent
         self.remote = remote
+        # Kept after resolve: the end of the span is checked against it (warn_if_ids_set_late).
+        self.given = given_ids(span.attributes)
         self.ids: RunIds | None = None
         self.state = RunNode.OPEN
 
     def resolve(self, id_scheme: str) -> RunIds:
+        """This run's ids, computing them (and any unresolved ancestors') on first use."""
         ids = self.ids
         if ids is not None:
             return ids
@@ -112,7 +208,9 @@ class RunNode:
                 node = node.parent
             above = node.ids if node is not None else None
             for current in reversed(chain):
-                current.ids = above = span_ids(current.span, above if above is not None else current.remote, id_scheme)
+                current.ids = above = span_ids(
+                    current.span, above if above is not None else current.remote, id_scheme, current.given
+                )
                 # Resolved: the node is kept (for late children) only for its ids,
                 # so it must not keep the span, its parent or the remote ids alive.
                 current.span = current.parent = current.remote = None
@@ -133,22 +231,41 @@ def snapshot_attributes(span: Any) -> dict[str, Any]:
     return {k: attrs.get(k) for k in list(attrs)}
 
 
-def _error_text(span: Any, events: list[SpanEvent]) -> str | None:
+def _error(span: Any, events: list[SpanEvent]) -> tuple[str | None, int | None]:
+    """The run's error text, and the index of the exception event it came from (if any).
+
+    An ERROR status takes the last exception event (the one that ended the
+    span); without it, an exception event still marks the run as failed.
+    """
     status = span.status
-    if status is None or status.status_code is not StatusCode.ERROR:
-        exc = next((e for e in events if e.name == "exception"), None)
-        return None if exc is None else _exception_text(exc)
-    exc = next((e for e in reversed(events) if e.name == "exception"), None)
-    if exc is not None:
-        return _exception_text(exc)
-    return status.description or "error"
+    failed = status is not None and status.status_code is StatusCode.ERROR
+    indexes = range(len(events) - 1, -1, -1) if failed else range(len(events))
+    for index in indexes:
+        if events[index].name == "exception":
+            return _exception_text(events[index]), index
+    if failed:
+        return status.description or "error", None
+    return None, None
 
 
 def _exception_text(event: SpanEvent) -> str:
+    """``Type: message``, then the stacktrace, without saying the same thing twice.
+
+    A Python stacktrace already ends with ``Type: message``, so it is the whole
+    error. The service's own SDK records its error text (a traceback already)
+    as a bare ``Exception`` never raised, whose stacktrace is that text again:
+    the text alone is the error, as the SDK sends it without OTel.
+    """
     attrs = event.attributes
-    head = f"{attrs.get('exception.type', 'Exception')}: {attrs.get('exception.message', '')}"
-    trace = attrs.get("exception.stacktrace")
-    return f"{head}\n\n{trace}" if trace else head
+    kind = str(attrs.get("exception.type") or "Exception")
+    message = str(attrs.get("exception.message") or "")
+    head = message if kind == "Exception" and message else f"{kind}: {message}"
+    trace = str(attrs.get("exception.stacktrace") or "").rstrip("\n")
+    if not trace or trace == f"{kind}: {message}".rstrip("\n"):
+        return head  # no frames: the stacktrace is only the head again
+    if message and message in trace:
+        return trace
+    return f"{head}\n\n{trace}"
 
 
 def _otel_metadata(span: Any, ids: RunIds) -> dict[str, Any]:
@@ -193,6 +310,27 @@ def _resource_dict(resource: Any) -> dict[str, Any]:
     return built
 
 
+def _session(mapped: Mapped, opts: ConvertOptions) -> Mapping[str, str]:
+    """The project: the span's own ``langsmith.trace.session_name`` or ``_id``, else the configured one.
+
+    The service takes exactly one of the two. A session id that is not a UUID
+    would get the run refused, so it is ignored (said once per process).
+    """
+    if mapped.session_name:
+        return {"session_name": mapped.session_name}
+    if mapped.session_id is not None:
+        session_id = canonical_uuid(mapped.session_id)
+        if session_id is not None:
+            return {"session_id": session_id}
+        _once.warning(
+            "invalid:langsmith.trace.session_id",
+            "ignoring langsmith.trace.session_id %r: not a UUID; the run goes to the configured project. "
+            "Further invalid values are not reported.",
+            str(mapped.session_id)[:80],
+        )
+    return opts.session
+
+
 def span_to_run(
     span: Any, ids: RunIds, opts: ConvertOptions, *, mapped: Mapped | None = None, as_open: bool = False
 ) -> dict[str, Any]:
@@ -229,10 +367,8 @@ def span_to_run(
         run["parent_run_id"] = ids.parent_run_id
     if ids.project is not None:
         run["session_name"] = ids.project  # nested under a run that lives there: one tree, one project
-    elif mapped.session_name:
-        run["session_name"] = mapped.session_name
     else:
-        run.update(opts.session)
+        run.update(_session(mapped, opts))
     run["extra"] = extra
     if mapped.tags:
         run["tags"] = mapped.tags
@@ -245,13 +381,13 @@ def span_to_run(
     # The chain never goes back in time: an end before the (clamped) start is raised to it.
     run["end_time"] = iso_time(max(span.end_time, ids.start_time_ns))
     run["outputs"] = mapped.outputs if mapped.outputs is not None else {}
-    error = _error_text(span, events)
+    error, error_event = _error(span, events)
     if error:
         run["error"] = error
     run_events = [
         {"name": e.name, "time": iso_time(e.time_ns), "kwargs": dict(e.attributes)}
         for i, e in enumerate(events)
-        if i not in mapped.consumed_events
+        if i not in mapped.consumed_events and i != error_event  # the error says it already
     ]
     if mapped.first_token_time_ns is not None:
         # The service reads time to first token from the first new_token event, as its client records it.

@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ._clock import SYSTEM_CLOCK, Clock
-from ._convert import ConvertOptions, span_ids, span_to_run
+from ._convert import ConvertOptions, given_ids, span_ids, span_to_run
 from ._delivery import Delivery
 from ._encode import encode_run
 from ._ids import RunIds
@@ -172,7 +172,9 @@ class RunsSpanExporter(SpanExporter):
         stack = [(span, parent_ids)]
         while stack:
             current, pids = stack.pop()
-            ids = span_ids(current, pids, self._settings.id_scheme)
+            # An exporter sees only ended spans: ids given at any time are honoured, and
+            # the children held for this span are placed under whatever it resolves to.
+            ids = span_ids(current, pids, self._settings.id_scheme, given_ids(current.attributes))
             ctx = current.context
             key = (ctx.trace_id, ctx.span_id)
             self._held_parent.pop(key, None)

@@ -20,8 +20,14 @@ by start time, and two traces never collide::
     >>> rid == run_id_v7(0xABC, 0x1, 1_700_000_000_123_456_789)
     True
 
+A span may also be given its place outright, by the service's documented
+``langsmith.*`` attributes (a run created elsewhere, say by the service's own
+SDK in another process, as its parent). :func:`given_run_ids` is the one rule
+for those: it checks them against each other and builds the :class:`RunIds`,
+or raises :class:`GivenIdsError` naming the attribute at fault.
+
 Everything here is pure and cheap: it runs on the application thread in
-``on_start``.
+``on_start`` or on the worker thread.
 """
 
 from __future__ import annotations
@@ -34,6 +40,14 @@ from uuid import UUID
 
 __all__ = [
     "DottedOrderError",
+    "GivenIds",
+    "GivenIdsError",
+    "given_run_ids",
+    "canonical_uuid",
+    "LANGSMITH_TRACE_ID",
+    "LANGSMITH_SPAN_ID",
+    "LANGSMITH_PARENT_ID",
+    "LANGSMITH_DOTTED_ORDER",
     "RunIds",
     "IdScheme",
     "run_id_v7",
@@ -228,6 +242,130 @@ def parse_dotted_order(value: str) -> list[tuple[datetime, UUID]]:
     return entries
 
 
+def _entry_time_ns(moment: datetime) -> int:
+    """Nanoseconds since the epoch of a parsed entry time, in integers (floats lose microseconds)."""
+    whole = int(moment.replace(microsecond=0).timestamp())
+    return whole * 1_000_000_000 + moment.microsecond * 1000
+
+
+# --- ids given by the span itself ---------------------------------------------------
+
+#: The service's documented attributes that place a span in an existing run tree
+#: ("Core LangSmith attributes" of its OTel guide).
+LANGSMITH_TRACE_ID = "langsmith.trace.id"
+LANGSMITH_SPAN_ID = "langsmith.span.id"
+LANGSMITH_PARENT_ID = "langsmith.span.parent_id"
+LANGSMITH_DOTTED_ORDER = "langsmith.span.dotted_order"
+
+
+class GivenIds(NamedTuple):
+    """The raw values of the four ``langsmith.*`` id attributes (None when absent)."""
+
+    trace_id: object = None
+    span_id: object = None
+    parent_id: object = None
+    dotted_order: object = None
+
+
+class GivenIdsError(ValueError):
+    """Ids given by attributes that cannot be used; ``attribute`` names the one at fault."""
+
+    def __init__(self, attribute: str, reason: str) -> None:
+        super().__init__(f"{attribute}: {reason}")
+        self.attribute = attribute
+        self.reason = reason
+
+
+def canonical_uuid(value: object) -> str | None:
+    """The hyphenated lower-case form of a UUID string (hyphenated or 32 hex digits), else None.
+
+    >>> canonical_uuid("0190A3B4C5D67E8F9A0B1C2D3E4F5061")
+    '0190a3b4-c5d6-7e8f-9a0b-1c2d3e4f5061'
+    >>> canonical_uuid("run-1") is None
+    True
+    """
+    if not isinstance(value, str):
+        return None
+    try:
+        return str(UUID(value))
+    except ValueError:
+        return None
+
+
+def _present(value: object) -> bool:
+    # An empty string means "none": the service's own examples send parent_id "" for a root.
+    return value is not None and value != ""
+
+
+def _given_uuid(attribute: str, value: object) -> str:
+    rid = canonical_uuid(value)
+    if rid is None:
+        raise GivenIdsError(attribute, f"{str(value)[:80]!r} is not a UUID")
+    return rid
+
+
+def given_run_ids(given: GivenIds, computed: RunIds) -> RunIds:
+    """The ids to use when a span carries ``langsmith.*`` ids; ``computed`` are the ones we derived.
+
+    * With ``langsmith.span.dotted_order`` the span's place is fully given: the
+      run id is its last entry, the trace id its first, the parent the entry
+      before the last, and the start time the last entry's (so start_time and
+      the entry agree, as the service requires). ``langsmith.span.id``,
+      ``langsmith.trace.id`` and ``langsmith.span.parent_id``, when also given,
+      must say the same.
+    * With ``langsmith.span.id`` alone only the run id is replaced; the span
+      keeps the place we computed.
+    * A trace id or parent id without a dotted_order cannot place the run (its
+      parent's dotted_order is needed), so it is refused.
+
+    Raises :class:`GivenIdsError` naming the attribute at fault; the caller then
+    keeps ``computed``.
+
+    >>> computed = root_ids("00000000-0000-7000-8000-000000000009", 1_700_000_000_000_000_000)
+    >>> parent = "018bcfe5-68e3-7000-8000-000000000001"
+    >>> child = "018bcfe5-68e3-7000-8000-000000000002"
+    >>> dotted = f"20231114T221320000000Z{parent}.20231114T221320000500Z{child}"
+    >>> ids = given_run_ids(GivenIds(span_id=child, dotted_order=dotted), computed)
+    >>> (ids.run_id == child, ids.trace_id == ids.parent_run_id == parent, ids.dotted_order == dotted)
+    (True, True, True)
+    """
+    trace_id, span_id, parent_id, dotted = (v if _present(v) else None for v in given)
+    if dotted is None:
+        if trace_id is not None:
+            raise GivenIdsError(LANGSMITH_TRACE_ID, f"needs {LANGSMITH_DOTTED_ORDER} to place the run in that trace")
+        if parent_id is not None:
+            raise GivenIdsError(LANGSMITH_PARENT_ID, f"needs {LANGSMITH_DOTTED_ORDER} to place the run under it")
+        if span_id is None:
+            return computed
+        run_id = _given_uuid(LANGSMITH_SPAN_ID, span_id)
+        if computed.parent_run_id is None:
+            return root_ids(run_id, computed.start_time_ns)
+        above = computed.dotted_order.rpartition(".")[0]
+        return computed._replace(run_id=run_id, dotted_order=f"{above}.{format_entry(computed.start_time_ns, run_id)}")
+
+    if not isinstance(dotted, str):
+        raise GivenIdsError(LANGSMITH_DOTTED_ORDER, f"{str(dotted)[:80]!r} is not a string")
+    try:
+        entries = parse_dotted_order(dotted)
+    except DottedOrderError as exc:
+        raise GivenIdsError(LANGSMITH_DOTTED_ORDER, str(exc)) from None
+    for index in range(1, len(entries)):
+        if entries[index][0] < entries[index - 1][0]:
+            raise GivenIdsError(LANGSMITH_DOTTED_ORDER, f"entry {index} is earlier than the entry before it")
+    ids = [str(u) for _, u in entries]
+    if span_id is not None and _given_uuid(LANGSMITH_SPAN_ID, span_id) != ids[-1]:
+        raise GivenIdsError(LANGSMITH_DOTTED_ORDER, f"its last entry {ids[-1]} is not {LANGSMITH_SPAN_ID} {span_id}")
+    if trace_id is not None and _given_uuid(LANGSMITH_TRACE_ID, trace_id) != ids[0]:
+        raise GivenIdsError(LANGSMITH_TRACE_ID, f"{trace_id} is not the dotted_order's first id {ids[0]}")
+    parent = ids[-2] if len(ids) > 1 else None
+    if parent_id is not None and _given_uuid(LANGSMITH_PARENT_ID, parent_id) != parent:
+        where = f"the dotted_order's entry before the last ({parent})" if parent else "in a one-entry (root) dotted_order"
+        raise GivenIdsError(LANGSMITH_PARENT_ID, f"{parent_id} is not {where}")
+    # Rebuilt from the parsed entries: lower-case ids, as every other dotted_order we send.
+    canonical = ".".join(f"{moment.strftime('%Y%m%dT%H%M%S%f')}Z{rid}" for (moment, _), rid in zip(entries, ids))
+    return RunIds(ids[-1], ids[0], parent, canonical, _entry_time_ns(entries[-1][0]))
+
+
 def ids_from_dotted_order(value: str, project: str | None = None) -> RunIds:
     """The ids of the run a dotted_order ends with (a remote or SDK parent); raises DottedOrderError.
 
@@ -237,7 +375,7 @@ def ids_from_dotted_order(value: str, project: str | None = None) -> RunIds:
     """
     entries = parse_dotted_order(value)
     last_time, last_id = entries[-1]
-    start_ns = int(last_time.timestamp()) * 1_000_000_000 + last_time.microsecond * 1000
+    start_ns = _entry_time_ns(last_time)
     return RunIds(
         run_id=str(last_id),
         trace_id=str(entries[0][1]),

@@ -1,8 +1,11 @@
 """``RunsSpanProcessor``: the preferred path.
 
 ``on_start`` links the span to its parent's node (known from the parent's own
-``on_start``) and queues a post; ``on_end`` queues a patch. The run ids and
-dotted_order are computed from those links on the worker thread.
+``on_start``), keeps the span's ``langsmith.*`` id attributes as they are at
+start, and queues a post; ``on_end`` queues a patch. The run ids and
+dotted_order are computed from those on the worker thread; id attributes set
+after the start are ignored (with one warning per process), since children may
+already hold ids computed without them.
 Everything else happens on the worker thread (see ``_worker``). Because ids are
 fixed at start, a long-lived root (a server request span) is visible at the
 service while it is still running, and children never wait for their parents.

@@ -8,7 +8,12 @@ span's attributes and events and returns a :class:`Mapped` value that
 
 The rules are data (the ``_RUN_TYPE_RULES``, ``_INPUT_SOURCES``,
 ``_OUTPUT_SOURCES``, ``_USAGE_FIELDS`` ... tables below, each in precedence
-order, first match wins); the functions only apply them. ``map_span`` runs once
+order, first match wins); the functions only apply them. Every row of the
+service's documented mapping ("Supported OpenTelemetry attribute and event
+mapping" in its OTel tracing guide) is a row here, with the doc's words as its
+comment (``doc:``), so a span means the same run whether the service converts
+it or we do. The four ``langsmith.*`` id attributes are the exception: they
+place the run in its tree, which is ``_ids.given_run_ids``'s job. ``map_span`` runs once
 per span on the exporter's worker thread, so it makes one pass over the
 attributes (prefix checks, no regexes) and decodes JSON only for the attributes
 a rule actually uses.
@@ -32,6 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import orjson
+
+from ._ids import LANGSMITH_DOTTED_ORDER, LANGSMITH_PARENT_ID, LANGSMITH_SPAN_ID, LANGSMITH_TRACE_ID
 
 __all__ = ["SpanEvent", "Mapped", "map_span", "RUN_TYPES"]
 
@@ -66,6 +73,7 @@ class Mapped:
     invocation_params: dict[str, Any] | None = None
     tags: list[str] | None = None
     session_name: str | None = None
+    session_id: Any = None
     consumed: set[str] = field(default_factory=set)
     consumed_events: set[int] = field(default_factory=set)
     first_token_time_ns: int | None = None
@@ -75,31 +83,68 @@ class Mapped:
 # Tables
 # ---------------------------------------------------------------------------
 
-#: Run types the service knows; a ``langsmith.span.kind`` outside this set is
-#: ignored (the next rule decides) rather than sent and rejected.
 #: The run types the service knows; the one list (the converter and traceable use it too).
+#: A ``langsmith.span.kind`` outside this set is ignored (the next rule decides)
+#: rather than sent and rejected.
 RUN_TYPES = frozenset({"llm", "chain", "tool", "retriever", "embedding", "prompt", "parser"})
 
 #: ``(attribute, value map, default)`` in precedence order. The value is looked
 #: up lower-cased; ``default`` (when not None) answers any other value, and when
 #: it is None an unknown value falls through to the next rule.
 _RUN_TYPE_RULES: tuple[tuple[str, Mapping[str, str], str | None], ...] = (
+    # doc: langsmith.span.kind -> Run type. "Values: llm, chain, tool, retriever, embedding, prompt, parser"
     ("langsmith.span.kind", {k: k for k in RUN_TYPES}, None),
+    # doc: openinference.span.kind -> Run type. "Maps various kinds to LangSmith run types"
     (
         "openinference.span.kind",
         {"llm": "llm", "embedding": "embedding", "retriever": "retriever", "reranker": "retriever",
          "tool": "tool", "prompt": "prompt"},
         "chain",
     ),
+    # doc: gen_ai.operation.name -> Run type. 'Maps "chat"/"completion" to "llm", "embedding" to "embedding"'
+    # (the service's words), and the GenAI semconv's own values.
     (
         "gen_ai.operation.name",
-        {"chat": "llm", "text_completion": "llm", "generate_content": "llm", "embeddings": "embedding",
-         "retrieval": "retriever", "execute_tool": "tool", "create_agent": "chain", "invoke_agent": "chain",
-         "invoke_workflow": "chain", "workflow": "chain", "agent": "chain"},
+        {"chat": "llm", "completion": "llm", "text_completion": "llm", "generate_content": "llm",
+         "embedding": "embedding", "embeddings": "embedding", "retrieval": "retriever", "execute_tool": "tool",
+         "create_agent": "chain", "invoke_agent": "chain", "invoke_workflow": "chain", "workflow": "chain",
+         "agent": "chain"},
         None,
     ),
+    # Traceloop's own name for its request type (its semconv package writes this one).
     ("llm.request.type", {"chat": "llm", "completion": "llm", "embedding": "embedding", "rerank": "retriever"}, None),
-    ("traceloop.span.kind", {"tool": "tool", "workflow": "chain", "task": "chain", "agent": "chain"}, "chain"),
+    # doc: traceloop.llm.request.type -> Run type. '"embedding" maps to "embedding", others to "llm"'
+    ("traceloop.llm.request.type", {"embedding": "embedding"}, "llm"),
+    # doc: traceloop.span.kind -> Run type. "Maps to LangSmith run types"
+    (
+        "traceloop.span.kind",
+        {"tool": "tool", "workflow": "chain", "task": "chain", "agent": "chain", "llm": "llm",
+         "retriever": "retriever", "embedding": "embedding"},
+        "chain",
+    ),
+)
+
+#: ``(attribute, run type)``: the attribute's presence decides, when no rule
+#: above did; its value is data, kept (by another table, or in metadata).
+#: After the kind rules, so an explicit kind is never overridden: an
+#: OpenInference LLM span that records its prompt template stays an llm run.
+_RUN_TYPE_PRESENCE: tuple[tuple[str, str], ...] = (
+    # doc: gen_ai.tool.name -> invocation_params.tool_name. 'Tool name, also sets run type to "tool"'
+    ("gen_ai.tool.name", "tool"),
+    # doc: llm.prompt_template.variables -> Run type. 'Sets run type to "prompt", used with input.value'
+    ("llm.prompt_template.variables", "prompt"),
+)
+
+#: The run's name, first present wins: ``(attribute, run type it applies to or None for any)``.
+_NAME_RULES: tuple[tuple[str, str | None], ...] = (
+    # doc: langsmith.trace.name -> Run name. "Overrides the span name for the run"
+    ("langsmith.trace.name", None),
+    # doc: traceloop.entity.name -> Run name. "Entity name from TraceLoop"
+    ("traceloop.entity.name", None),
+    # GenAI execute_tool spans name their tool here.
+    ("gen_ai.tool.name", "tool"),
+    # doc: tool.name -> Run name. 'Tool name when span kind is "TOOL"'
+    ("tool.name", "tool"),
 )
 
 #: Any of these makes an otherwise unclassified span an ``llm`` run.
@@ -119,6 +164,20 @@ _MODEL_NAME_KEYS = (
 #: ``metadata["ls_provider"]``.
 _PROVIDER_KEYS = ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system")
 
+#: The attributes that place the run in its tree; read by ``_convert``/``_ids``,
+#: consumed here so they are not repeated in metadata.
+#: doc: langsmith.trace.id -> Trace ID. "The trace (root run) the span belongs to; set to attach to an existing trace"
+#: doc: langsmith.span.id -> Run ID. "This span's run ID (a UUID); overrides the ID derived from the OTLP span ID"
+#: doc: langsmith.span.parent_id -> Parent run ID. "Nests the span under an existing run by its run ID"
+#: doc: langsmith.span.dotted_order -> Dotted order. "Position in the trace tree"
+_ID_ATTRIBUTES = (LANGSMITH_TRACE_ID, LANGSMITH_SPAN_ID, LANGSMITH_PARENT_ID, LANGSMITH_DOTTED_ORDER)
+
+#: doc: langsmith.trace.session_name -> Session name. "Name of the session"
+_SESSION_NAME = "langsmith.trace.session_name"
+#: doc: langsmith.trace.session_id -> Session ID. "Session identifier for related traces"
+#: (the name wins when both are given: the service takes exactly one).
+_SESSION_ID = "langsmith.trace.session_id"
+
 #: Attributes copied to metadata under the key the service groups threads by
 #: (its thread keys are ``session_id``, ``thread_id`` and ``conversation_id``).
 _METADATA_KEYS: tuple[tuple[str, str], ...] = (
@@ -128,14 +187,46 @@ _METADATA_KEYS: tuple[tuple[str, str], ...] = (
 )
 #: Prefixes whose remainder is a metadata key. ``langsmith.metadata.`` comes
 #: last so explicit metadata wins over everything derived.
+#: doc: traceloop.association.properties.{key} -> metadata.{key}. "Custom metadata with traceloop prefix"
+#: doc: langsmith.metadata.{key} -> metadata.{key}. "Custom metadata with langsmith prefix"
 _METADATA_PREFIXES = ("traceloop.association.properties.", "langsmith.metadata.")
+#: Of those, the ones whose objects and arrays arrive JSON-encoded (the
+#: service's SDK writes a dict or list value with ``json.dumps``): decoded back.
+_JSON_METADATA_PREFIXES = frozenset({"langsmith.metadata."})
 
 #: ``gen_ai.request.*`` becomes invocation params under its remainder, renamed
 #: where the OpenAI-style parameter name differs.
+#: doc: gen_ai.request.{model,temperature,top_p,max_tokens,frequency_penalty,presence_penalty,seed,top_k,
+#: encoding_formats} -> invocation_params.{same}; gen_ai.request.stop_sequences -> invocation_params.stop.
 _PARAM_PREFIX = "gen_ai.request."
 _PARAM_RENAMES = {"stop_sequences": "stop", "choice.count": "n"}
 #: Whole-object invocation params (OpenInference), merged under the above.
+#: doc: llm.invocation_parameters -> invocation_params.*. "JSON string of invocation parameters"
 _PARAM_OBJECT_KEYS = ("llm.invocation_parameters", "embedding.invocation_parameters")
+#: Traceloop writes its function definitions flattened too (``llm.request.functions.0.name``).
+_FUNCTIONS_PREFIX = "llm.request.functions."
+#: ``(attribute, invocation_params key, shape)``: fill a key the above left
+#: empty, first present wins. ``shape``: "list" (a JSON array, an attribute array
+#: of JSON strings, or one item), "json" (a JSON string decoded when it is
+#: JSON), "value".
+_PARAM_FIELDS: tuple[tuple[str, str, str], ...] = (
+    # doc: gen_ai.response.model -> invocation_params.model. "The model name returned in the response".
+    # After gen_ai.request.model (doc: "The model name used for the request"): invocation params say
+    # what was asked for; the response's model fills in when the request's is not recorded.
+    ("gen_ai.response.model", "model", "value"),
+    # doc: llm.presence_penalty -> invocation_params.presence_penalty. "Presence penalty"
+    ("llm.presence_penalty", "presence_penalty", "value"),
+    # doc: llm.frequency_penalty -> invocation_params.frequency_penalty. "Frequency penalty"
+    ("llm.frequency_penalty", "frequency_penalty", "value"),
+    # doc: llm.request.functions -> invocation_params.functions. "Function definitions"
+    ("llm.request.functions", "functions", "list"),
+    # doc: tools -> invocation_params.tools. "Array of tool definitions"
+    ("tools", "tools", "list"),
+    # doc: tool_arguments -> invocation_params.tool_arguments. "Tool arguments as JSON or key-value pairs"
+    ("tool_arguments", "tool_arguments", "json"),
+    # doc: gen_ai.tool.name -> invocation_params.tool_name. 'Tool name, also sets run type to "tool"'
+    ("gen_ai.tool.name", "tool_name", "value"),
+)
 
 #: ``(path in usage_metadata, attributes in precedence order)``: the GenAI
 #: names first, then traceloop's and OpenInference's.
@@ -157,9 +248,13 @@ _USAGE_FIELDS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (
         ("output_token_details", "reasoning"),
         ("gen_ai.usage.reasoning.output_tokens", "gen_ai.usage.reasoning_tokens",
-         "llm.token_count.completion_details.reasoning"),
+         "gen_ai.usage.details.reasoning_tokens", "llm.token_count.completion_details.reasoning"),
     ),
     (("output_token_details", "audio"), ("llm.token_count.completion_details.audio",)),
+    # doc: gen_ai.usage.details.reasoning_tokens -> usage_metadata.reasoning_tokens. "Number of reasoning
+    # tokens used". Where the doc puts it, and (row above) where the SDK's usage shape and the rest of this
+    # table put reasoning tokens, so both readers find it.
+    (("reasoning_tokens",), ("gen_ai.usage.details.reasoning_tokens",)),
 )
 
 #: Span events that mark the first streamed token (ours emit ``new_token``;
@@ -167,15 +262,36 @@ _USAGE_FIELDS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
 _FIRST_TOKEN_EVENTS = frozenset({"new_token", "gen_ai.first_token", "first_token", "First Token Stream Event"})
 
 #: Older GenAI per-message events and the role each one carries.
+#: doc: gen_ai.system.message -> inputs.messages[]. "System message in conversation"
+#: doc: gen_ai.user.message -> inputs.messages[]. "User message in conversation"
+#: doc: gen_ai.assistant.message -> outputs.messages[]. "Assistant message in conversation"
+#: doc: gen_ai.tool.message -> outputs.messages[]. "Tool response message"
+#: (assistant and tool messages are the outputs when the span has no gen_ai.choice;
+#: beside a choice they are the conversation so far, so they stay in the inputs, in order.)
 _MESSAGE_EVENT_ROLES = {
     "gen_ai.system.message": "system",
     "gen_ai.user.message": "user",
     "gen_ai.assistant.message": "assistant",
     "gen_ai.tool.message": "tool",
 }
+_REPLY_ROLES = frozenset({"assistant", "tool"})
 #: Older GenAI whole-content events: event name -> (attribute, side).
+#: doc: gen_ai.content.prompt -> inputs. "Extracts prompt content from event attributes"
+#: doc: gen_ai.content.completion -> outputs. "Extracts completion content from event attributes"
 _CONTENT_EVENTS = {"gen_ai.content.prompt": ("gen_ai.prompt", "in"), "gen_ai.content.completion": ("gen_ai.completion", "out")}
+#: doc: gen_ai.choice -> outputs. "Model choice/response with finish reason" (the finish_reason of the
+#: first choice is kept as outputs.finish_reason).
 _CHOICE_EVENT = "gen_ai.choice"
+#: doc: exception -> status, error. "Sets status to "error" and extracts exception message/stacktrace"
+#: (applied by ``_convert``, which owns the run's error.)
+
+#: Logfire's attributes: a JSON array of GenAI events as objects named by "event.name".
+#: doc: prompt -> inputs. "Logfire prompt input"
+_LOGFIRE_PROMPT = "prompt"
+#: doc: all_messages_events -> outputs. "Logfire message events output"
+_LOGFIRE_ALL_MESSAGES = "all_messages_events"
+#: doc: events -> inputs/outputs. "Logfire events array, splits input/choice events"
+_LOGFIRE_EVENTS = "events"
 
 #: Flattened conventions, gathered in the single pass over the attributes.
 _FLAT_PREFIXES = (
@@ -187,13 +303,15 @@ _FLAT_PREFIXES = (
     "reranker.output_documents.",
     "tool.parameters.",
     "embedding.embeddings.",
+    _FUNCTIONS_PREFIX,
     _PARAM_PREFIX,
 ) + _METADATA_PREFIXES
 _DOCUMENT_PREFIXES = ("retrieval.documents.", "reranker.output_documents.")
 #: Of those, the ones whose next segment must be an index (``gen_ai.prompt.name``
 #: is not a prompt message).
 _INDEXED_PREFIXES = frozenset(
-    ("llm.input_messages.", "llm.output_messages.", "gen_ai.prompt.", "gen_ai.completion.", "embedding.embeddings.")
+    ("llm.input_messages.", "llm.output_messages.", "gen_ai.prompt.", "gen_ai.completion.", "embedding.embeddings.",
+     _FUNCTIONS_PREFIX)
     + _DOCUMENT_PREFIXES
 )
 
@@ -248,8 +366,22 @@ def _as_int(value: Any) -> int | None:
 
 
 def _plain(value: Any) -> Any:
-    """Attribute sequences arrive as tuples; runs are JSON, so make them lists."""
-    return list(value) if isinstance(value, tuple) else value
+    """Attribute sequences arrive as tuples (inside map values too); runs are JSON, so make them lists."""
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _param_value(value: Any, shape: str) -> Any:
+    """An invocation parameter in the shape its ``_PARAM_FIELDS`` row names."""
+    if shape == "list":
+        items = _as_list(value)
+        return _plain(items) if items is not None else [_plain(value)]
+    if shape == "json":
+        return _plain(_json_value(value))
+    return _plain(value)
 
 
 def _nested(obj: Any, key: str) -> Any:
@@ -361,7 +493,10 @@ def _message(raw: Any, role: str | None = None) -> list[dict[str, Any]]:
         return []
     if isinstance(raw.get("message"), (dict, str)) and "role" not in raw and "content" not in raw:
         inner = _json_value(raw["message"])  # OpenInference, or a gen_ai.choice body
-        raw = inner if isinstance(inner, dict) else {"content": inner}
+        outer, raw = raw, inner if isinstance(inner, dict) else {"content": inner}
+        if "tool_calls" in outer and "tool_calls" not in raw:
+            # A gen_ai.choice event documents its tool calls beside the message (tool_calls.{n}.*).
+            raw = {**raw, "tool_calls": outer["tool_calls"]}
     role = raw.get("role") or role or "user"
     msg: dict[str, Any] = {"role": role, "content": None}
     tool_calls = [c for c in map(_tool_call, _as_list(raw.get("tool_calls")) or ()) if c]
@@ -448,7 +583,8 @@ class _Ctx:
     """What the single passes over attributes and events collected."""
 
     __slots__ = (
-        "attributes", "flat", "consumed", "claim_only", "event_in", "event_out", "event_prompt", "event_completion"
+        "attributes", "flat", "consumed", "claim_only", "event_in", "event_out", "finish_reasons", "replies_used",
+        "event_prompt", "event_completion", "logfire",
     )
 
     def __init__(self, attributes: Mapping[str, Any], consumed: set[str]) -> None:
@@ -458,10 +594,17 @@ class _Ctx:
         #: mark their attributes consumed and return without parsing.
         self.claim_only = False
         self.flat: dict[str, dict[str, Any]] = {}
-        self.event_in: list[dict[str, Any]] = []
+        #: Message events in order, each with whether it is a reply (assistant or tool message).
+        self.event_in: list[tuple[bool, list[dict[str, Any]]]] = []
+        #: Choice events: (index, messages), and (index, finish_reason).
         self.event_out: list[tuple[int, list[dict[str, Any]]]] = []
+        self.finish_reasons: list[tuple[int, Any]] = []
+        #: Set when the replies became the outputs (no choice event), so the inputs leave them out.
+        self.replies_used = False
         self.event_prompt: Any = None
         self.event_completion: Any = None
+        #: Logfire event arrays, parsed once: attribute -> event objects (None: not that shape).
+        self.logfire: dict[str, list[dict[str, Any]] | None] = {}
 
     def take(self, key: str) -> Any:
         """The attribute's value, marked consumed (None when absent)."""
@@ -517,18 +660,87 @@ def _read_events(ctx: _Ctx, side: str) -> dict[str, Any] | None:
         ctx.take("gen_ai.prompt" if side == "in" else "gen_ai.completion")
         return None
     if side == "in":
-        if ctx.event_in:
-            return {"messages": ctx.event_in}
+        messages = [m for reply, msgs in ctx.event_in if not (reply and ctx.replies_used) for m in msgs]
+        if messages:
+            return {"messages": messages}
         whole, key = ctx.event_prompt, "gen_ai.prompt"
     else:
         if ctx.event_out:
-            return {"messages": [m for _, msgs in sorted(ctx.event_out, key=lambda e: e[0]) for m in msgs]}
+            out: dict[str, Any] = {
+                "messages": [m for _, msgs in sorted(ctx.event_out, key=lambda e: e[0]) for m in msgs]
+            }
+            if ctx.finish_reasons:
+                out["finish_reason"] = min(ctx.finish_reasons, key=lambda e: e[0])[1]
+            return out
+        replies = [m for reply, msgs in ctx.event_in if reply for m in msgs]
+        if replies:
+            ctx.replies_used = True
+            return {"messages": replies}
         whole, key = ctx.event_completion, "gen_ai.completion"
     if whole is None:
         # The same whole-content attribute set on the span itself (the langsmith
         # SDK's own OTel exporter writes the run's inputs/outputs this way).
         whole = ctx.take(key)
     return _payload(whole, "input" if side == "in" else "output") if whole is not None else None
+
+
+def _logfire_events(ctx: _Ctx, key: str) -> list[dict[str, Any]] | None:
+    """The event objects of a Logfire ``events``/``all_messages_events`` attribute, or None.
+
+    These names are generic, so the attribute is claimed only when it has
+    Logfire's shape: an array of objects, named by ``event.name``.
+    """
+    if key in ctx.logfire:
+        return ctx.logfire[key]
+    value = ctx.attributes.get(key)
+    items = _as_list(value) if value is not None else None
+    if not items or not all(isinstance(i, dict) for i in items) or not any("event.name" in i for i in items):
+        items = None
+    else:
+        ctx.consumed.add(key)
+    ctx.logfire[key] = items
+    return items
+
+
+def _logfire_messages(items: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for item in items:
+        name = item.get("event.name")
+        role = None if not isinstance(name, str) else "assistant" if name == _CHOICE_EVENT else _MESSAGE_EVENT_ROLES.get(name)
+        out.extend(_message(item, role))
+    return out
+
+
+def _read_logfire_events(ctx: _Ctx, side: str) -> dict[str, Any] | None:
+    # The choice events are the outputs; every other event is the conversation that led to them.
+    items = _logfire_events(ctx, _LOGFIRE_EVENTS)
+    if ctx.claim_only or not items:
+        return None
+    chosen = [i for i in items if (i.get("event.name") == _CHOICE_EVENT) == (side == "out")]
+    messages = _logfire_messages(chosen)
+    if not messages:
+        return None
+    out: dict[str, Any] = {"messages": messages}
+    reasons = [i["finish_reason"] for i in chosen if i.get("finish_reason") is not None]
+    if side == "out" and reasons:
+        out["finish_reason"] = reasons[0]
+    return out
+
+
+def _read_logfire_prompt(ctx: _Ctx, key: str) -> dict[str, Any] | None:
+    # A name this generic may be the app's own attribute, not another encoding of
+    # the inputs: it is taken only when it is the inputs, else it stays in metadata.
+    if ctx.claim_only or key not in ctx.attributes:
+        return None
+    return _read_value(ctx, key)
+
+
+def _read_logfire_all_messages(ctx: _Ctx, key: str) -> dict[str, Any] | None:
+    items = _logfire_events(ctx, key)
+    if ctx.claim_only or not items:
+        return None
+    messages = _logfire_messages(items)
+    return {"messages": messages} if messages else None
 
 
 def _read_value(ctx: _Ctx, key: str) -> dict[str, Any] | None:
@@ -594,6 +806,8 @@ _INPUT_SOURCES: tuple[tuple[_Reader, str], ...] = (
     (_read_query, "gen_ai.retrieval.query.text"),
     (_read_value, "gen_ai.tool.call.arguments"),
     (_read_tool_parameters, "tool.parameters"),
+    (_read_logfire_prompt, _LOGFIRE_PROMPT),
+    (_read_logfire_events, "in"),
 )
 #: Outputs, first present wins.
 _OUTPUT_SOURCES: tuple[tuple[_Reader, str], ...] = (
@@ -604,6 +818,8 @@ _OUTPUT_SOURCES: tuple[tuple[_Reader, str], ...] = (
     (_read_value, "output.value"),
     (_read_value, "traceloop.entity.output"),
     (_read_value, "gen_ai.tool.call.result"),
+    (_read_logfire_all_messages, _LOGFIRE_ALL_MESSAGES),
+    (_read_logfire_events, "out"),
 )
 
 
@@ -635,6 +851,9 @@ def _run_type(attributes: Mapping[str, Any], consumed: set[str]) -> str:
         run_type = values.get(raw.lower(), default)
         if run_type is not None:
             consumed.add(key)
+            return run_type
+    for key, run_type in _RUN_TYPE_PRESENCE:
+        if attributes.get(key) not in (None, ""):
             return run_type
     if any(k in attributes for k in _MODEL_KEYS):
         return "llm"
@@ -679,6 +898,15 @@ def _invocation_params(ctx: _Ctx) -> dict[str, Any] | None:
             ctx.consumed.add(key)
     for rest, value in (ctx.take_flat(_PARAM_PREFIX) or {}).items():
         params[_PARAM_RENAMES.get(rest, rest)] = _plain(value)
+    functions = ctx.take_flat(_FUNCTIONS_PREFIX)
+    if functions:
+        unflat = _unflatten(functions)
+        params["functions"] = unflat if isinstance(unflat, list) else [unflat]
+    for key, param, shape in _PARAM_FIELDS:
+        value = ctx.attributes.get(key)
+        if value is not None and param not in params:
+            params[param] = _param_value(value, shape)
+            ctx.consumed.add(key)
     return params or None
 
 
@@ -729,12 +957,16 @@ def _scan_events(ctx: _Ctx, events: Sequence[SpanEvent], out: Mapped) -> None:
         role = _MESSAGE_EVENT_ROLES.get(name)
         if role is not None:
             body = _event_body(attrs)
-            ctx.event_in.extend(_message(body, role))
+            ctx.event_in.append((role in _REPLY_ROLES, _message(body, role)))
             out.consumed_events.add(index)
         elif name == _CHOICE_EVENT:
             body = _event_body(attrs)
-            position = _as_int(body.get("index")) if isinstance(body, dict) else None
-            ctx.event_out.append((position or 0, _message(body, "assistant")))
+            position = (_as_int(body.get("index")) if isinstance(body, dict) else None) or 0
+            ctx.event_out.append((position, _message(body, "assistant")))
+            reason = body.get("finish_reason") if isinstance(body, dict) else None
+            reason = reason if reason is not None else attrs.get("finish_reason")
+            if reason is not None:
+                ctx.finish_reasons.append((position, _plain(reason)))
             out.consumed_events.add(index)
         elif name in _CONTENT_EVENTS:
             key, side = _CONTENT_EVENTS[name]
@@ -796,6 +1028,11 @@ _READ_PREFIXES = (
     "user.",
     "metadata",
     "tag.",
+    "tools",
+    "tool_arguments",
+    _LOGFIRE_PROMPT,
+    _LOGFIRE_ALL_MESSAGES,
+    _LOGFIRE_EVENTS,
 )
 
 
@@ -818,8 +1055,9 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
         _scan_events(ctx, events, out)
 
     out.run_type = _run_type(attributes, consumed)
-    out.inputs = _first_source(ctx, _INPUT_SOURCES)
+    # Outputs first: when assistant/tool message events become the outputs, the inputs leave them out.
     out.outputs = _first_source(ctx, _OUTPUT_SOURCES)
+    out.inputs = _first_source(ctx, _INPUT_SOURCES)
 
     documents = _documents(ctx)
     if documents is not None:
@@ -850,21 +1088,27 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
     for prefix in _METADATA_PREFIXES:
         group = ctx.take_flat(prefix)
         if group:
-            metadata.update((k, _plain(v)) for k, v in group.items())
+            decode = prefix in _JSON_METADATA_PREFIXES
+            metadata.update((k, _plain(_json_value(v) if decode else v)) for k, v in group.items())
 
-    name = attributes.get("langsmith.trace.name")
-    if isinstance(name, str) and name:
-        out.name = name
-        consumed.add("langsmith.trace.name")
-    elif out.run_type == "tool":
-        tool = _first_str(attributes, ("gen_ai.tool.name", "tool.name"))
-        if tool:
-            out.name = tool[1]
-            consumed.add(tool[0])
-    session = attributes.get("langsmith.trace.session_name")
+    for key, run_type in _NAME_RULES:
+        if run_type is not None and out.run_type != run_type:
+            continue
+        name = attributes.get(key)
+        if isinstance(name, str) and name:
+            out.name = name
+            consumed.add(key)
+            break
+    session = attributes.get(_SESSION_NAME)
     if isinstance(session, str) and session:
         out.session_name = session
-        consumed.add("langsmith.trace.session_name")
+        consumed.add(_SESSION_NAME)
+    else:
+        session_id = attributes.get(_SESSION_ID)
+        if session_id not in (None, ""):
+            out.session_id = session_id  # checked by _convert, which can say when it is unusable
+            consumed.add(_SESSION_ID)
+    consumed.update(k for k in _ID_ATTRIBUTES if k in attributes)
     out.tags = _tags(attributes, consumed)
     return out
 

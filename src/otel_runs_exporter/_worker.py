@@ -36,7 +36,7 @@ from typing import Any
 from opentelemetry import context as otel_context
 
 from ._clock import SYSTEM_CLOCK, Clock
-from ._convert import ConvertOptions, RunNode, early_post_summary, patch_fields, span_to_run
+from ._convert import ConvertOptions, RunNode, early_post_summary, patch_fields, span_to_run, warn_if_ids_set_late
 from ._delivery import Delivery, Outcome
 from ._encode import EncodedRun, encode_run
 from ._logging import RateLimitedLog
@@ -368,6 +368,8 @@ class Worker:
                 early.pop(next(iter(early)))
             early[ids.run_id] = early_post_summary(run)
             return encode_run("post", run, limit)
+        # The span has ended: the last chance to see ids set after its start, once per span.
+        warn_if_ids_set_late(span, node.given)
         if node.state == RunNode.MERGED:
             return None
         summary = self._early.pop(ids.run_id, None)

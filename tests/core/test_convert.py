@@ -10,8 +10,17 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags
 
-from otel_runs_exporter._convert import ConvertOptions, early_post_summary, patch_fields, span_ids, span_to_run
-from otel_runs_exporter._ids import parse_dotted_order
+from otel_runs_exporter._convert import (
+    ConvertOptions,
+    RunNode,
+    early_post_summary,
+    given_ids,
+    patch_fields,
+    span_ids,
+    span_to_run,
+    warn_if_ids_set_late,
+)
+from otel_runs_exporter._ids import GivenIds, parse_dotted_order
 
 
 @pytest.fixture
@@ -70,9 +79,49 @@ def test_errors_from_status_and_exception_events(capture):
         span.set_status(Status(StatusCode.ERROR, "it failed"))
     spans = _by_name(exporter)
     boom = span_to_run(spans["boom"], span_ids(spans["boom"], None), ConvertOptions())
-    assert boom["error"].startswith("ValueError: bad input") and "Traceback" in boom["error"]
+    # The Python stacktrace already ends with "ValueError: bad input": it is the whole error, said once.
+    assert boom["error"].startswith("Traceback (most recent call last):")
+    assert boom["error"].endswith("ValueError: bad input") and boom["error"].count("ValueError: bad input") == 1
+    assert "events" not in boom  # the exception event became the error; it is not repeated
     status = span_to_run(spans["status"], span_ids(spans["status"], None), ConvertOptions())
     assert status["error"] == "it failed"
+
+
+def test_error_text_says_the_message_once(capture):
+    """How the error is built from an exception event's type, message and stacktrace."""
+    tracer, exporter = capture
+    sdk_text = "ValueError('boom')\n\nTraceback (most recent call last):\n  File \"x.py\", line 1\nValueError: boom\n"
+    cases = {
+        # The service's SDK records its error text as a bare Exception it never raised.
+        "sdk": {"exception.type": "Exception", "exception.message": sdk_text,
+                "exception.stacktrace": f"Exception: {sdk_text}"},
+        "no stacktrace": {"exception.type": "KeyError", "exception.message": "'k'"},
+        "frames without the message": {"exception.type": "E", "exception.message": "m",
+                                       "exception.stacktrace": "at f (a.js:1)"},
+    }
+    for name, attrs in cases.items():
+        with tracer.start_as_current_span(name) as span:
+            span.add_event("note")
+            span.add_event("exception", attrs)
+            span.set_status(Status(StatusCode.ERROR))
+    spans = _by_name(exporter)
+    errors = {n: span_to_run(spans[n], span_ids(spans[n], None), ConvertOptions()) for n in cases}
+    assert errors["sdk"]["error"] == sdk_text  # exactly what the SDK sends as the error without OTel
+    assert errors["no stacktrace"]["error"] == "KeyError: 'k'"
+    assert errors["frames without the message"]["error"] == "E: m\n\nat f (a.js:1)"
+    assert all([e["name"] for e in run["events"]] == ["note"] for run in errors.values())
+
+
+def test_exception_events_that_did_not_become_the_error_stay_in_events(capture):
+    tracer, exporter = capture
+    with tracer.start_as_current_span("retried") as span:
+        span.add_event("exception", {"exception.type": "TimeoutError", "exception.message": "first try"})
+        span.add_event("exception", {"exception.type": "TimeoutError", "exception.message": "second try"})
+        span.set_status(Status(StatusCode.ERROR))
+    span = _by_name(exporter)["retried"]
+    run = span_to_run(span, span_ids(span, None), ConvertOptions())
+    assert run["error"] == "TimeoutError: second try"  # the last one ended the span
+    assert [e["kwargs"]["exception.message"] for e in run["events"]] == ["first try"]
 
 
 def test_remote_parent_becomes_root_with_its_ids_in_metadata(capture):
@@ -162,3 +211,51 @@ def test_as_open_leaves_the_end_to_the_patch(capture):
     assert run["inputs"] == {"q": 1}
     assert not {"end_time", "outputs", "error", "events"} & set(run)
     assert "end_time" in span_to_run(span, span_ids(span, None), ConvertOptions())
+
+
+# --- ids given by langsmith.* attributes ----------------------------------------------
+
+GIVEN_RUN = "018bcfe5-68e3-7000-8000-000000000003"
+GIVEN_PARENT = "018bcfe5-68e3-7000-8000-000000000001"
+GIVEN_DOTTED = f"20231114T221320000001Z{GIVEN_PARENT}.20231114T221321000000Z{GIVEN_RUN}"
+
+
+def test_given_ids_reads_only_the_four_id_attributes():
+    assert given_ids(None) is None and given_ids({}) is None
+    assert given_ids({"http.method": "GET", "langsmith.metadata.k": "v"}) is None
+    span = TracerProvider().get_tracer("t").start_span("s", attributes={"langsmith.span.id": GIVEN_RUN, "x": 1})
+    assert given_ids(span.attributes) == GivenIds(span_id=GIVEN_RUN)  # the SDK's read-only mapping
+    assert given_ids({"langsmith.span.dotted_order": GIVEN_DOTTED}) == GivenIds(dotted_order=GIVEN_DOTTED)
+
+
+def test_run_node_keeps_the_ids_the_span_started_with(caplog):
+    """Processor path, without its threads: the ids are resolved later, from the start's attributes."""
+    tracer = TracerProvider().get_tracer("t")
+    span = tracer.start_span("given", attributes={"langsmith.span.dotted_order": GIVEN_DOTTED})
+    node = RunNode(span, None)
+    child_span = tracer.start_span("child", context=trace.set_span_in_context(span))
+    child = RunNode(child_span, node)
+    span.set_attribute("langsmith.span.dotted_order", f"20231114T221320000001Z{GIVEN_RUN}")  # too late
+    child_span.end()
+    span.end()
+    ids = node.resolve("v7")
+    assert (ids.run_id, ids.parent_run_id, ids.dotted_order) == (GIVEN_RUN, GIVEN_PARENT, GIVEN_DOTTED)
+    assert child.resolve("v7").dotted_order.startswith(GIVEN_DOTTED + ".")
+    with caplog.at_level("WARNING", logger="otel_runs_exporter"):
+        warn_if_ids_set_late(child_span, child.given)  # nothing given, nothing set: silent
+        warn_if_ids_set_late(span, node.given)
+        warn_if_ids_set_late(span, node.given)
+    assert [r.getMessage().split(" set on ")[0] for r in caplog.records] == ["langsmith.span.dotted_order"]
+
+
+def test_invalid_given_ids_keep_the_computed_ones(capture, caplog):
+    tracer, exporter = capture
+    with tracer.start_as_current_span("root"):
+        with tracer.start_as_current_span("bad", attributes={"langsmith.span.dotted_order": "20231114"}):
+            pass
+    spans = _by_name(exporter)
+    root = span_ids(spans["root"], None)
+    with caplog.at_level("WARNING", logger="otel_runs_exporter"):
+        ids = span_ids(spans["bad"], root, given=given_ids(spans["bad"].attributes))
+    assert ids == span_ids(spans["bad"], root)
+    assert "ignoring langsmith.span.dotted_order on span 'bad'" in caplog.text

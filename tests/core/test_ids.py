@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from uuid import UUID
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from otel_runs_exporter._ids import (
+    GivenIds,
+    GivenIdsError,
     child_ids,
     format_entry,
+    given_run_ids,
     make_run_id,
     parse_dotted_order,
     root_ids,
@@ -92,3 +96,85 @@ def test_parse_rejects_bad_entries_with_a_reason():
     for bad in ("", "20231114T221320Z018bcfe5-68e3-7000-8000-000000000001", "20231114T221320000001Z123"):
         with pytest.raises(DottedOrderError, match="dotted_order|entry"):
             parse_dotted_order(bad)
+
+
+# --- ids given by the langsmith.* attributes ------------------------------------------
+
+ROOT = "018bcfe5-68e3-7000-8000-000000000001"
+MID = "018bcfe5-68e3-7000-8000-000000000002"
+OWN = "018bcfe5-68e3-7000-8000-000000000003"
+T0, T1, T2 = "20231114T221320000001Z", "20231114T221320000500Z", "20231114T221321123456Z"
+GIVEN_DOTTED = f"{T0}{ROOT}.{T1}{MID}.{T2}{OWN}"
+# What we would have computed without the attributes: a root of its own tree.
+COMPUTED = root_ids(run_id_v7(9, 9, 1_800_000_000_000_000_000), 1_800_000_000_000_000_000)
+
+
+def test_a_given_dotted_order_places_the_run_and_sets_its_start():
+    ids = given_run_ids(GivenIds(trace_id=ROOT, span_id=OWN, parent_id=MID, dotted_order=GIVEN_DOTTED), COMPUTED)
+    assert ids[:5] == (OWN, ROOT, MID, GIVEN_DOTTED, 1_700_000_001_123_456_000) and ids.project is None
+    # start_time must be the run's own entry (the service checks it), whatever the span's clock said
+    assert format_entry(ids.start_time_ns, ids.run_id) == GIVEN_DOTTED.split(".")[-1]
+
+
+def test_the_dotted_order_alone_is_enough_and_ids_are_made_canonical():
+    shouted = f"{T0}{ROOT.upper()}.{T1}{MID.upper()}.{T2}{OWN.upper()}"
+    ids = given_run_ids(GivenIds(dotted_order=shouted), COMPUTED)
+    assert (ids.run_id, ids.trace_id, ids.parent_run_id, ids.dotted_order) == (OWN, ROOT, MID, GIVEN_DOTTED)
+    root = given_run_ids(GivenIds(span_id=ROOT.replace("-", ""), dotted_order=f"{T0}{ROOT}", parent_id=""), COMPUTED)
+    assert (root.run_id, root.trace_id, root.parent_run_id) == (ROOT, ROOT, None)
+
+
+def test_children_of_a_given_run_extend_its_dotted_order():
+    ids = given_run_ids(GivenIds(dotted_order=GIVEN_DOTTED), COMPUTED)
+    child = child_ids(ids, run_id_v7(1, 2, 0), 0)  # a child clock behind the given start is raised to it
+    assert child.dotted_order.startswith(GIVEN_DOTTED + ".") and child.parent_run_id == OWN
+    assert child.trace_id == ROOT and child.start_time_ns == ids.start_time_ns
+
+
+def test_a_span_id_alone_replaces_only_the_run_id():
+    root = given_run_ids(GivenIds(span_id=OWN), COMPUTED)
+    assert root == root_ids(OWN, COMPUTED.start_time_ns)
+    parent = root_ids(ROOT, 1_000)
+    computed_child = child_ids(parent, run_id_v7(1, 2, 2_000), 2_000)
+    child = given_run_ids(GivenIds(span_id=OWN), computed_child)
+    assert (child.run_id, child.trace_id, child.parent_run_id) == (OWN, ROOT, ROOT)
+    assert child.dotted_order == parent.dotted_order + "." + format_entry(2_000, OWN)
+
+
+def test_nothing_given_keeps_the_computed_ids():
+    assert given_run_ids(GivenIds(), COMPUTED) is COMPUTED
+    assert given_run_ids(GivenIds("", "", "", ""), COMPUTED) is COMPUTED
+
+
+@pytest.mark.parametrize(
+    ("given", "attribute", "reason"),
+    [
+        (GivenIds(span_id="run-7"), "langsmith.span.id", "not a UUID"),
+        (GivenIds(span_id=12345), "langsmith.span.id", "not a UUID"),
+        (GivenIds(dotted_order="not-a-dotted-order"), "langsmith.span.dotted_order", "entry 0"),
+        (GivenIds(dotted_order=7), "langsmith.span.dotted_order", "not a string"),
+        (GivenIds(span_id=MID, dotted_order=GIVEN_DOTTED), "langsmith.span.dotted_order", "last entry"),
+        (GivenIds(trace_id=MID, dotted_order=GIVEN_DOTTED), "langsmith.trace.id", "first id"),
+        (GivenIds(trace_id="t", dotted_order=GIVEN_DOTTED), "langsmith.trace.id", "not a UUID"),
+        (GivenIds(parent_id=ROOT, dotted_order=GIVEN_DOTTED), "langsmith.span.parent_id", "entry before the last"),
+        (GivenIds(parent_id=ROOT, dotted_order=f"{T0}{OWN}"), "langsmith.span.parent_id", "root"),
+        (GivenIds(parent_id=MID, span_id=OWN), "langsmith.span.parent_id", "needs langsmith.span.dotted_order"),
+        (GivenIds(trace_id=ROOT, span_id=OWN), "langsmith.trace.id", "needs langsmith.span.dotted_order"),
+        (GivenIds(dotted_order=f"{T1}{ROOT}.{T0}{OWN}"), "langsmith.span.dotted_order", "earlier"),
+    ],
+)
+def test_unusable_ids_are_refused_naming_the_attribute(given, attribute, reason):
+    with pytest.raises(GivenIdsError, match=reason) as caught:
+        given_run_ids(given, COMPUTED)
+    assert caught.value.attribute == attribute and str(caught.value).startswith(attribute)
+
+
+@given(st.lists(st.tuples(span_ids, times), min_size=1, max_size=8))
+def test_given_ids_round_trip_any_chain_we_build(chain):
+    """Ids we computed, handed back as attributes, give the same RunIds (to the microsecond of the entries)."""
+    ids = None
+    for span_id, start in chain:
+        rid = run_id_v7(7, span_id, start)
+        ids = root_ids(rid, start) if ids is None else child_ids(ids, rid, start)
+    given = GivenIds(ids.trace_id, ids.run_id, ids.parent_run_id, ids.dotted_order)
+    assert given_run_ids(given, COMPUTED) == ids._replace(start_time_ns=ids.start_time_ns // 1000 * 1000)
