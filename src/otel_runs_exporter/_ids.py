@@ -284,6 +284,8 @@ def canonical_uuid(value: object) -> str | None:
     >>> canonical_uuid("run-1") is None
     True
     """
+    if isinstance(value, UUID):
+        return str(value)
     if not isinstance(value, str):
         return None
     try:

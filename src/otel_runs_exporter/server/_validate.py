@@ -49,7 +49,7 @@ from uuid import UUID
 
 import orjson
 
-from .._ids import DottedOrderError, RunIds, child_ids, parse_dotted_order, root_ids
+from .._ids import DottedOrderError, RunIds, canonical_uuid, child_ids, parse_dotted_order, root_ids
 from ._multipart import Part
 
 __all__ = [
@@ -134,16 +134,8 @@ class PartName:
 # --- small helpers ---------------------------------------------------------------
 
 
-def canonical_id(value: Any) -> str | None:
-    """The hyphenated lower-case form of a UUID given as 32-hex or hyphenated, else None."""
-    if isinstance(value, UUID):
-        return str(value)
-    if not isinstance(value, str):
-        return None
-    try:
-        return str(UUID(value))
-    except ValueError:
-        return None
+# The one rule for reading a run id, shared with the exporter (which reads ids given by attributes).
+canonical_id = canonical_uuid
 
 
 _ISO_RE = re.compile(
