@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from typing import Iterator
 
 import pytest
 
@@ -14,11 +16,23 @@ _PREFIXES = ("OTEL_", "LANGSMITH_", "LANGCHAIN_")
 
 
 @pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Settings come from the environment; no test may see another's (or the machine's)."""
     for name in list(os.environ):
         if name.startswith(_PREFIXES):
             monkeypatch.delenv(name, raising=False)
+    _clear_langsmith_env_cache()
+    yield
+    _clear_langsmith_env_cache()
+
+
+def _clear_langsmith_env_cache() -> None:
+    # The langsmith SDK caches its LANGSMITH_* reads for the process; without this a test
+    # that built a Client would leave its settings to every later one.
+    utils = sys.modules.get("langsmith.utils")
+    get_env_var = getattr(utils, "get_env_var", None)
+    if get_env_var is not None and hasattr(get_env_var, "cache_clear"):
+        get_env_var.cache_clear()
 
 
 @pytest.fixture(autouse=True)

@@ -96,8 +96,11 @@ def sdk_otel_only(monkeypatch):
 def native_runs(service) -> dict[str, dict[str, Any]]:
     """The workload as the SDK sends it itself, to the local service."""
     client = Client(api_url=service.url, api_key="test-key", tracing_mode="langsmith")
-    _run_workload(client, "sdk-mode")
-    runs = service.wait_for_runs(4)
+    try:
+        _run_workload(client, "sdk-mode")
+        runs = service.wait_for_runs(4)
+    finally:
+        client.cleanup(timeout=5)  # its background threads must not outlive the test
     assert service.violations() == []
     service.reset()
     return _fields(runs)
@@ -108,8 +111,11 @@ def test_sdk_otel_mode_through_our_processor_gives_the_sdks_own_runs(service, na
     provider, processor = processor_provider(service.url, project="not-this-one")
     # The discard port: were the SDK to send anything itself, it could not reach the local service.
     client = Client(api_url="http://127.0.0.1:9", api_key="unused", otel_tracer_provider=provider)
-    assert client.otel_exporter is not None and client._tracing_mode == "otel"
-    _run_workload(client, "sdk-mode")
+    try:
+        assert client.otel_exporter is not None and client._tracing_mode == "otel"
+        _run_workload(client, "sdk-mode")
+    finally:
+        client.cleanup(timeout=5)
     assert processor.force_flush(5000)
     ours = _fields(service.wait_for_runs(4))
     assert service.violations() == [] and service.check()["missing_parents"] == []

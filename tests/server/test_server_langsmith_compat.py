@@ -6,6 +6,11 @@ zero violations and arrive as correct trees.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import textwrap
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -62,19 +67,43 @@ def _assert_tree(svc: LocalService, root_id: str, llm_id: str, tool_id: str) -> 
 
 
 @pytest.mark.parametrize("compression", [True, False], ids=["zstd", "plain"])
-def test_multipart(ls_env: pytest.MonkeyPatch, compression: bool) -> None:
+def test_multipart(compression: bool) -> None:
+    # The SDK decides compression once per process from state other tests can leave behind
+    # (its caches, its background threads), so its side runs in a fresh interpreter.
     if compression:
         pytest.importorskip("zstandard")
-    else:
-        ls_env.setenv("LANGSMITH_DISABLE_RUN_COMPRESSION", "true")
+    code = textwrap.dedent(
+        """
+        import json, sys, langsmith
+        from langsmith.run_trees import RunTree
+        client = langsmith.Client(api_url=sys.argv[1], api_key="test")
+        root = RunTree(name="agent", run_type="chain", inputs={"q": "hi"}, client=client, project_name="compat")
+        root.post()
+        llm = root.create_child(name="model", run_type="llm", inputs={"prompt": "hi"})
+        llm.post()
+        tool = llm.create_child(name="search", run_type="tool", inputs={"query": "x"})
+        tool.post()
+        tool.end(error="ValueError: boom")
+        tool.patch()
+        llm.end(outputs={"text": "yo", "usage_metadata": {"input_tokens": 3, "output_tokens": 4, "total_tokens": 7}})
+        llm.patch()
+        root.end(outputs={"answer": "yo"})
+        root.patch()
+        client.flush()
+        client.cleanup(timeout=5)
+        print(json.dumps([str(root.id), str(llm.id), str(tool.id)]))
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LANGSMITH_", "LANGCHAIN_"))}
+    env["LANGSMITH_TRACING"] = "true"
+    if not compression:
+        env["LANGSMITH_DISABLE_RUN_COMPRESSION"] = "true"
     with LocalService() as svc:
-        client = _client(svc)
-        try:
-            ids = _trace(client)
-            client.flush()
-            _assert_tree(svc, *ids)
-        finally:
-            client.cleanup(timeout=5)
+        proc = subprocess.run(
+            [sys.executable, "-c", code, svc.url], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert proc.returncode == 0, proc.stderr
+        _assert_tree(svc, *json.loads(proc.stdout.strip().splitlines()[-1]))
         ingest = [e for e in svc.requests() if e["path"].endswith("/runs/multipart")]
         assert ingest and all(e["status"] == 202 for e in ingest)
         assert {e["content_encoding"] for e in ingest} == ({"zstd"} if compression else {None})
