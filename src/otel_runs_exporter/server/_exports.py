@@ -53,6 +53,7 @@ _MAX_MESSAGE_CHARS = 500  # fail_message / destination_error: each is repeated i
 _INDEX_KEY = re.compile(r"0|[1-9][0-9]{0,6}")
 _DATE_KEY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _UINT32_MAX = 2**32 - 1
+_COMPACT_AFTER = 256  # stale events; compacting only when half the heap is stale keeps its cost amortised
 
 # Events at one instant are applied in this order. Completions come before a
 # timeout or a failure at the same instant so that a run's record (computed
@@ -589,7 +590,7 @@ class BulkExports(Part):
                     export.failed_index = index
                     self._finish(export, "FAILED", at, runs_to="CANCELLED")
             self._expire(now)
-            if self._stale > 1024 and 2 * self._stale > len(self._events):
+            if self._stale > _COMPACT_AFTER and 2 * self._stale > len(self._events):
                 self._compact()
 
     def _compact(self) -> None:
