@@ -112,12 +112,12 @@ class _Export:
     completed: int = 0
     pending: int = 0  # events of this export still in the heap
     # Run-length encoded start times: runs [starts_from[k], starts_from[k+1]) started at starts_at[k].
-    starts_from: array = field(default_factory=lambda: array("I"))
-    starts_at: array = field(default_factory=lambda: array("d"))
+    starts_from: array[int] = field(default_factory=lambda: array("I"))
+    starts_at: array[float] = field(default_factory=lambda: array("d"))
     # Injected failures, sorted by run index: fail_times[k] failed attempts for run fail_index[k].
-    fail_index: array = field(default_factory=lambda: array("I"))
-    fail_times: array = field(default_factory=lambda: array("I"))
-    fail_message_id: array = field(default_factory=lambda: array("H"))
+    fail_index: array[int] = field(default_factory=lambda: array("I"))
+    fail_times: array[int] = field(default_factory=lambda: array("I"))
+    fail_message_id: array[int] = field(default_factory=lambda: array("H"))
     fail_messages: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
@@ -166,7 +166,15 @@ class _Export:
 
     def history(self, index: int) -> Iterator[_Attempt]:
         times, _ = self.failures(index)
-        return _history(self.started(index), times, self.run_seconds, self.run_timeout_s, self.retry_delay_s, self.retries, self.destination_error is not None)
+        return _history(
+            self.started(index),
+            times,
+            self.run_seconds,
+            self.run_timeout_s,
+            self.retry_delay_s,
+            self.retries,
+            self.destination_error is not None,
+        )
 
     def run_json(self, index: int, now: float) -> dict[str, Any]:
         """Run ``index`` as it stands at ``now``, or as it stood when the export finished."""
@@ -179,7 +187,7 @@ class _Export:
             status, started_at = "RUNNING", self.started(index)
             updated_at = started_at
             _, message = self.failures(index)
-            for number_, attempt in enumerate(self.history(index)):
+            for n, attempt in enumerate(self.history(index)):
                 if attempt.start > cut:
                     break
                 attempts += 1
@@ -189,14 +197,14 @@ class _Export:
                 if attempt.last and attempt.error and final and index != self.failed_index:
                     break  # this failure and the export's end fell on one instant, and the end came first
                 if attempt.error == "destination":
-                    errors[f"retry_{number_}"] = f"destination error: {self.destination_error}"
+                    errors[f"retry_{n}"] = f"destination error: {self.destination_error}"
                 else:
                     files += 1
                     done_s = attempt.done_s
                     if attempt.error == "injected":
-                        errors[f"retry_{number_}"] = f"{message} (attempt {number_ + 1})"
+                        errors[f"retry_{n}"] = f"{message} (attempt {n + 1})"
                     elif attempt.error == "overrun":
-                        errors[f"retry_{number_}"] = (
+                        errors[f"retry_{n}"] = (
                             f"run exceeded its {self.run_timeout_s / 3600:g} h limit; resuming from the last checkpoint"
                         )
                 updated_at = attempt.end
@@ -393,7 +401,10 @@ class BulkExports(Part):
                 raise ValueError(refusal.body["detail"][0]["msg"]) from None
             started = [export.partition(i) for i, _ in chosen if i < export.next_index]
             if started:
-                raise ValueError(f"runs {', '.join(started)} of export {export_id} have already started; only runs not started yet can be made to fail")
+                raise ValueError(
+                    f"runs {', '.join(started)} of export {export_id} have already started; "
+                    "only runs not started yet can be made to fail"
+                )
             for index, times in chosen:
                 export.set_failures(index, times, message)
 
@@ -448,7 +459,7 @@ class BulkExports(Part):
                 run_seconds=run_seconds,
                 rows_per_run=rows,
                 run_timeout_s=float(self.run_timeout_s),
-                retries=int(self.retries),
+                retries=max(0, int(self.retries)),  # a run has at least its first attempt
                 retry_delay_s=float(self.retry_delay_s),
                 destination_error=error,
             )
