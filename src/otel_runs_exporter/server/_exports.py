@@ -1,6 +1,7 @@
 """The local service's bulk exports (spec 2.4, 2.5, 3.1, 4.3, 8.2), on a :class:`~._control_common.ServiceClock`.
 
-What the spec leaves "not shown" is chosen here and listed in ``docs/api.md``::
+What the spec leaves "not shown" is chosen here and listed in ``docs/api.md`` and
+``docs/local-service.md``::
 
     POST /api/v1/bulk-exports  {"start_time", "end_time", "destination" | "bulk_export_destination_id", ...}
       CREATED --(start_delay_s, and one of the workspace's 15 export slots)--> RUNNING
@@ -10,9 +11,19 @@ What the spec leaves "not shown" is chosen here and listed in ``docs/api.md``::
         every run COMPLETED -> export COMPLETED
         72 h since RUNNING -> export TIMEDOUT (not retried)
       PATCH {"status": "Cancelled"} from CREATED or RUNNING -> CANCELLED; 409 from a final status
+      at most 100 unfinished (CREATED or RUNNING) exports per workspace: 409 past it
+      a finished export is forgotten 7 days (service time) after it finished, or
+      earlier when its workspace already keeps 1000 finished ones (oldest first)
 
 State is a small discrete-event simulation brought up to the clock's ``now`` at
 the start of every call (:meth:`BulkExports.sync`).
+
+Memory does not depend on an export's time range. Runs are never materialised:
+run ``i`` is partition ``first_day + i``, and what happened to it is a pure
+function of when it started (:func:`_history`), so an export keeps only
+counters, the start times of its runs (run-length encoded: runs start in index
+order, up to 45 at the same instant) and its injected failures in two flat
+arrays. ``GET .../runs`` computes every run's record when asked.
 """
 
 from __future__ import annotations
@@ -21,10 +32,14 @@ import heapq
 import itertools
 import re
 import uuid
+from array import array
+from bisect import bisect_left, bisect_right
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
+
+import orjson
 
 from ._control_common import ControlReply, ControlRequest, Part, Refuse, ServiceClock, invalid, iso, json_body, not_allowed, number
 
@@ -34,6 +49,16 @@ EXPORT_STATUSES = ("CREATED", "RUNNING", "COMPLETED", "FAILED", "CANCELLED", "TI
 _FINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEDOUT"})
 _ROUTE = re.compile(r"^/bulk-exports(?:/(?P<id>[^/]+)(?P<runs>/runs)?)?/?$")
 _MAX_PARTITIONS = 3660  # ten years of days; more is surely a mistake in the request
+_MAX_MESSAGE_CHARS = 500  # fail_message / destination_error: each is repeated in up to 21 errors per run
+_INDEX_KEY = re.compile(r"0|[1-9][0-9]{0,6}")
+_DATE_KEY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_UINT32_MAX = 2**32 - 1
+_COMPACT_AFTER = 256  # stale events; compacting only when half the heap is stale keeps its cost amortised
+
+# Events at one instant are applied in this order. Completions come before a
+# timeout or a failure at the same instant so that a run's record (computed
+# later from its history) and the export's counters always agree on it.
+_COMPLETION, _START, _TIMEOUT, _FAILURE = 0, 1, 1, 2
 
 
 def _parse_time(value: Any, name: str) -> datetime:
@@ -43,39 +68,24 @@ def _parse_time(value: Any, name: str) -> datetime:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise invalid(["body", name], f"Input should be a valid ISO 8601 datetime, got {value[:40]!r}", "datetime_parsing") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=timezone.utc)
+    try:
+        # An offset can push year 1 or 9999 out of datetime's range once in UTC.
+        return moment.astimezone(timezone.utc)
+    except OverflowError:
+        raise invalid(["body", name], f"{value[:40]!r} is out of range once converted to UTC", "datetime_parsing") from None
 
 
-@dataclass
-class _Run:
-    id: str
-    index: int
-    partition: str
-    created_at: float
-    status: str = "CREATED"
-    updated_at: float = 0.0
-    started_at: float | None = None
-    finished_at: float | None = None
-    attempts: int = 0
-    done_s: float = 0.0  # work checkpointed so far, in service seconds
-    fail_times: int = 0
-    fail_message: str = "injected failure"
-    errors: dict[str, str] = field(default_factory=dict)
-    files: list[str] = field(default_factory=list)
+@dataclass(frozen=True)
+class _Attempt:
+    """One attempt of a run: when it started and ended, the work checkpointed after it, and how it ended."""
 
-    def as_json(self, export: _Export) -> dict[str, Any]:
-        rows = int(round(export.rows_per_run * min(1.0, self.done_s / export.run_seconds))) if export.run_seconds else export.rows_per_run
-        return {
-            "id": self.id,
-            "bulk_export_id": export.id,
-            "status": self.status,
-            **_times(self),
-            "partition": self.partition,
-            "rows_exported": rows,
-            "retries": max(0, self.attempts - 1),
-            "errors": dict(self.errors),
-            "metadata": {"latest_cursor": f"{self.partition}:{rows}" if rows else None, "rows_exported": rows, "files": list(self.files)},
-        }
+    start: float
+    end: float
+    done_s: float
+    error: str | None  # None: the run completed; "injected", "overrun" or "destination"
+    last: bool  # the run ends here (completed, or failed for good)
 
 
 @dataclass
@@ -83,48 +93,214 @@ class _Export:
     id: str
     workspace: str
     created_at: float
-    fields: dict[str, Any]
-    runs: list[_Run]
+    fields_json: bytes  # the create body as sent (minus "local"): bytes, not parsed objects, to bound its size
+    first_day: date
+    total: int
     run_seconds: float
     rows_per_run: int
+    run_timeout_s: float
+    retries: int
+    retry_delay_s: float
     destination_error: str | None
     status: str = "CREATED"
     updated_at: float = 0.0
     started_at: float | None = None
     finished_at: float | None = None
+    runs_to: str | None = None  # what the runs still in progress became when the export finished early
+    failed_index: int | None = None  # the run whose failure failed the export
+    next_index: int = 0  # runs [0, next_index) have started, in index order
+    completed: int = 0
+    pending: int = 0  # events of this export still in the heap
+    # Run-length encoded start times: runs [starts_from[k], starts_from[k+1]) started at starts_at[k].
+    starts_from: array[int] = field(default_factory=lambda: array("I"))
+    starts_at: array[float] = field(default_factory=lambda: array("d"))
+    # Injected failures, sorted by run index: fail_times[k] failed attempts for run fail_index[k].
+    fail_index: array[int] = field(default_factory=lambda: array("I"))
+    fail_times: array[int] = field(default_factory=lambda: array("I"))
+    fail_message_id: array[int] = field(default_factory=lambda: array("H"))
+    fail_messages: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
-        counts = {s: 0 for s in EXPORT_STATUSES}
-        for run in self.runs:
-            counts[run.status] += 1
+        final = self.status in _FINAL
         return {
-            **self.fields,
+            **orjson.loads(self.fields_json),
             "id": self.id,
             "status": self.status,
-            **_times(self),
-            "runs_total": len(self.runs),
-            "runs_completed": counts["COMPLETED"],
-            "runs_running": counts["RUNNING"],
-            "runs_failed": counts["FAILED"],
+            **_times(self.created_at, self.updated_at, self.started_at, self.finished_at),
+            "runs_total": self.total,
+            "runs_completed": self.completed,
+            "runs_running": 0 if final else self.next_index - self.completed,
+            "runs_failed": 0 if self.failed_index is None else 1,
+        }
+
+    def partition(self, index: int) -> str:
+        return (self.first_day + timedelta(days=index)).isoformat()
+
+    def started(self, index: int) -> float:
+        return self.starts_at[bisect_right(self.starts_from, index) - 1]
+
+    def note_start(self, index: int, at: float) -> None:
+        if not self.starts_at or self.starts_at[-1] != at:
+            self.starts_from.append(index)
+            self.starts_at.append(at)
+
+    def failures(self, index: int) -> tuple[int, str]:
+        k = bisect_left(self.fail_index, index)
+        if k < len(self.fail_index) and self.fail_index[k] == index:
+            return self.fail_times[k], self.fail_messages[self.fail_message_id[k]]
+        return 0, "injected failure"
+
+    def set_failures(self, index: int, times: int, message: str) -> None:
+        if message not in self.fail_messages:
+            self.fail_messages.append(message)
+        message_id = self.fail_messages.index(message)
+        # More failures than attempts all mean "exhaust the retries"; clamping keeps them in 32 bits.
+        times = min(times, self.retries + 1, _UINT32_MAX)
+        k = bisect_left(self.fail_index, index)
+        if k < len(self.fail_index) and self.fail_index[k] == index:
+            self.fail_times[k], self.fail_message_id[k] = times, message_id
+        else:
+            self.fail_index.insert(k, index)
+            self.fail_times.insert(k, times)
+            self.fail_message_id.insert(k, message_id)
+
+    def history(self, index: int) -> Iterator[_Attempt]:
+        times, _ = self.failures(index)
+        return _history(
+            self.started(index),
+            times,
+            self.run_seconds,
+            self.run_timeout_s,
+            self.retry_delay_s,
+            self.retries,
+            self.destination_error is not None,
+        )
+
+    def run_json(self, index: int, now: float) -> dict[str, Any]:
+        """Run ``index`` as it stands at ``now``, or as it stood when the export finished."""
+        final = self.status in _FINAL
+        cut = self.finished_at if final and self.finished_at is not None else now
+        status, started_at, finished_at, updated_at = "CREATED", None, None, None
+        attempts, done_s, files = 0, 0.0, 0
+        errors: dict[str, str] = {}
+        if index < self.next_index:
+            status, started_at = "RUNNING", self.started(index)
+            updated_at = started_at
+            _, message = self.failures(index)
+            for n, attempt in enumerate(self.history(index)):
+                if attempt.start > cut:
+                    break
+                attempts += 1
+                updated_at = attempt.start
+                if attempt.end > cut:
+                    break
+                if attempt.last and attempt.error and final and index != self.failed_index:
+                    break  # this failure and the export's end fell on one instant, and the end came first
+                if attempt.error == "destination":
+                    errors[f"retry_{n}"] = f"destination error: {self.destination_error}"
+                else:
+                    files += 1
+                    done_s = attempt.done_s
+                    if attempt.error == "injected":
+                        errors[f"retry_{n}"] = f"{message} (attempt {n + 1})"
+                    elif attempt.error == "overrun":
+                        errors[f"retry_{n}"] = (
+                            f"run exceeded its {self.run_timeout_s / 3600:g} h limit; resuming from the last checkpoint"
+                        )
+                updated_at = attempt.end
+                if attempt.last:
+                    status, finished_at = ("COMPLETED" if attempt.error is None else "FAILED"), attempt.end
+                    break
+        if status in ("CREATED", "RUNNING") and final:
+            status, finished_at, updated_at = self.runs_to or "CANCELLED", self.finished_at, self.finished_at
+        if self.run_seconds:
+            rows = int(round(self.rows_per_run * min(1.0, done_s / self.run_seconds)))
+        else:
+            rows = self.rows_per_run if files else 0  # no work to divide: all rows at the first checkpoint
+        partition = self.partition(index)
+        return {
+            "id": str(uuid.uuid5(uuid.UUID(self.id), str(index))),  # stable across reads, never stored
+            "bulk_export_id": self.id,
+            "status": status,
+            **_times(self.created_at, updated_at, started_at, finished_at),
+            "partition": partition,
+            "rows_exported": rows,
+            "retries": max(0, attempts - 1),
+            "errors": errors,
+            "metadata": {
+                "latest_cursor": f"{partition}:{rows}" if rows else None,
+                "rows_exported": rows,
+                "files": [f"{self.id}/{partition}/part-{k:05d}.parquet" for k in range(files)],
+            },
         }
 
 
-def _times(item: _Run | _Export) -> dict[str, str | None]:
+def _history(
+    start: float, failures: int, run_seconds: float, limit_s: float, delay_s: float, retries: int, destination_error: bool
+) -> Iterator[_Attempt]:
+    """Every attempt of a run that starts at ``start``: the single source of both the simulation and the run records.
+
+    An injected failure strikes halfway through an attempt, after a checkpoint; an
+    attempt longer than ``limit_s`` stops at the limit with a checkpoint; both are
+    retried after ``delay_s`` from the checkpoint, ``retries`` times. A destination
+    error fails the first attempt at once and is not retried (spec 3.1).
+    """
+    at, done = start, 0.0
+    for attempt in range(retries + 1):
+        if destination_error:
+            yield _Attempt(at, at, done, "destination", True)
+            return
+        remaining = max(0.0, run_seconds - done)
+        step = min(remaining, limit_s)
+        if attempt < failures:
+            done += step / 2
+            end, error = at + step / 2, "injected"
+        elif remaining > limit_s:
+            done += step
+            end, error = at + step, "overrun"
+        else:
+            yield _Attempt(at, at + remaining, run_seconds, None, True)
+            return
+        last = attempt >= retries
+        yield _Attempt(at, end, done, error, last)
+        at = end + delay_s
+
+
+def _times(created: float, updated: float | None, started: float | None, finished: float | None) -> dict[str, str | None]:
     """The four times an export and each of its runs answer with; updated_at is created_at until something changes."""
     return {
-        "created_at": iso(item.created_at),
-        "updated_at": iso(item.updated_at or item.created_at),
-        "started_at": iso(item.started_at),
-        "finished_at": iso(item.finished_at),
+        "created_at": iso(created),
+        "updated_at": iso(updated or created),
+        "started_at": iso(started),
+        "finished_at": iso(finished),
     }
+
+
+@dataclass
+class _Workspace:
+    """One workspace's share of the state: what bounds it, and its queue of exports waiting for a slot."""
+
+    exports: dict[str, None] = field(default_factory=dict)  # ids in creation order: the list order
+    finished: dict[str, None] = field(default_factory=dict)  # ids in finishing order: the eviction order
+    queue: deque[str] = field(default_factory=deque)
+    unfinished: int = 0
+    running: int = 0
 
 
 class BulkExports(Part):
     """Bulk exports of every workspace, and their runs.
 
     Every duration is in service seconds; the limits default to spec 8.2.
-    Attributes may be changed between requests, e.g. ``exports.run_seconds = 5 * 3600``
-    to make every run overrun its 4 h limit.
+    ``retries``, ``retry_delay_s`` and ``run_timeout_s`` (like ``run_seconds``) are
+    read when an export is created and apply to the exports created afterwards:
+    a run's whole history follows from them and from when it started.
+
+    Bounds (each an attribute, checked at every create, see ``docs/local-service.md``):
+    ``max_unfinished_per_workspace`` (100) and ``max_unfinished_total`` (1,000)
+    exports CREATED or RUNNING, past which a create is a 409;
+    ``max_finished_per_workspace`` (1,000) and ``max_finished_total`` (5,000)
+    finished exports kept, the oldest forgotten first; ``retention_s`` (7 days)
+    after which a finished export is forgotten; ``max_create_body_bytes`` (16 KiB).
 
     Example (a frozen clock, moved by hand)::
 
@@ -149,6 +325,12 @@ class BulkExports(Part):
         workflow_timeout_s: float = 72 * 3600.0,
         max_runs_per_export: int = 45,
         max_exports_per_workspace: int = 15,
+        max_unfinished_per_workspace: int = 100,
+        max_unfinished_total: int = 1000,
+        max_finished_per_workspace: int = 1000,
+        max_finished_total: int = 5000,
+        retention_s: float = 7 * 86400.0,
+        max_create_body_bytes: int = 16 * 1024,
     ) -> None:
         self.start_delay_s = start_delay_s
         self.run_seconds = run_seconds
@@ -159,14 +341,23 @@ class BulkExports(Part):
         self.workflow_timeout_s = workflow_timeout_s
         self.max_runs_per_export = max_runs_per_export
         self.max_exports_per_workspace = max_exports_per_workspace
+        self.max_unfinished_per_workspace = max_unfinished_per_workspace
+        self.max_unfinished_total = max_unfinished_total
+        self.max_finished_per_workspace = max_finished_per_workspace
+        self.max_finished_total = max_finished_total
+        self.retention_s = retention_s
+        self.max_create_body_bytes = max_create_body_bytes
         super().__init__(clock)
 
     def reset(self) -> None:
         """Forget every export."""
         with self._lock:
             self._exports: dict[str, _Export] = {}
-            self._queues: dict[str, deque[str]] = {}
-            self._events: list[tuple[float, int, str, str, int, int]] = []
+            self._workspaces: dict[str, _Workspace] = {}
+            self._finished: dict[str, None] = {}  # every workspace's finished ids, in finishing order
+            self._unfinished_total = 0
+            self._events: list[tuple[float, int, int, str, str, int]] = []
+            self._stale = 0  # events in the heap whose export has finished or been forgotten
             self._seq = itertools.count()
 
     def serve(self, request: ControlRequest) -> ControlReply | None:
@@ -179,6 +370,8 @@ class BulkExports(Part):
             if method == "GET":
                 return ControlReply(200, self.all(workspace))
             if method == "POST":
+                if len(request.data) > self.max_create_body_bytes:
+                    raise self._too_large(len(request.data))  # before parsing it
                 return ControlReply(201, self.create(json_body(request.data), workspace))
         elif runs:
             if method == "GET":
@@ -196,18 +389,27 @@ class BulkExports(Part):
         """Make runs of an export fail: partition (``"2025-01-02"`` or index) -> number of failed attempts.
 
         More than ``retries`` failures exhaust the run's retries, which fails the export.
+        Only runs that have not started can be changed (a started run's history is fixed);
+        a started one is a ValueError naming it.
         """
+        self.sync()
         with self._lock:
             export = self._exports[export_id]
             try:
-                for run in self._select_runs(export, failures):
-                    run.fail_times = _failures_for(run, failures)
-                    run.fail_message = message
+                chosen = self._select_runs(export, failures)
             except Refuse as refusal:
                 raise ValueError(refusal.body["detail"][0]["msg"]) from None
+            started = [export.partition(i) for i, _ in chosen if i < export.next_index]
+            if started:
+                raise ValueError(
+                    f"runs {', '.join(started)} of export {export_id} have already started; "
+                    "only runs not started yet can be made to fail"
+                )
+            for index, times in chosen:
+                export.set_failures(index, times, message)
 
     def create(self, body: Any, workspace: str = "default") -> dict[str, Any]:
-        """Validate a create body and start an export; raises ``Refuse`` (422) on a bad body."""
+        """Validate a create body and start an export; raises ``Refuse``: 422 on a bad body, 413, or 409 past a limit."""
         if not isinstance(body, dict):
             raise invalid(["body"], "Input should be a JSON object", "dict_type")
         body = dict(body)
@@ -225,35 +427,50 @@ class BulkExports(Part):
                 "Field required: a destination object or a bulk_export_destination_id",
                 "missing",
             )
-        days = _partitions(start, end)
-        if len(days) > _MAX_PARTITIONS:
-            raise invalid(["body", "end_time"], f"at most {_MAX_PARTITIONS} daily partitions per export", "value_error")
+        first_day = start.date()
+        total = ((end - timedelta(microseconds=1)).date() - first_day).days + 1  # UTC days [start, end) touches
+        if total > _MAX_PARTITIONS:
+            raise invalid(
+                ["body", "end_time"],
+                f"at most {_MAX_PARTITIONS} daily partitions (ten years) per export, got {total}; split the range",
+                "value_error",
+            )
+        fields_json = orjson.dumps(body)
+        if len(fields_json) > self.max_create_body_bytes:
+            raise self._too_large(len(fields_json))
         run_seconds = number(local, "run_seconds", self.run_seconds)
         rows = int(number(local, "rows_per_run", self.rows_per_run))
-        error = local.get("destination_error")
+        error = _message(local, "destination_error")
+        message = _message(local, "fail_message") or "injected failure"
         failures = local.get("fail_runs") or {}
         if not isinstance(failures, dict):
             raise invalid(["body", "local", "fail_runs"], "Input should be an object: partition -> failures", "dict_type")
         self.sync()
         with self._lock:
+            self._check_room(workspace)
             now = self.clock.now()
-            export_id = str(uuid.uuid4())
-            runs = [_Run(id=str(uuid.uuid4()), index=i, partition=d.isoformat(), created_at=now) for i, d in enumerate(days)]
             export = _Export(
-                id=export_id,
+                id=str(uuid.uuid4()),
                 workspace=workspace,
                 created_at=now,
-                fields=body,
-                runs=runs,
+                fields_json=fields_json,
+                first_day=first_day,
+                total=total,
                 run_seconds=run_seconds,
                 rows_per_run=rows,
-                destination_error=str(error) if error else None,
+                run_timeout_s=float(self.run_timeout_s),
+                retries=max(0, int(self.retries)),  # a run has at least its first attempt
+                retry_delay_s=float(self.retry_delay_s),
+                destination_error=error,
             )
-            for run in self._select_runs(export, failures):
-                run.fail_times = _failures_for(run, failures)
-                run.fail_message = str(local.get("fail_message") or "injected failure")
-            self._exports[export_id] = export
-            self._push(now + self.start_delay_s, "start", export_id)
+            for index, times in self._select_runs(export, failures):
+                export.set_failures(index, times, message)
+            self._exports[export.id] = export
+            space = self._workspaces.setdefault(workspace, _Workspace())
+            space.exports[export.id] = None
+            space.unfinished += 1
+            self._unfinished_total += 1
+            self._push(now + self.start_delay_s, _START, "start", export)
             return export.as_json()
 
     def get(self, export_id: str, workspace: str | None = None) -> dict[str, Any]:
@@ -264,13 +481,17 @@ class BulkExports(Part):
     def all(self, workspace: str | None = None) -> list[dict[str, Any]]:
         self.sync()
         with self._lock:
-            return [e.as_json() for e in self._exports.values() if workspace is None or e.workspace == workspace]
+            if workspace is None:
+                return [e.as_json() for e in self._exports.values()]
+            space = self._workspaces.get(workspace)
+            return [self._exports[i].as_json() for i in space.exports] if space else []
 
     def runs(self, export_id: str, workspace: str | None = None) -> list[dict[str, Any]]:
         self.sync()
         with self._lock:
             export = self._export(export_id, workspace)
-            return [r.as_json(export) for r in export.runs]
+            now = self.clock.now()
+            return [export.run_json(i, now) for i in range(export.total)]
 
     def cancel(self, export_id: str, workspace: str | None = None) -> dict[str, Any]:
         self.sync()
@@ -285,168 +506,206 @@ class BulkExports(Part):
                         "status": export.status,
                     },
                 )
-            now = self.clock.now()
-            self._finish(export, "CANCELLED", now, runs_to="CANCELLED")
+            self._finish(export, "CANCELLED", self.clock.now(), runs_to="CANCELLED")
             return export.as_json()
+
+    # --- bounds ------------------------------------------------------------------------
+
+    def _check_room(self, workspace: str) -> None:
+        space = self._workspaces.get(workspace)
+        unfinished = space.unfinished if space else 0
+        how = (
+            "wait for one to finish or cancel one (PATCH /api/v1/bulk-exports/{export_id} "
+            'with {"status": "Cancelled"}), then create again'
+        )
+        if unfinished >= self.max_unfinished_per_workspace:
+            raise Refuse(
+                409,
+                {
+                    "detail": f"workspace {workspace!r} already has {unfinished} exports not finished (CREATED or RUNNING), "
+                    f"the most one workspace may have; {how}",
+                    "limit": self.max_unfinished_per_workspace,
+                    "unfinished": unfinished,
+                },
+            )
+        if self._unfinished_total >= self.max_unfinished_total:
+            raise Refuse(
+                409,
+                {
+                    "detail": f"the local service already holds {self._unfinished_total} exports not finished "
+                    f"(CREATED or RUNNING) across all workspaces, the most it keeps; {how}",
+                    "limit": self.max_unfinished_total,
+                    "unfinished": self._unfinished_total,
+                },
+            )
+
+    def _too_large(self, size: int) -> Refuse:
+        return Refuse(
+            413,
+            {
+                "detail": f"export create body is {size} bytes; at most {self.max_create_body_bytes} are kept per export "
+                "(a destination and a few fields need far less)",
+                "size": size,
+                "max_size": self.max_create_body_bytes,
+            },
+        )
+
+    def _expire(self, now: float) -> None:
+        # Finished ids are in finishing order, so the expired ones are at the front.
+        while self._finished:
+            export = self._exports[next(iter(self._finished))]
+            if export.finished_at is None or export.finished_at + self.retention_s > now:
+                break
+            self._forget(export)
+
+    def _trim_finished(self, space: _Workspace) -> None:
+        while space.finished and len(space.finished) > self.max_finished_per_workspace:
+            self._forget(self._exports[next(iter(space.finished))])
+        while self._finished and len(self._finished) > self.max_finished_total:
+            self._forget(self._exports[next(iter(self._finished))])
+
+    def _forget(self, export: _Export) -> None:
+        del self._exports[export.id]
+        self._finished.pop(export.id, None)
+        space = self._workspaces[export.workspace]
+        space.exports.pop(export.id, None)
+        space.finished.pop(export.id, None)
+        if not space.exports:
+            del self._workspaces[export.workspace]
 
     # --- the simulation ------------------------------------------------------------
 
     def sync(self) -> None:
-        """Apply every scheduled event up to the clock's now, in time order."""
+        """Apply every scheduled event up to the clock's now, in time order; then forget what has expired."""
         now = self.clock.now()
         with self._lock:
             while self._events and self._events[0][0] <= now:
-                at, _, kind, export_id, index, attempt = heapq.heappop(self._events)
+                at, _, _, kind, export_id, index = heapq.heappop(self._events)
                 export = self._exports.get(export_id)
-                if export is None:
+                if export is None or export.status in _FINAL:
+                    self._stale -= 1
                     continue
+                export.pending -= 1
                 if kind == "start":
                     self._on_start(export, at)
                 elif kind == "timeout":
                     if export.status == "RUNNING":
                         self._finish(export, "TIMEDOUT", at, runs_to="TIMEDOUT")
-                elif kind == "attempt_end":
-                    self._on_attempt_end(export, export.runs[index], attempt, at)
-                elif kind == "retry":
-                    run = export.runs[index]
-                    if export.status == "RUNNING" and run.status == "RUNNING" and run.attempts == attempt:
-                        self._start_attempt(export, run, at)
+                elif kind == "completed":
+                    export.completed += 1
+                    if export.completed == export.total:
+                        self._finish(export, "COMPLETED", at, runs_to=None)
+                    else:
+                        self._fill_runs(export, at)
+                elif kind == "failed":
+                    export.failed_index = index
+                    self._finish(export, "FAILED", at, runs_to="CANCELLED")
+            self._expire(now)
+            if self._stale > _COMPACT_AFTER and 2 * self._stale > len(self._events):
+                self._compact()
 
-    def _push(self, at: float, kind: str, export_id: str, index: int = -1, attempt: int = 0) -> None:
-        heapq.heappush(self._events, (at, next(self._seq), kind, export_id, index, attempt))
+    def _compact(self) -> None:
+        # Finished exports' events would only be skipped when due (a timeout can be
+        # 72 h away); without this, create-and-cancel in a loop would grow the heap.
+        self._events = [e for e in self._events if (x := self._exports.get(e[4])) is not None and x.status not in _FINAL]
+        heapq.heapify(self._events)
+        self._stale = 0
+
+    def _push(self, at: float, order: int, kind: str, export: _Export, index: int = -1) -> None:
+        export.pending += 1
+        heapq.heappush(self._events, (at, order, next(self._seq), kind, export.id, index))
 
     def _on_start(self, export: _Export, at: float) -> None:
-        if export.status != "CREATED":
-            return
-        self._queues.setdefault(export.workspace, deque()).append(export.id)
-        self._fill_workspace(export.workspace, at)
+        space = self._workspaces[export.workspace]
+        space.queue.append(export.id)
+        self._fill_workspace(space, at)
 
-    def _fill_workspace(self, workspace: str, at: float) -> None:
+    def _fill_workspace(self, space: _Workspace, at: float) -> None:
         # Spec 8.2: at most 15 exports of a workspace run at once; the rest wait, first come first served.
-        queue = self._queues.get(workspace, deque())
-        running = sum(1 for e in self._exports.values() if e.workspace == workspace and e.status == "RUNNING")
-        while queue and running < self.max_exports_per_workspace:
-            export = self._exports[queue.popleft()]
-            if export.status != "CREATED":
+        while space.queue and space.running < self.max_exports_per_workspace:
+            export = self._exports.get(space.queue.popleft())
+            if export is None or export.status != "CREATED":
                 continue
             export.status, export.started_at, export.updated_at = "RUNNING", at, at
-            running += 1
-            self._push(at + self.workflow_timeout_s, "timeout", export.id)
+            space.running += 1
+            self._push(at + self.workflow_timeout_s, _TIMEOUT, "timeout", export)
             self._fill_runs(export, at)
 
     def _fill_runs(self, export: _Export, at: float) -> None:
         # Spec 8.2: at most 45 runs of one export at once. A run waiting out its
         # retry delay keeps its slot: it is still in progress.
-        active = sum(1 for r in export.runs if r.status == "RUNNING")
-        for run in export.runs:
-            if active >= self.max_runs_per_export:
-                break
-            if run.status == "CREATED":
-                self._start_attempt(export, run, at)
-                active += 1
-
-    def _start_attempt(self, export: _Export, run: _Run, at: float) -> None:
-        run.status, run.updated_at = "RUNNING", at
-        if run.started_at is None:
-            run.started_at = at
-        run.attempts += 1
-        if export.destination_error:
-            duration = 0.0  # the destination refuses the first write
-        else:
-            remaining = max(0.0, export.run_seconds - run.done_s)
-            duration = min(remaining, self.run_timeout_s)
-            if run.fail_times > 0:
-                duration /= 2  # an injected failure strikes halfway, after a checkpoint
-        self._push(at + duration, "attempt_end", export.id, run.index, run.attempts)
-
-    def _on_attempt_end(self, export: _Export, run: _Run, attempt: int, at: float) -> None:
-        if export.status != "RUNNING" or run.status != "RUNNING" or run.attempts != attempt:
-            return
-        run.updated_at = at
-        key = f"retry_{attempt - 1}"
-        if export.destination_error:
-            # Spec 3.1: storage and destination errors are not retried.
-            run.errors[key] = f"destination error: {export.destination_error}"
-            run.status, run.finished_at = "FAILED", at
-            self._finish(export, "FAILED", at, runs_to="CANCELLED")
-            return
-        remaining = max(0.0, export.run_seconds - run.done_s)
-        step = min(remaining, self.run_timeout_s)
-        if run.fail_times > 0:
-            run.fail_times -= 1
-            run.done_s += step / 2
-            self._checkpoint(export, run)
-            error = f"{run.fail_message} (attempt {attempt})"
-        elif remaining > self.run_timeout_s:
-            run.done_s += step
-            self._checkpoint(export, run)
-            error = f"run exceeded its {self.run_timeout_s / 3600:g} h limit; resuming from the last checkpoint"
-        else:
-            run.done_s = export.run_seconds
-            self._checkpoint(export, run)
-            run.status, run.finished_at = "COMPLETED", at
-            if all(r.status == "COMPLETED" for r in export.runs):
-                self._finish(export, "COMPLETED", at, runs_to=None)
+        while export.next_index < export.total and export.next_index - export.completed < self.max_runs_per_export:
+            index = export.next_index
+            export.next_index += 1
+            export.note_start(index, at)
+            *_, last = export.history(index)
+            if last.error is None:
+                self._push(last.end, _COMPLETION, "completed", export, index)
             else:
-                self._fill_runs(export, at)
-            return
-        run.errors[key] = error
-        if attempt - 1 < self.retries:
-            self._push(at + self.retry_delay_s, "retry", export.id, run.index, attempt)
-            return
-        run.status, run.finished_at = "FAILED", at
-        self._finish(export, "FAILED", at, runs_to="CANCELLED")
-
-    def _checkpoint(self, export: _Export, run: _Run) -> None:
-        run.files.append(f"{export.id}/{run.partition}/part-{len(run.files):05d}.parquet")
+                self._push(last.end, _FAILURE, "failed", export, index)
 
     def _finish(self, export: _Export, status: str, at: float, runs_to: str | None) -> None:
         was_running = export.status == "RUNNING"
-        export.status, export.finished_at, export.updated_at = status, at, at
-        if runs_to:
-            for run in export.runs:
-                if run.status not in _FINAL:
-                    run.status, run.finished_at, run.updated_at = runs_to, at, at
+        export.status, export.finished_at, export.updated_at, export.runs_to = status, at, at, runs_to
+        space = self._workspaces[export.workspace]
+        space.unfinished -= 1
+        self._unfinished_total -= 1
+        self._stale += export.pending
+        export.pending = 0
         if was_running:
-            self._fill_workspace(export.workspace, at)
+            space.running -= 1
+        elif export.id in space.queue:
+            space.queue.remove(export.id)  # else create-and-cancel would grow the queue while every slot is busy
+        space.finished[export.id] = None
+        self._finished[export.id] = None
+        self._trim_finished(space)
+        if was_running:
+            self._fill_workspace(space, at)
 
     def _export(self, export_id: str, workspace: str | None) -> _Export:
         export = self._exports.get(export_id)
         if export is None or (workspace is not None and export.workspace != workspace):
-            raise Refuse(404, {"detail": f"export {export_id} not found"})
+            raise Refuse(
+                404,
+                {
+                    "detail": f"export {export_id} not found (a finished export is kept for {self.retention_s / 86400:g} "
+                    f"days of service time, and at most {self.max_finished_per_workspace} finished ones per workspace)"
+                },
+            )
         return export
 
-    def _select_runs(self, export: _Export, failures: Mapping[Any, Any]) -> list[_Run]:
+    def _select_runs(self, export: _Export, failures: Mapping[Any, Any]) -> list[tuple[int, int]]:
+        """(run index, failed attempts) for each key of a ``fail_runs`` mapping; 422 naming a bad key or count."""
         chosen = []
-        for key in failures:
-            run = _find_run(export, key)
-            if run is None:
+        for key, times in failures.items():
+            index = _run_index(export, str(key))
+            if index is None:
                 raise invalid(["body", "local", "fail_runs", str(key)], "no such partition (a date or an index)", "value_error")
-            chosen.append(run)
+            if not isinstance(times, int) or isinstance(times, bool) or times < 0:
+                raise invalid(["body", "local", "fail_runs", str(key)], "a whole number of failed attempts", "int_type")
+            chosen.append((index, times))
         return chosen
 
 
-def _failures_for(run: _Run, failures: Mapping[Any, Any]) -> int:
-    for key, times in failures.items():
-        if str(key) in (run.partition, str(run.index)):
-            if not isinstance(times, int) or isinstance(times, bool) or times < 0:
-                raise invalid(["body", "local", "fail_runs", str(key)], "a whole number of failed attempts", "int_type")
-            return times
-    return 0
+def _run_index(export: _Export, key: str) -> int | None:
+    if _INDEX_KEY.fullmatch(key):
+        index = int(key)
+    elif _DATE_KEY.fullmatch(key):
+        try:
+            index = (date.fromisoformat(key) - export.first_day).days
+        except ValueError:
+            return None
+    else:
+        return None
+    return index if 0 <= index < export.total else None
 
 
-def _find_run(export: _Export, key: Any) -> _Run | None:
-    for run in export.runs:
-        if str(key) in (run.partition, str(run.index)):
-            return run
-    return None
-
-
-def _partitions(start: datetime, end: datetime) -> list[date]:
-    """One partition per UTC day the half-open range [start, end) touches."""
-    first = start.astimezone(timezone.utc).date()
-    last = (end.astimezone(timezone.utc) - timedelta(microseconds=1)).date()
-    count = (last - first).days + 1
-    if count > _MAX_PARTITIONS:
-        return [first] * count  # only the length is looked at
-    return [first + timedelta(days=i) for i in range(count)]
+def _message(local: Mapping[str, Any], name: str) -> str | None:
+    """A text knob of ``local``, bounded: it is repeated in every error of every run it applies to."""
+    value = local.get(name)
+    if not value:
+        return None
+    text = str(value)
+    if len(text) > _MAX_MESSAGE_CHARS:
+        raise invalid(["body", "local", name], f"at most {_MAX_MESSAGE_CHARS} characters, got {len(text)}", "string_too_long")
+    return text
