@@ -345,9 +345,9 @@ def test_create_project_then_trace_into_it(world: World) -> None:
 
 def test_info_keeps_the_client_on_endpoints_that_exist(world: World, caplog: pytest.LogCaptureFixture) -> None:
     svc = world.svc
+    mark = len(svc.requests())  # before the client exists: it may read /info on a thread of its own
     client = langsmith.Client(api_url=svc.url, api_key=KEY)
     try:
-        mark = len(svc.requests())
         with caplog.at_level(logging.WARNING, logger="langsmith"), warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
             project = client.read_project(project_name="sdk-runtree")
