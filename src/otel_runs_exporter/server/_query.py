@@ -77,7 +77,8 @@ _MAX_LIST = 1_000
 Kind = Literal["id", "text", "time", "number", "bool", "status", "tags", "metadata"]
 
 _STATUS_SQL = "(CASE WHEN {t}.error IS NOT NULL THEN 'error' WHEN {t}.end_time IS NOT NULL THEN 'success' ELSE 'pending' END)"
-# The service's thread keys, in its order of precedence; a number must still equal the text the SDK sends.
+# The metadata keys the service reads a thread from, the first present winning; CAST, because a
+# numeric thread id must still equal the text read_thread sends.
 _THREAD_SQL = (
     "CAST(COALESCE(json_extract({t}.metadata, '$.session_id'), json_extract({t}.metadata, '$.thread_id'),"
     " json_extract({t}.metadata, '$.conversation_id')) AS TEXT)"
