@@ -44,6 +44,7 @@ from ._validate import (
     read_multipart,
     too_deep,
 )
+from ._viewer import ViewerFile, viewer_file
 
 __all__ = ["LocalService"]
 
@@ -213,9 +214,13 @@ class _Handler(BaseHTTPRequestHandler):
     # --- plumbing ---------------------------------------------------------------
 
     def _send(self, status: int, body: Any, headers: dict[str, str] | None = None, close: bool = False) -> None:
-        payload = b"" if body is None else orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+        if isinstance(body, ViewerFile):
+            payload, content_type, headers = body.data, body.content_type, {**body.headers, **(headers or {})}
+        else:
+            payload = b"" if body is None else orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+            content_type = "application/json"
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(payload)))
         for name, value in (headers or {}).items():
             self.send_header(name, value)
@@ -354,6 +359,13 @@ class _Handler(BaseHTTPRequestHandler):
         if service._stopping.is_set():
             self._discard_body()
             raise _Reply(503, _detail("the local service is shutting down"), close=True)
+        if method in ("GET", "HEAD"):
+            # The viewer's files are public and outside the rate limits: they are not the
+            # service's interface, and a limited page could not say why it stopped working.
+            page = viewer_file(urlsplit(self.path).path)
+            if page is not None:
+                self._discard_body()
+                return 200, page, {}, False
         if service.rate_limiter is not None:
             refusal = service.rate_limiter.hit(method, route, headers, self.client_address[0])
             if refusal is not None:
