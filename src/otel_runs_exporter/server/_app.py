@@ -6,7 +6,8 @@ answer carries a Content-Length so clients reuse connections.
 
 Order of checks for a request, each answering on its own if it fails:
 rate limit (429), auth (401/403), faults (tracing requests only), body size (413),
-Content-Encoding (415), then the endpoint itself (422 for rule violations).
+Content-Encoding (415), then the endpoint itself (422 for rule violations, and for
+read requests :mod:`._query` and :mod:`._projects` cannot answer as asked).
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ import orjson
 from ._control import ControlPlane, ServiceClock, is_control_route
 from ._faults import FaultConfig, FaultDecision
 from ._multipart import MultipartError, boundary_from_content_type, parse
+from ._projects import NO_WORKSPACE, api_project, parse_project_create, parse_project_list, parse_project_read
+from ._query import QueryError, api_run, page_body, parse_run_query
 from ._ratelimit import DEFAULT_RULES, SPEC_RULES, RateLimiter, RateRule
-from ._store import RunStore
+from ._store import ProjectExists, RunStore
 from ._validate import (
     ReadResult,
     Violation,
@@ -51,8 +54,14 @@ __all__ = ["LocalService"]
 logger = logging.getLogger(__name__)
 
 _VERSION = "0.1.0"
+# The service version /info reports, which is what the service's client gates features on (langsmith 0.15):
+# 0.8.10 or later sends feedback in multipart ingest, which this service accepts; 0.16.0 or later is what
+# its client.runs / .threads / .traces ... resources want, and those call /api/v2 endpoints this
+# service does not have, so the client's "backend older than" warning there is the truth.
+_SERVICE_API_VERSION = "0.8.10"
 _API_PREFIX = "/api/v1"
 _RUN_PATH = re.compile(r"^/runs/(?P<id>[^/]+)/?$")
+_SESSION_PATH = re.compile(r"^/sessions/(?P<id>[^/]+)/?$")
 _PUBLIC_ROUTES = frozenset({"/ok", "/info"})
 _DEFAULT_SIZE_LIMIT = 20 * 1024 * 1024
 # A refused request's body is read (to keep the connection) only up to this; past it the
@@ -406,7 +415,10 @@ class _Handler(BaseHTTPRequestHandler):
             return decision.status, _detail(f"{msg} (fault injection: {decision.reason})"), hdrs, False
 
         data = decode_body(raw, headers.get("content-encoding"), limit) if raw else raw
-        status, body = self._route(service, method, route, headers, data, entry)
+        try:
+            status, body = self._route(service, method, route, headers, data, entry)
+        except QueryError as exc:  # a read request the service cannot answer as asked
+            status, body = 422, exc.as_detail()
         if decision.action == "drop":
             return 0, None, {}, True
         return status, body, {}, False
@@ -456,6 +468,21 @@ class _Handler(BaseHTTPRequestHandler):
             if method != "POST":
                 return 405, _detail("Method Not Allowed")
             return service._ingest(read_batch(_json_body(data)), route, entry)
+        if route in ("/runs/query", "/runs/query/"):
+            if method != "POST":
+                return 405, _detail("Method Not Allowed")
+            return service._query_runs(_json_body(data))
+        if route in ("/sessions", "/sessions/"):
+            if method in ("GET", "HEAD"):
+                return service._list_projects(parts.query)
+            if method == "POST":
+                return service._create_project(_json_body(data), parts.query)
+            return 405, _detail("Method Not Allowed")
+        match = _SESSION_PATH.match(route)
+        if match:
+            if method not in ("GET", "HEAD"):
+                return 405, _detail("Method Not Allowed")
+            return service._read_project(match["id"], parts.query)
         if route in ("/runs", "/runs/"):
             if method != "POST":
                 return 405, _detail("Method Not Allowed")
@@ -473,11 +500,7 @@ class _Handler(BaseHTTPRequestHandler):
                     body = {"id": canonical_id(match["id"])}
                 return status, body
             if method in ("GET", "HEAD"):
-                run_id = canonical_id(match["id"])
-                run = service.store.get_run(run_id) if run_id else None
-                if run is None:
-                    return 404, _detail(f"run {match['id']} not found")
-                return 200, run
+                return service._read_run(match["id"])
             return 405, _detail("Method Not Allowed")
         return 404, _detail("Not Found")
 
@@ -647,9 +670,16 @@ class LocalService:
     # --- what tests look at -----------------------------------------------------
 
     def info(self) -> dict[str, Any]:
-        """The ``GET /info`` body: tells the service's own client to use multipart (and zstd when available)."""
+        """The ``GET /info`` body: what the service's own client may use here.
+
+        Multipart ingest (and zstd when ``zstandard`` is importable), and the v1
+        read API: ``ch_query_enabled`` without ``sdb_query_enabled`` keeps the
+        client's ``read_run``/``list_runs`` on ``GET /runs/{id}`` and
+        ``POST /runs/query`` rather than the ``/api/v2`` endpoints it uses
+        otherwise. The version is explained at ``_SERVICE_API_VERSION``.
+        """
         return {
-            "version": _VERSION,
+            "version": _SERVICE_API_VERSION,
             "license_expiration_time": None,
             "batch_ingest_config": {
                 "use_multipart_endpoint": self.multipart,
@@ -659,7 +689,11 @@ class LocalService:
                 "size_limit": 100,
                 "size_limit_bytes": self.max_body_bytes,
             },
-            "instance_flags": {"zstd_compression_enabled": self.multipart and _zstd_available()},
+            "instance_flags": {
+                "zstd_compression_enabled": self.multipart and _zstd_available(),
+                "ch_query_enabled": True,
+                "sdb_query_enabled": False,
+            },
             "local": True,
         }
 
@@ -755,6 +789,66 @@ class LocalService:
     def _log_request(self, entry: dict[str, Any]) -> None:
         with self._log_lock:
             self._log.append(entry)
+
+    # --- the read API (runs and projects) -------------------------------------------
+
+    @property
+    def _tenant_id(self) -> str:
+        return canonical_id(self.workspace_id) or NO_WORKSPACE
+
+    def _read_run(self, raw_id: str) -> tuple[int, Any]:
+        run_id = canonical_id(raw_id)
+        run = self.store.get_run(run_id) if run_id else None
+        if run is None:
+            return 404, _detail(f"run {raw_id} not found")
+        return 200, api_run(run, self.store.project_of_run(run["id"]))
+
+    def _query_runs(self, body: Any) -> tuple[int, Any]:
+        query = parse_run_query(body)
+        # One run past the page says whether a next page exists.
+        found = self.store.query_runs(
+            query.where.sql, query.where.params, order=query.order, after=query.after, limit=query.page_size + 1
+        )
+        return 200, page_body(found, query)
+
+    def _list_projects(self, query_string: str) -> tuple[int, Any]:
+        query = parse_project_list(query_string)
+        if query.match_none:
+            return 200, []
+        projects = self.store.projects(
+            ids=query.ids, name=query.name, name_contains=query.name_contains, limit=query.limit, offset=query.offset
+        )
+        stats = self.store.project_stats([p["id"] for p in projects]) if query.include_stats else {}
+        tenant = self._tenant_id
+        return 200, [api_project(p, tenant, stats.get(p["id"]), include_stats=query.include_stats) for p in projects]
+
+    def _read_project(self, raw_id: str, query_string: str) -> tuple[int, Any]:
+        include_stats = parse_project_read(query_string)
+        project_id = canonical_id(raw_id)
+        if project_id is None:
+            raise QueryError(("path", "project_id"), f"project id {raw_id[:60]!r} is not a UUID")
+        project = self.store.project(project_id)
+        if project is None:
+            return 404, _detail(f"project {project_id} not found")
+        stats = self.store.project_stats([project_id]).get(project_id) if include_stats else None
+        return 200, api_project(project, self._tenant_id, stats, include_stats=include_stats)
+
+    def _create_project(self, body: Any, query_string: str) -> tuple[int, Any]:
+        wanted = parse_project_create(body, query_string)
+        try:
+            project, created = self.store.create_project(
+                name=wanted.name,
+                project_id=wanted.project_id,
+                description=wanted.description,
+                extra=wanted.extra,
+                reference_dataset_id=wanted.reference_dataset_id,
+                start_time=wanted.start_time,
+                end_time=wanted.end_time,
+                upsert=wanted.upsert,
+            )
+        except ProjectExists as exc:
+            return 409, _detail(str(exc), id=exc.project["id"])
+        return (201 if created else 200), api_project(project, self._tenant_id)
 
     def _ingest(self, result: ReadResult, path: str, entry: dict[str, Any]) -> tuple[int, Any]:
         entry["run_ids"] = sorted(result.run_ids)

@@ -7,6 +7,17 @@ every thread; that is what makes ``:memory:`` work across the server's threads,
 and SQLite serialises writers anyway. A write commits before the service
 answers 2xx, and WAL with ``synchronous=NORMAL`` survives the process being
 killed right after.
+
+The read API (``POST /runs/query``, ``/sessions``) filters in SQL, so each write
+also keeps a few columns of the merged run up to date (name, run_type, times,
+error, tags, metadata, project): the JSON of a post and its patches is only
+merged in Python, and a filter on ``error`` must see what the patch said.
+
+Projects are rows of their own: created through ``POST /sessions``, or derived
+when a run names a project that does not exist yet. A project named by
+``session_name`` gets a stable id (a UUID 5 of its name), so the same name has
+the same id across restarts and databases; one named only by ``session_id``
+keeps that id and has no name.
 """
 
 from __future__ import annotations
@@ -15,21 +26,44 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Mapping
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
-from ._validate import RunOp, Violation
+from ._validate import RunOp, Violation, canonical_id, parse_timestamp
 
-__all__ = ["RunStore", "ApplyResult", "merge_run"]
+__all__ = [
+    "RunStore",
+    "ApplyResult",
+    "QueriedRun",
+    "ProjectExists",
+    "merge_run",
+    "project_id_for_name",
+    "sortable_time",
+]
 
 logger = logging.getLogger(__name__)
 
-_SCHEMA_VERSION = 1
+_SCHEMA_VERSION = 2
+# Columns of ``runs`` that only mirror the merged run, for the read API's filters.
+# Version 1 databases get them (and the projects table) added and filled on open.
+_INDEX_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("project_id", "TEXT"),
+    ("name", "TEXT"),
+    ("run_type", "TEXT"),
+    ("start_time", "TEXT"),
+    ("end_time", "TEXT"),
+    ("latency", "REAL"),
+    ("error", "TEXT"),
+    ("tags", "TEXT"),
+    ("metadata", "TEXT"),
+    ("reference_example_id", "TEXT"),
+)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,
@@ -42,9 +76,32 @@ CREATE TABLE IF NOT EXISTS runs (
     post_data TEXT,
     patch_data TEXT,
     first_seen REAL NOT NULL,
-    seq INTEGER NOT NULL
+    seq INTEGER NOT NULL,
+    project_id TEXT,
+    name TEXT,
+    run_type TEXT,
+    start_time TEXT,
+    end_time TEXT,
+    latency REAL,
+    error TEXT,
+    tags TEXT,
+    metadata TEXT,
+    reference_example_id TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_by_trace ON runs (trace_id, dotted_order);
+CREATE INDEX IF NOT EXISTS runs_by_project ON runs (project_id, start_time);
+CREATE INDEX IF NOT EXISTS runs_by_start ON runs (start_time, seq);
+CREATE TABLE IF NOT EXISTS projects (
+    id TEXT PRIMARY KEY,
+    name TEXT UNIQUE,
+    description TEXT,
+    extra TEXT,
+    reference_dataset_id TEXT,
+    start_time TEXT NOT NULL,
+    end_time TEXT,
+    created INTEGER NOT NULL,
+    seq INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS violations (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT,
@@ -61,6 +118,34 @@ CREATE TABLE IF NOT EXISTS feedback (
     data TEXT NOT NULL
 );
 """
+_RUN_INDEX_SET = ", ".join(f"{name} = ?" for name, _ in _INDEX_COLUMNS)
+_RUN_INDEX_NAMES = ", ".join(name for name, _ in _INDEX_COLUMNS)
+
+# Any fixed UUID works as the namespace; changing it would change every derived project id.
+_PROJECT_NAMESPACE = uuid.UUID("6f1c58a4-3a55-4c1e-9c52-5a0c6f0e2d17")
+
+
+def project_id_for_name(name: str) -> str:
+    """The id a project gets when runs name it before anyone created it: the same for the same name.
+
+    >>> project_id_for_name("demo") == project_id_for_name("demo")
+    True
+    """
+    return str(uuid.uuid5(_PROJECT_NAMESPACE, name))
+
+
+def _sortable(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def sortable_time(value: Any) -> str | None:
+    """An ISO 8601 timestamp as fixed-width UTC text, so SQL compares and sorts it as text.
+
+    >>> sortable_time("2025-03-01T13:00:00.5+01:00")
+    '2025-03-01T12:00:00.500000Z'
+    """
+    return _sortable(parse_timestamp(value))
+
 
 # Fields that hold a nested object a patch adds to rather than replaces.
 _MERGED_OBJECTS = ("extra",)
@@ -100,8 +185,52 @@ class ApplyResult:
     duplicates: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class QueriedRun:
+    """One run found by :meth:`RunStore.query_runs`: the merged run, its project, and where a next page starts."""
+
+    run: dict[str, Any]
+    project_id: str | None
+    position: tuple[str, int]
+
+
+class ProjectExists(Exception):
+    """``POST /sessions`` named a project (or an id) that already exists; carries the existing project."""
+
+    def __init__(self, message: str, project: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.project = project
+
+
 def _dumps(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def _now_iso() -> str:
+    return _sortable(datetime.now(timezone.utc)) or ""
+
+
+def _index_values(merged: Mapping[str, Any], project_id: str | None) -> tuple[Any, ...]:
+    """The values of ``_INDEX_COLUMNS`` for one merged run, in that order."""
+    begun, ended = parse_timestamp(merged.get("start_time")), parse_timestamp(merged.get("end_time"))
+    latency = (ended - begun).total_seconds() if begun is not None and ended is not None else None
+    name, run_type, error = merged.get("name"), merged.get("run_type"), merged.get("error")
+    tags = merged.get("tags")
+    extra = merged.get("extra")
+    metadata = extra.get("metadata") if isinstance(extra, dict) else None
+    return (
+        project_id,
+        name if isinstance(name, str) else None,
+        run_type if isinstance(run_type, str) else None,
+        _sortable(begun),
+        _sortable(ended),
+        latency,
+        # A lenient service may hold an error that is not text; a filter still sees that there is one.
+        None if error is None else error if isinstance(error, str) else _dumps(error),
+        _dumps(tags) if isinstance(tags, list) else None,
+        _dumps(metadata) if isinstance(metadata, dict) else None,
+        canonical_id(merged.get("reference_example_id")),
+    )
 
 
 class RunStore:
@@ -130,15 +259,26 @@ class RunStore:
             if self.path != ":memory:":
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
-            conn.executescript(_SCHEMA)
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version == 0:
-                conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
-            elif version != _SCHEMA_VERSION:
+            if version not in (0, 1, _SCHEMA_VERSION):
                 raise RuntimeError(
                     f"runs database {self.path} has schema version {version}, this version reads {_SCHEMA_VERSION}"
                 )
+            if version == 1:
+                # Before the schema script: its new indexes name columns a version 1 table lacks. Each ALTER
+                # commits on its own, so an upgrade cut short leaves some columns behind; add only the rest.
+                present = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+                for name, kind in _INDEX_COLUMNS:
+                    if name not in present:
+                        conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+            conn.executescript(_SCHEMA)
+            if version == 1:
+                self._reindex_all(conn)
+                logger.info("runs database %s upgraded from schema version 1 to %d", self.path, _SCHEMA_VERSION)
+            if version != _SCHEMA_VERSION:
+                conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
         self._seq = self._max_seq()
+        self._project_seq = self._max_project_seq()
 
     # --- lifecycle ---------------------------------------------------------------
 
@@ -158,6 +298,29 @@ class RunStore:
     def _max_seq(self) -> int:
         with self._lock:
             return int(self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM runs").fetchone()[0])
+
+    def _max_project_seq(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM projects").fetchone()[0])
+
+    def _reindex_all(self, db: sqlite3.Connection) -> None:
+        """Fill the index columns and derive the projects of every stored run (upgrade from version 1)."""
+        self._project_seq = int(db.execute("SELECT COALESCE(MAX(seq), 0) FROM projects").fetchone()[0])
+        rows = db.execute("SELECT id, posted, post_data, patch_data FROM runs ORDER BY seq").fetchall()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for run_id, posted, post_data, patch_data in rows:
+                merged = merge_run(
+                    orjson.loads(post_data) if post_data else None, orjson.loads(patch_data) if patch_data else None
+                )
+                project_id = self._project_of(db, merged) if posted else None
+                db.execute(
+                    f"UPDATE runs SET {_RUN_INDEX_SET} WHERE id = ?", (*_index_values(merged, project_id), run_id)
+                )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
 
     # --- writes -----------------------------------------------------------------
 
@@ -184,52 +347,109 @@ class RunStore:
 
     def _apply_one(self, db: sqlite3.Connection, op: RunOp, now: float, result: ApplyResult) -> None:
         row = db.execute(
-            "SELECT posted, post_data, patch_data FROM runs WHERE id = ?", (op.run_id,)
+            "SELECT posted, patched, post_data, patch_data FROM runs WHERE id = ?", (op.run_id,)
         ).fetchone()
+        posted, patched = (bool(row[0]), bool(row[1])) if row is not None else (False, False)
+        post = orjson.loads(row[2]) if row is not None and row[2] else None
+        patch = orjson.loads(row[3]) if row is not None and row[3] else None
         if op.kind == "post":
-            if row is not None and row[0]:
+            if posted:
                 # A retry of a post whose answer was lost: keep the first, count the rest.
                 db.execute("UPDATE runs SET extra_posts = extra_posts + 1 WHERE id = ?", (op.run_id,))
                 result.duplicates.append(op.run_id)
                 return
-            patch = orjson.loads(row[2]) if row is not None and row[2] else None
-            ids = merge_run(op.data, patch)
-            if row is None:
-                self._seq += 1
-                db.execute(
-                    "INSERT INTO runs (id, trace_id, parent_run_id, dotted_order, posted, post_data, first_seen, seq)"
-                    " VALUES (?, ?, ?, ?, 1, ?, ?, ?)",
-                    (op.run_id, ids.get("trace_id"), ids.get("parent_run_id"), ids.get("dotted_order"),
-                     _dumps(op.data), now, self._seq),
-                )
-            else:
-                db.execute(
-                    "UPDATE runs SET posted = 1, post_data = ?, trace_id = ?, parent_run_id = ?, dotted_order = ?"
-                    " WHERE id = ?",
-                    (_dumps(op.data), ids.get("trace_id"), ids.get("parent_run_id"), ids.get("dotted_order"),
-                     op.run_id),
-                )
+            post, posted = op.data, True
             result.posted.append(op.run_id)
-            return
-        previous = orjson.loads(row[2]) if row is not None and row[2] else {}
-        patch = _merge_into(previous, op.data)
+        else:
+            patch, patched = _merge_into(patch or {}, op.data), True
+            result.patched.append(op.run_id)
+        merged = merge_run(post, patch)
+        # A patch alone says nothing reliable about the project; it is settled when the post arrives.
+        project_id = self._project_of(db, merged) if posted else None
+        values = (
+            merged.get("trace_id"),
+            merged.get("parent_run_id"),
+            merged.get("dotted_order"),
+            int(posted),
+            int(patched),
+            _dumps(post) if post is not None else None,
+            _dumps(patch) if patch is not None else None,
+            *_index_values(merged, project_id),
+        )
         if row is None:
             self._seq += 1
             db.execute(
-                "INSERT INTO runs (id, trace_id, parent_run_id, dotted_order, patched, patch_data, first_seen, seq)"
-                " VALUES (?, ?, ?, ?, 1, ?, ?, ?)",
-                (op.run_id, patch.get("trace_id"), patch.get("parent_run_id"), patch.get("dotted_order"),
-                 _dumps(patch), now, self._seq),
+                "INSERT INTO runs (trace_id, parent_run_id, dotted_order, posted, patched, post_data, patch_data,"
+                f" {_RUN_INDEX_NAMES}, id, first_seen, seq) VALUES ({', '.join('?' * (len(values) + 3))})",
+                (*values, op.run_id, now, self._seq),
             )
         else:
-            post = orjson.loads(row[1]) if row[1] else None
-            ids = merge_run(post, patch)
             db.execute(
-                "UPDATE runs SET patched = 1, patch_data = ?, trace_id = ?, parent_run_id = ?, dotted_order = ?"
-                " WHERE id = ?",
-                (_dumps(patch), ids.get("trace_id"), ids.get("parent_run_id"), ids.get("dotted_order"), op.run_id),
+                "UPDATE runs SET trace_id = ?, parent_run_id = ?, dotted_order = ?, posted = ?, patched = ?,"
+                f" post_data = ?, patch_data = ?, {_RUN_INDEX_SET} WHERE id = ?",
+                (*values, op.run_id),
             )
-        result.patched.append(op.run_id)
+
+    def _project_of(self, db: sqlite3.Connection, run: Mapping[str, Any]) -> str | None:
+        """The id of the project a posted run names, creating the project the first time it is named."""
+        start = sortable_time(run.get("start_time")) or _now_iso()
+        session_id = canonical_id(run.get("session_id"))
+        if session_id is not None:
+            if db.execute("SELECT 1 FROM projects WHERE id = ?", (session_id,)).fetchone() is None:
+                self._insert_project(db, session_id, None, start)
+            else:
+                self._note_run_start(db, session_id, start)
+            return session_id
+        name = run.get("session_name")
+        if not isinstance(name, str) or not name:
+            return None
+        found = db.execute("SELECT id FROM projects WHERE name = ?", (name,)).fetchone()
+        if found is not None:
+            self._note_run_start(db, found[0], start)
+            return str(found[0])
+        project_id = project_id_for_name(name)
+        if db.execute("SELECT 1 FROM projects WHERE id = ?", (project_id,)).fetchone() is not None:
+            project_id = str(uuid.uuid4())  # someone created a project with exactly that id under another name
+        self._insert_project(db, project_id, name, start)
+        return project_id
+
+    def _insert_project(
+        self,
+        db: sqlite3.Connection,
+        project_id: str,
+        name: str | None,
+        start_time: str,
+        *,
+        created: bool = False,
+        description: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+        reference_dataset_id: str | None = None,
+        end_time: str | None = None,
+    ) -> None:
+        self._project_seq += 1
+        db.execute(
+            "INSERT INTO projects (id, name, description, extra, reference_dataset_id, start_time, end_time, created, seq)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                project_id,
+                name,
+                description,
+                _dumps(dict(extra)) if extra is not None else None,
+                reference_dataset_id,
+                start_time,
+                end_time,
+                int(created),
+                self._project_seq,
+            ),
+        )
+
+    @staticmethod
+    def _note_run_start(db: sqlite3.Connection, project_id: str, start: str) -> None:
+        # A derived project began with its earliest run, which need not be the first to arrive.
+        db.execute(
+            "UPDATE projects SET start_time = ? WHERE id = ? AND created = 0 AND start_time > ?",
+            (start, project_id, start),
+        )
 
     def record_violations(self, violations: Iterable[Violation], *, path: str, accepted: bool) -> None:
         """Keep violations so ``runs check`` can show what a lenient service let through."""
@@ -246,10 +466,13 @@ class RunStore:
             )
 
     def reset(self) -> None:
-        """Delete every run, violation and feedback item."""
+        """Delete every run, project, violation and feedback item."""
         with self._lock:
-            self._db.executescript("DELETE FROM runs; DELETE FROM violations; DELETE FROM feedback;")
+            self._db.executescript(
+                "DELETE FROM runs; DELETE FROM projects; DELETE FROM violations; DELETE FROM feedback;"
+            )
             self._seq = 0
+            self._project_seq = 0
             self._changed.notify_all()
 
     # --- reads ------------------------------------------------------------------
@@ -289,6 +512,187 @@ class RunStore:
         """One posted run, merged, or None."""
         rows = self._rows("WHERE id = ? AND posted = 1", (run_id,))
         return self._public(rows[0]) if rows else None
+
+    def query_runs(
+        self,
+        where: str,
+        params: Sequence[Any],
+        *,
+        order: Literal["asc", "desc"],
+        after: tuple[str, int] | None,
+        limit: int,
+    ) -> list[QueriedRun]:
+        """Posted runs matching a WHERE fragment over ``runs AS r``, by start time then arrival, ``limit`` at most.
+
+        ``where`` comes from :mod:`._query`, built from a fixed set of column
+        expressions with every value bound as a parameter. ``after`` is the
+        ``position`` of the last run of the previous page: keyset paging, so runs
+        that arrive between pages neither repeat nor shift what comes next.
+        """
+        direction, beyond = ("DESC", "<") if order == "desc" else ("ASC", ">")
+        sql = (
+            "SELECT r.id, r.post_data, r.patch_data, r.project_id, COALESCE(r.start_time, ''), r.seq"
+            f" FROM runs AS r WHERE r.posted = 1 AND ({where})"
+        )
+        args = list(params)
+        if after is not None:
+            sql += f" AND (COALESCE(r.start_time, ''), r.seq) {beyond} (?, ?)"
+            args += [after[0], after[1]]
+        sql += f" ORDER BY COALESCE(r.start_time, '') {direction}, r.seq {direction} LIMIT ?"
+        args.append(limit)
+        with self._lock:
+            rows = self._db.execute(sql, args).fetchall()
+        out = []
+        for run_id, post_data, patch_data, project_id, start, seq in rows:
+            run = merge_run(
+                orjson.loads(post_data) if post_data else None, orjson.loads(patch_data) if patch_data else None
+            )
+            run["id"] = run_id
+            out.append(QueriedRun(run, project_id, (start, seq)))
+        return out
+
+    def project_of_run(self, run_id: str) -> str | None:
+        """The id of the project a posted run belongs to, or None."""
+        with self._lock:
+            row = self._db.execute("SELECT project_id FROM runs WHERE id = ? AND posted = 1", (run_id,)).fetchone()
+        return row[0] if row else None
+
+    # --- projects -----------------------------------------------------------------
+
+    _PROJECT_COLUMNS = "id, name, description, extra, reference_dataset_id, start_time, end_time"
+
+    @staticmethod
+    def _project_row(row: Sequence[Any]) -> dict[str, Any]:
+        return {
+            "id": row[0],
+            "name": row[1],
+            "description": row[2],
+            "extra": orjson.loads(row[3]) if row[3] else None,
+            "reference_dataset_id": row[4],
+            "start_time": row[5],
+            "end_time": row[6],
+        }
+
+    def projects(
+        self,
+        *,
+        ids: Sequence[str] | None = None,
+        name: str | None = None,
+        name_contains: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[dict[str, Any]]:
+        """Projects, newest first; every given filter must hold (``name_contains`` ignores ASCII case)."""
+        clauses: list[str] = []
+        args: list[Any] = []
+        if ids is not None:
+            clauses.append(f"id IN ({', '.join('?' * len(ids))})" if ids else "0")
+            args += ids
+        if name is not None:
+            clauses.append("name = ?")
+            args.append(name)
+        if name_contains is not None:
+            clauses.append("instr(lower(name), lower(?)) > 0")
+            args.append(name_contains)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {self._PROJECT_COLUMNS} FROM projects {where} ORDER BY seq DESC LIMIT ? OFFSET ?",
+                (*args, limit, offset),
+            ).fetchall()
+        return [self._project_row(r) for r in rows]
+
+    def project(self, project_id: str) -> dict[str, Any] | None:
+        """One project by id, or None."""
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT {self._PROJECT_COLUMNS} FROM projects WHERE id = ?", (project_id,)
+            ).fetchone()
+        return self._project_row(row) if row else None
+
+    def project_stats(self, project_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """project id -> run_count and last_run_start_time, for the projects that have runs."""
+        if not project_ids:
+            return {}
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT project_id, COUNT(*), MAX(start_time) FROM runs"
+                f" WHERE posted = 1 AND project_id IN ({', '.join('?' * len(project_ids))}) GROUP BY project_id",
+                list(project_ids),
+            ).fetchall()
+        return {r[0]: {"run_count": r[1], "last_run_start_time": r[2]} for r in rows}
+
+    def create_project(
+        self,
+        *,
+        name: str,
+        project_id: str | None = None,
+        description: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+        reference_dataset_id: str | None = None,
+        start_time: str | None = None,
+        end_time: str | None = None,
+        upsert: bool = False,
+    ) -> tuple[dict[str, Any], bool]:
+        """Create a project, or with ``upsert`` update the one of that name; returns it and whether it is new.
+
+        Raises :class:`ProjectExists` when the name (or the id) is taken and
+        ``upsert`` is off: a project derived from ingested runs counts as existing,
+        as it does on the service.
+        """
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                by_name = db.execute(f"SELECT {self._PROJECT_COLUMNS} FROM projects WHERE name = ?", (name,)).fetchone()
+                by_id = (
+                    db.execute(f"SELECT {self._PROJECT_COLUMNS} FROM projects WHERE id = ?", (project_id,)).fetchone()
+                    if project_id is not None
+                    else None
+                )
+                if by_id is not None and (by_name is None or by_id[0] != by_name[0]):
+                    raise ProjectExists(f"a project with id {project_id} already exists", self._project_row(by_id))
+                if by_name is not None:
+                    if not upsert:
+                        raise ProjectExists(
+                            f"a project named {name!r} already exists (id {by_name[0]}); pass upsert=true to update it",
+                            self._project_row(by_name),
+                        )
+                    updates = {
+                        "description": description,
+                        "extra": _dumps(dict(extra)) if extra is not None else None,
+                        "reference_dataset_id": reference_dataset_id,
+                        "end_time": end_time,
+                    }
+                    given = {k: v for k, v in updates.items() if v is not None}
+                    if given:
+                        db.execute(
+                            f"UPDATE projects SET {', '.join(f'{k} = ?' for k in given)} WHERE id = ?",
+                            (*given.values(), by_name[0]),
+                        )
+                    row = db.execute(
+                        f"SELECT {self._PROJECT_COLUMNS} FROM projects WHERE id = ?", (by_name[0],)
+                    ).fetchone()
+                    db.execute("COMMIT")
+                    return self._project_row(row), False
+                new_id = project_id or str(uuid.uuid4())
+                self._insert_project(
+                    db,
+                    new_id,
+                    name,
+                    start_time or _now_iso(),
+                    created=True,
+                    description=description,
+                    extra=extra,
+                    reference_dataset_id=reference_dataset_id,
+                    end_time=end_time,
+                )
+                row = db.execute(f"SELECT {self._PROJECT_COLUMNS} FROM projects WHERE id = ?", (new_id,)).fetchone()
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return self._project_row(row), True
 
     def count(self, *, completed: bool = False) -> int:
         """Number of posted runs (with an end_time when ``completed``)."""
