@@ -35,6 +35,7 @@ from ._multipart import MultipartError, boundary_from_content_type, parse
 from ._projects import NO_WORKSPACE, api_project, parse_project_create, parse_project_list, parse_project_read
 from ._query import QueryError, api_run, page_body, parse_run_query
 from ._ratelimit import DEFAULT_RULES, SPEC_RULES, RateLimiter, RateRule
+from ._run_stats import parse_stats_query, run_stats
 from ._store import ProjectExists, RunStore
 from ._validate import (
     ReadResult,
@@ -472,6 +473,10 @@ class _Handler(BaseHTTPRequestHandler):
             if method != "POST":
                 return 405, _detail("Method Not Allowed")
             return service._query_runs(_json_body(data))
+        if route in ("/runs/stats", "/runs/stats/"):
+            if method != "POST":
+                return 405, _detail("Method Not Allowed")
+            return service._run_stats(_json_body(data))
         if route in ("/sessions", "/sessions/"):
             if method in ("GET", "HEAD"):
                 return service._list_projects(parts.query)
@@ -810,6 +815,12 @@ class LocalService:
             query.where.sql, query.where.params, order=query.order, after=query.after, limit=query.page_size + 1
         )
         return 200, page_body(found, query)
+
+    def _run_stats(self, body: Any) -> tuple[int, Any]:
+        query = parse_stats_query(body)
+        # LIMIT -1 is SQLite's "no limit": a summary covers every matching run.
+        found = self.store.query_runs(query.where.sql, query.where.params, order="asc", after=None, limit=-1)
+        return 200, run_stats(q.run for q in found)
 
     def _list_projects(self, query_string: str) -> tuple[int, Any]:
         query = parse_project_list(query_string)
