@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 
-__all__ = ["ViewerFile", "viewer_file", "SECURITY_HEADERS", "CSP"]
+__all__ = ["ViewerFile", "viewer_file", "viewer_link", "SECURITY_HEADERS", "CSP"]
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
@@ -80,3 +80,19 @@ def viewer_file(path: str) -> ViewerFile | None:
         data = resources.files(__package__).joinpath("viewer", name).read_bytes()
         cached = _cache[path] = ViewerFile(data, content_type, dict(SECURITY_HEADERS))
     return cached
+
+
+def viewer_link(service_url: str, trace_id: str, run_id: str | None = None) -> str:
+    """The viewer's deep link to a trace (or one of its runs) on the service at ``service_url``.
+
+    The route is in the fragment, so the link works wherever the service's address does.
+
+    >>> viewer_link("http://127.0.0.1:1984/", "0190b3c5-f1b8-7a3e-9c1d-2e3f4a5b6c7d")
+    'http://127.0.0.1:1984/#/trace/0190b3c5-f1b8-7a3e-9c1d-2e3f4a5b6c7d'
+    >>> viewer_link("127.0.0.1:1984", "0190b3c5-f1b8-7a3e-9c1d-2e3f4a5b6c7d")
+    'http://127.0.0.1:1984/#/trace/0190b3c5-f1b8-7a3e-9c1d-2e3f4a5b6c7d'
+    """
+    base = service_url.strip().rstrip("/")
+    if "://" not in base:
+        base = "http://" + base
+    return f"{base}/#/trace/{trace_id}" + (f"/run/{run_id}" if run_id else "")
