@@ -818,9 +818,7 @@ class LocalService:
 
     def _run_stats(self, body: Any) -> tuple[int, Any]:
         query = parse_stats_query(body)
-        # LIMIT -1 is SQLite's "no limit": a summary covers every matching run.
-        found = self.store.query_runs(query.where.sql, query.where.params, order="asc", after=None, limit=-1)
-        return 200, run_stats(q.run for q in found)
+        return 200, run_stats(self.store.summarize(query.where.sql, query.where.params))
 
     def _list_projects(self, query_string: str) -> tuple[int, Any]:
         query = parse_project_list(query_string)

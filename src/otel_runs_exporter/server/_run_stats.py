@@ -17,12 +17,12 @@ The viewer asks this once per trace for the run count and tokens of its list.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ._query import QueryError, RunQuery, parse_run_query
 from ._render import token_counts
-from ._validate import parse_timestamp
+from ._store import RunSummary
 
 __all__ = ["parse_stats_query", "run_stats"]
 
@@ -55,40 +55,27 @@ def _percentile(sorted_values: Sequence[float], share: float) -> float | None:
     return sorted_values[rank - 1]
 
 
-def run_stats(runs: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """The stats answer for these runs (merged, as the store reads them).
+def run_stats(summary: RunSummary) -> dict[str, Any]:
+    """The stats answer for what :meth:`RunStore.summarize` found.
 
-    >>> s = run_stats([{"start_time": "2025-03-01T12:00:00Z", "end_time": "2025-03-01T12:00:02Z",
-    ...                 "outputs": {"usage_metadata": {"input_tokens": 3, "output_tokens": 2}}},
-    ...                {"start_time": "2025-03-01T12:00:01Z", "error": "boom"}])
+    >>> s = run_stats(RunSummary(2, 1, "2025-03-01T12:00:01.000000Z", [2.0],
+    ...               [{"outputs": {"usage_metadata": {"input_tokens": 3, "output_tokens": 2}}}]))
     >>> s["run_count"], s["error_rate"], s["total_tokens"], s["latency_p50"]
     (2, 0.5, 5, 2.0)
     """
-    count = errors = 0
     tokens = {"in": 0, "out": 0, "total": 0}
-    latencies: list[float] = []
-    last_start = None
-    for run in runs:
-        count += 1
-        if run.get("error") is not None:
-            errors += 1
-        start, end = parse_timestamp(run.get("start_time")), parse_timestamp(run.get("end_time"))
-        if start is not None and (last_start is None or start > last_start):
-            last_start = start
-        if start is not None and end is not None:
-            latencies.append((end - start).total_seconds())
+    for run in summary.token_runs:
         for label, value in token_counts(run).items():
             tokens[label] += value
-    latencies.sort()
     answer: dict[str, Any] = {
-        "run_count": count,
-        "error_rate": errors / count if count else None,
-        "latency_p50": _percentile(latencies, 0.5),
-        "latency_p99": _percentile(latencies, 0.99),
+        "run_count": summary.count,
+        "error_rate": summary.errors / summary.count if summary.count else None,
+        "latency_p50": _percentile(summary.latencies, 0.5),
+        "latency_p99": _percentile(summary.latencies, 0.99),
         "total_tokens": tokens["total"],
         "prompt_tokens": tokens["in"],
         "completion_tokens": tokens["out"],
-        "last_run_start_time": last_start.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if last_start is not None else None,
+        "last_run_start_time": summary.last_start_time,
     }
     answer.update(dict.fromkeys(_NOT_KEPT))
     return answer

@@ -118,7 +118,7 @@ export class ListView {
     this.projects = sorted;
     replace(
       this.projectSelect,
-      sorted.map((p) => h("option", { value: projectLabel(p) }, projectLabel(p), p.run_count !== undefined ? ` (${fmtInt(p.run_count)} runs)` : "")),
+      sorted.map((p) => h("option", { value: projectLabel(p) }, projectLabel(p), p.run_count !== undefined ? ` (${fmtInt(p.run_count)} run${p.run_count === 1 ? "" : "s"})` : "")),
     );
     if (!this.projectKey && sorted.length) this.projectKey = projectLabel(sorted[0]);
     this.projectSelect.value = this.projectKey;

@@ -97,8 +97,7 @@ export class TraceView {
     this.runs = new Map();
     this.refresh = null;
     this.started = performance.now();
-    delete this.element.dataset.openedMs;
-    delete this.element.dataset.loadedMs;
+    for (const key of ["openedMs", "openedAt", "loadedMs", "loadedAt"]) delete this.element.dataset[key];
     try {
       await this.load();
     } catch (error) {
@@ -107,9 +106,10 @@ export class TraceView {
   }
 
   async load() {
-    // Counts first: they decide whether the tree opens folded, and fill the header.
-    await this.loadStats();
-    this.fold = this.stats.runs > FOLD_ABOVE;
+    // The counts decide whether the tree opens folded; asked for beside the first page, not before it.
+    const stats = this.loadStats();
+    stats.catch(() => {}); // a failure is reported where it is awaited, below
+    let folding = true;
     let cursor = null;
     let lastDraw = 0;
     const loaded = new Map();
@@ -120,18 +120,27 @@ export class TraceView {
       if (this.closed) return;
       for (const run of answer.runs || []) loaded.set(run.id, run);
       cursor = answer.cursors && answer.cursors.next;
+      if (folding) {
+        await stats;
+        if (this.closed) return;
+        this.fold = this.stats.runs > FOLD_ABOVE;
+        folding = false;
+      }
       // Oldest first, so the first page holds the root and its first children: draw it at once.
       if (!cursor || !this.element.dataset.openedMs || performance.now() - lastDraw > REDRAW_EVERY_MS) {
         this.runs = loaded;
         this.rebuild();
         lastDraw = performance.now();
         if (!this.element.dataset.openedMs && this.nodes.length) {
+          // How long the trace took to show: since the view began, and since the page was requested.
           this.element.dataset.openedMs = String(Math.round(performance.now() - this.started));
+          this.element.dataset.openedAt = String(Math.round(performance.now()));
         }
       }
       this.progress.textContent = cursor ? `loading… ${fmtInt(loaded.size)} of ${fmtInt(this.stats.runs)} runs` : "";
     } while (cursor);
     this.element.dataset.loadedMs = String(Math.round(performance.now() - this.started));
+    this.element.dataset.loadedAt = String(Math.round(performance.now()));
     this.element.dataset.runs = String(this.runs.size);
   }
 
@@ -376,7 +385,7 @@ export class TraceView {
 
   renderAxis() {
     const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) => {
-      const tick = h("span", { class: "tick" }, fmtDuration(f * this.span));
+      const tick = h("span", { class: "tick" }, f ? fmtDuration(f * this.span) : "0");
       tick.style.left = `${f * 100}%`;
       return tick;
     });
