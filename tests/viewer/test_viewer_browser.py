@@ -252,13 +252,14 @@ def test_a_10000_run_trace_opens_with_its_root_and_first_children_and_few_rows(p
         page.get(link)
         wait_for(lambda: row_names(page)[:4] == ["big_trace", "step-000", "step-001", "step-002"], timeout=20, what="the root and its first children")
         shown = time.monotonic() - began
-        opened_ms = int(page.find_element(By.CSS_SELECTOR, ".trace-view").get_attribute("data-opened-ms"))
+        view = page.find_element(By.CSS_SELECTOR, ".trace-view")
+        opened_ms, opened_at = int(view.get_attribute("data-opened-ms")), int(view.get_attribute("data-opened-at"))
         assert len(rows(page)) <= 100
         assert rows(page)[1].find_element(By.CSS_SELECTOR, ".hidden-count").text == f"+{BIG_LEAVES}"
-        loaded_ms = int(
-            wait_for(lambda: page.find_element(By.CSS_SELECTOR, ".trace-view").get_attribute("data-loaded-ms"), timeout=60, what="every page of runs")
-        )
-        assert page.find_element(By.CSS_SELECTOR, ".trace-view").get_attribute("data-runs") == str(total)
+        loaded_at = int(wait_for(lambda: view.get_attribute("data-loaded-at"), timeout=60, what="every page of runs"))
+        # The root and its children show from the first page, before the other 99 pages arrive.
+        assert opened_at < loaded_at and opened_at < 5000, (opened_at, loaded_at)
+        assert view.get_attribute("data-runs") == str(total)
         assert "10,000" in page.find_element(By.CSS_SELECTOR, ".facts").text
         assert row_names(page)[:4] == ["big_trace", "step-000", "step-001", "step-002"]
         screenshot(page, "viewer-10k-folded")
@@ -273,7 +274,14 @@ def test_a_10000_run_trace_opens_with_its_root_and_first_children_and_few_rows(p
         assert len(rows(page)) <= 100
         screenshot(page, "viewer-10k-unfolded")
 
-        timings = {"runs": total, "root_and_children_shown_s": round(shown, 3), "opened_ms": opened_ms, "all_runs_loaded_ms": loaded_ms}
+        # In-page times count from the page's request (performance.now()); the wall clock from driver.get.
+        timings = {
+            "runs": total,
+            "shown_after_page_request_ms": opened_at,
+            "shown_after_view_start_ms": opened_ms,
+            "all_runs_loaded_after_page_request_ms": loaded_at,
+            "seen_by_the_test_s": round(shown, 3),
+        }
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         (ARTIFACTS / "viewer-10k.json").write_text(json.dumps(timings, indent=2) + "\n")
         print(f"10,000-run trace: {timings}")
