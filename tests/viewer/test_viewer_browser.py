@@ -140,7 +140,8 @@ def test_run_contents_are_text_and_run_no_script(page: Any) -> None:
             "input.value": as_json({"question": HOSTILE, "note": CLOSER}),
             "output.value": as_json({"messages": [{"role": "assistant", "content": f"{HOSTILE} {CLOSER}"}]}),
         }
-        with tracer.start_as_current_span(HOSTILE, attributes=attributes):
+        with tracer.start_as_current_span(HOSTILE, attributes=attributes) as span:
+            span.add_event("retry", {"reason": HOSTILE})
             with tracer.start_as_current_span("big", attributes={"langsmith.span.kind": "tool", "input.value": as_json({"blob": "x" * 150_000})}):
                 pass
 
@@ -154,6 +155,8 @@ def test_run_contents_are_text_and_run_no_script(page: Any) -> None:
         text = detail_text(page)
         assert HOSTILE in text and CLOSER in text
         assert row_names(page)[0] == HOSTILE
+        events = page.find_element(By.CSS_SELECTOR, ".detail .events").text
+        assert "retry" in events and HOSTILE in events
         assert page.find_elements(By.TAG_NAME, "img") == []
         assert len(page.find_elements(By.TAG_NAME, "script")) == 1  # the page's own module, nothing injected
         with pytest.raises(NoAlertPresentException):
@@ -205,6 +208,27 @@ def test_a_service_with_a_key_shows_only_the_prompt_and_says_when_a_key_is_wrong
         assert "right-key" not in page.current_url
         assert page.execute_script("return sessionStorage.getItem('otel-runs.api-key')") == "right-key"
         screenshot(page, "viewer-key-accepted")
+
+
+def test_a_service_with_a_workspace_asks_for_it(page: Any) -> None:
+    workspace = "7d3b6c1e-2f4a-4b5c-9d8e-0a1b2c3d4e5f"
+
+    def work(tracer: Any) -> None:
+        with tracer.start_as_current_span("tenant_work", attributes={"langsmith.span.kind": "chain"}):
+            pass
+
+    with LocalService(workspace_id=workspace) as service:
+        export(service.url, work, workspace_id=workspace)
+        service.wait_for_runs(1)
+        page.get(service.url + "/")
+        wait_for(lambda: page.find_elements(By.ID, "tenant-id"), what="the prompt")
+        form = page.find_element(By.CSS_SELECTOR, ".keyform").text
+        assert "needs a workspace id" in form and "403" in form
+        assert page.find_elements(By.CSS_SELECTOR, "table.traces") == []
+        page.find_element(By.ID, "tenant-id").send_keys(workspace)
+        page.find_element(By.CSS_SELECTOR, ".keyform button").click()
+        wait_for(lambda: [r["col-name"] for r in trace_rows(page)] == ["tenant_work"], what="the traces after the workspace")
+        screenshot(page, "viewer-workspace-accepted")
 
 
 def test_a_rate_limited_page_backs_off_and_says_so(page: Any) -> None:

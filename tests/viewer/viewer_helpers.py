@@ -24,12 +24,13 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 _T = TypeVar("_T")
 
 
-def export(url: str, work: Callable[[Tracer], _T], *, project: str = "viewer-tests", api_key: str | None = None) -> _T:
-    """Run ``work`` with a tracer whose spans the exporter delivers to ``url``; returns what it returned."""
+def export(url: str, work: Callable[[Tracer], _T], *, project: str = "viewer-tests", **settings: Any) -> _T:
+    """Run ``work`` with a tracer whose spans the exporter delivers to ``url``; returns what it returned.
+
+    ``settings`` are the exporter's own (``api_key``, ``workspace_id``, ...).
+    """
     provider = TracerProvider(resource=Resource.create({"service.name": "viewer-tests"}))
-    overrides: dict[str, Any] = {"endpoint": url, "project": project}
-    if api_key is not None:
-        overrides["api_key"] = api_key
+    overrides: dict[str, Any] = {"endpoint": url, "project": project, **settings}
     processor = RunsSpanProcessor(**overrides)
     provider.add_span_processor(processor)
     try:

@@ -153,21 +153,24 @@ class App {
     const keyInput = h("input", { type: "password", id: "api-key", name: "api-key", autocomplete: "off", spellcheck: "false" });
     const tenantInput = h("input", { type: "text", id: "tenant-id", name: "tenant-id", autocomplete: "off", spellcheck: "false" });
     tenantInput.value = saved.tenant;
+    // A 403 is the workspace, which the first prompt cannot guess: say so even before a first try.
+    const workspace = error.status === 403;
+    keyInput.value = workspace ? saved.key : ""; // the key was fine; only the workspace was not
     let message = "";
-    if (refused && error.status === 401) {
+    if (refused && !workspace) {
       message = `The service refused this API key (${error.message}). Enter the key otel-runs serve was started with.`;
-    } else if (refused && error.status === 403) {
+    } else if (workspace) {
       message = `The service refused the workspace (${error.message}). Enter the workspace id otel-runs serve was started with (--workspace-id).`;
     }
     const form = h(
       "form",
       { class: "keyform", autocomplete: "off" },
-      h("h1", null, "This service needs an API key"),
+      h("h1", null, workspace ? "This service needs a workspace id" : "This service needs an API key"),
       h(
         "p",
         null,
-        "It was started with --api-key (or OTEL_RUNS_SERVER_API_KEY). The key is kept in this tab's session storage " +
-          "and sent as the x-api-key header; it never goes into the address.",
+        "It was started with --api-key (or OTEL_RUNS_SERVER_API_KEY) or --workspace-id. What you enter is kept in " +
+          "this tab's session storage and sent as the x-api-key and x-tenant-id headers; it never goes into the address.",
       ),
       h("label", { for: "api-key" }, "API key"),
       keyInput,
@@ -183,7 +186,7 @@ class App {
       this.start();
     });
     replace(this.main, form);
-    keyInput.focus();
+    (workspace ? tenantInput : keyInput).focus();
   }
 }
 

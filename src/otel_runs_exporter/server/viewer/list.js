@@ -191,14 +191,15 @@ export class ListView {
 
   // One request per tick: the list itself every third tick (or when no count is due), counts otherwise.
   pollJob() {
-    if (!this.project()) {
+    this.ticks += 1;
+    // Projects now and then (a new app starts tracing), and every tick until there is one to show.
+    if (!this.project() || this.ticks % 15 === 0) {
       return api.projects().then((projects) => {
         this.app.projects = projects;
         this.fillProjects(projects);
-        if (this.project()) return this.loadRoots();
+        this.render();
       });
     }
-    this.ticks += 1;
     const stale = this.staleTraces();
     if (this.ticks % 3 === 0 || !stale.length) return this.loadRoots();
     return this.loadStats(stale[0]);
@@ -208,6 +209,11 @@ export class ListView {
     const project = this.project();
     const rows = this.roots.map((root) => this.row(root));
     replace(this.tbody, rows);
+    if (!project && this.projectKey && (this.projects || []).length) {
+      this.summary.textContent = "";
+      replace(this.empty, `No project named ${this.projectKey}: pick one above.`);
+      return;
+    }
     if (!project) {
       this.summary.textContent = "";
       replace(
