@@ -94,6 +94,17 @@ def test_the_demo_trace_in_the_list_then_its_tree_then_a_run(page: Any) -> None:
         assert cells["col-status"].startswith("OK") and "1 failed" in cells["col-status"]
         assert cells["col-tokens"] == "59"
         screenshot(page, "viewer-demo-list")
+        search = page.find_element(By.ID, "search")
+        search.send_keys("no such name")
+        wait_for(lambda: page.find_element(By.CSS_SELECTOR, ".empty").text == "No traces match.", what="an empty search")
+        assert page.current_url.endswith("q=no+such+name")  # the filters are in the link too
+        search.clear()
+        search.send_keys("ANSWER_q")
+        wait_for(lambda: [r["col-name"] for r in trace_rows(page)] == ["answer_question"], what="a name search")
+        page.execute_script("const s = document.getElementById('status'); s.value = 'error'; s.dispatchEvent(new Event('change'));")
+        wait_for(lambda: trace_rows(page) == [], what="no failed root in the demo")
+        page.execute_script("const s = document.getElementById('status'); s.value = 'ok'; s.dispatchEvent(new Event('change'));")
+        wait_for(lambda: len(trace_rows(page)) == 1, what="the demo's root as ok")
 
         page.find_element(By.CSS_SELECTOR, "tr.trace a").click()
         wait_for(lambda: row_names(page) == DEMO_TREE, what="the five runs in tree order")

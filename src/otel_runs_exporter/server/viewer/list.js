@@ -156,8 +156,11 @@ export class ListView {
   }
 
   async loadRoots() {
-    const answer = await api.query(this.query());
-    if (this.closed) return;
+    const body = this.query();
+    const asked = JSON.stringify(body);
+    const answer = await api.query(body);
+    // An answer to filters the user has since changed is dropped, not drawn over the new ones.
+    if (this.closed || asked !== JSON.stringify(this.query())) return;
     const needle = this.search.toLowerCase();
     this.roots = (answer.runs || []).filter(
       (run) => isUuid(run.id) && (!needle || String(run.name || "").toLowerCase().includes(needle)),

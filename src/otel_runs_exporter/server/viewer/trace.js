@@ -106,6 +106,7 @@ export class TraceView {
   }
 
   async load() {
+    const generation = (this.generation = (this.generation || 0) + 1);
     // The counts decide whether the tree opens folded; asked for beside the first page, not before it.
     const stats = this.loadStats();
     stats.catch(() => {}); // a failure is reported where it is awaited, below
@@ -117,12 +118,12 @@ export class TraceView {
       const body = { trace: this.traceId, order: "asc", limit: PAGE, select: TREE_FIELDS };
       if (cursor) body.cursor = cursor;
       const answer = await api.query(body);
-      if (this.closed) return;
+      if (this.closed || generation !== this.generation) return; // closed, or a Reload started over
       for (const run of answer.runs || []) loaded.set(run.id, run);
       cursor = answer.cursors && answer.cursors.next;
       if (folding) {
         await stats;
-        if (this.closed) return;
+        if (this.closed || generation !== this.generation) return;
         this.fold = this.stats.runs > FOLD_ABOVE;
         folding = false;
       }
