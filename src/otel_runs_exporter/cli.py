@@ -4,11 +4,12 @@ Each sub-command is a ``register_*`` function that adds its parser and a
 ``handler(args) -> int``; :func:`main` dispatches. Adding a command (``demo``,
 ``exports``, ...) is one more register function in :data:`COMMANDS`.
 
-    otel-runs serve --port 1984
+    otel-runs serve --port 1984              # also serves the trace viewer at its address
     otel-runs runs list
-    otel-runs runs tree <trace-id>
+    otel-runs runs tree <trace-id> [--url http://127.0.0.1:1984]
     otel-runs runs check
     otel-runs demo --db demo.db
+    otel-runs demo --serve                   # keeps serving and prints the viewer's link
     otel-runs exports wait EXPORT_ID --timeout 7200 --json
     otel-runs deployments wait DEPLOYMENT_ID
     otel-runs auth wait AUTH_ID
