@@ -4,11 +4,12 @@ Each sub-command is a ``register_*`` function that adds its parser and a
 ``handler(args) -> int``; :func:`main` dispatches. Adding a command (``demo``,
 ``exports``, ...) is one more register function in :data:`COMMANDS`.
 
-    otel-runs serve --port 1984
+    otel-runs serve --port 1984              # also serves the trace viewer at its address
     otel-runs runs list
-    otel-runs runs tree <trace-id>
+    otel-runs runs tree <trace-id> [--url http://127.0.0.1:1984]
     otel-runs runs check
     otel-runs demo --db demo.db
+    otel-runs demo --serve                   # keeps serving and prints the viewer's link
     otel-runs exports wait EXPORT_ID --timeout 7200 --json
     otel-runs deployments wait DEPLOYMENT_ID
     otel-runs auth wait AUTH_ID
@@ -142,12 +143,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"otel-runs serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 2
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = signal.signal(signal.SIGTERM, on_signal)
     notes = []
     if service.requires_api_key:
         notes.append("api key required")
@@ -158,7 +153,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if faults.active:
         notes.append("faults on")
     print(f"Listening on {service.url}  (db {db}{'; ' + ', '.join(notes) if notes else ''})", flush=True)
+    print(f"Viewer: {service.url}/", flush=True)
     print("Press Ctrl-C to stop.", flush=True)
+    try:
+        _wait_until_stopped()
+    finally:
+        service.stop()
+    print("Stopped.", flush=True)
+    return 0
+
+
+def _wait_until_stopped() -> None:
+    """Block until Ctrl-C or SIGTERM (how a service manager or ``kill`` stops a server)."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = signal.signal(signal.SIGTERM, on_signal)
     try:
         while not stop.wait(0.5):
             pass
@@ -166,9 +178,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         pass
     finally:
         signal.signal(signal.SIGTERM, previous)
-        service.stop()
-    print("Stopped.", flush=True)
-    return 0
 
 
 # --- runs ----------------------------------------------------------------------
@@ -185,6 +194,9 @@ def register_runs(sub: Any) -> None:
     p_list.set_defaults(handler=cmd_runs_list)
     p_tree = runs_sub.add_parser("tree", help="one trace as an indented tree")
     p_tree.add_argument("trace_id")
+    p_tree.add_argument(
+        "--url", default=None, help="the running service's address (e.g. http://127.0.0.1:1984): print the viewer's link too"
+    )
     _add_db(p_tree)
     p_tree.set_defaults(handler=cmd_runs_tree)
     p_check = runs_sub.add_parser("check", help="report incomplete traces; exit 1 if any")
@@ -252,7 +264,7 @@ def cmd_runs_list(args: argparse.Namespace) -> int:
 
 def cmd_runs_tree(args: argparse.Namespace) -> int:
     """Print one trace."""
-    from .server import canonical_id, render_tree
+    from .server import canonical_id, render_tree, viewer_link
 
     trace_id = canonical_id(args.trace_id)
     if trace_id is None:
@@ -266,7 +278,10 @@ def cmd_runs_tree(args: argparse.Namespace) -> int:
         return 1
     print(f"trace {trace_id}  ({len(runs)} runs)")
     print(render_tree(runs))
+    if args.url:
+        print(f"viewer: {viewer_link(args.url, trace_id)}")
     return 0
+
 
 
 def cmd_runs_check(args: argparse.Namespace) -> int:
@@ -295,6 +310,12 @@ def register_demo(sub: Any) -> None:
         help="keep the runs in this SQLite file, to look at them afterwards with "
         "`otel-runs runs list --db FILE` (default: in memory, gone when the demo ends)",
     )
+    p.add_argument(
+        "--serve",
+        action="store_true",
+        help="keep the service running after the demo and print the viewer's address, until Ctrl-C",
+    )
+    p.add_argument("--port", type=int, default=0, help="port of the demo's service (default: a free one)")
     p.set_defaults(handler=cmd_demo)
 
 
@@ -303,7 +324,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     if not _db_usable("otel-runs demo", args.db):
         return 2
-    return run_demo(db=args.db)
+    try:
+        return run_demo(db=args.db, port=args.port, until_stopped=_wait_until_stopped if args.serve else None)
+    except OSError as exc:
+        print(f"otel-runs demo: cannot listen on port {args.port}: {exc}", file=sys.stderr)
+        return 2
 
 
 # --- exports, deployments, auth: the API client from a shell or a CI job --------

@@ -8,6 +8,8 @@ stored. Nothing leaves the machine.
 It ends by saying where the runs are and how to look at them again: with
 ``--db FILE`` they stay in FILE for ``otel-runs runs list|tree --db FILE``;
 without it they were in memory, and the demo says how to keep them next time.
+With ``--serve`` the service stays up after the demo and the demo prints the
+viewer's address for its trace, until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 from opentelemetry import trace
@@ -24,7 +27,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from ._processor import RunsSpanProcessor
 from .instrumentation import traceable
-from .server import LocalService, render_tree
+from .server import LocalService, render_tree, viewer_link
 
 __all__ = ["run_demo"]
 
@@ -93,13 +96,21 @@ def _json(value: object) -> str:
 _DEMO_RUNS = 5  # answer_question, retrieve, chat demo-model, flaky_tool, word_count
 
 
-def run_demo(out: TextIO = sys.stdout, db: str = ":memory:") -> int:
+def run_demo(
+    out: TextIO = sys.stdout,
+    db: str = ":memory:",
+    *,
+    port: int = 0,
+    until_stopped: Callable[[], None] | None = None,
+) -> int:
     """Run the demo; returns 0 when every run arrived and the service found no violation.
 
     ``db`` may already hold runs (an earlier demo, a ``serve`` database): only the
-    trace this run adds is shown and checked.
+    trace this run adds is shown and checked. With ``until_stopped`` (the CLI's
+    ``--serve``) the service keeps serving after the demo, the viewer's address
+    for the trace is printed, and ``until_stopped()`` is called before it stops.
     """
-    with LocalService(db=db) as service:
+    with LocalService(db=db, port=port) as service:
         where = "in memory" if db == ":memory:" else f"stored in {os.path.abspath(db)}"
         print(f"local service listening on {service.url} (runs {where})", file=out)
         earlier_traces = set(service.store.trace_ids())
@@ -134,7 +145,19 @@ def run_demo(out: TextIO = sys.stdout, db: str = ":memory:") -> int:
         ok = delivered and len(runs) == _DEMO_RUNS and not violations and stats.dropped_total == 0
         if not ok:
             print("demo FAILED: not every run arrived intact", file=out)
-        print(_next_steps(db, new_traces[0] if new_traces else None), file=out)
+        if until_stopped is None:
+            print(_next_steps(db, new_traces[0] if new_traces else None), file=out)
+            return 0 if ok else 1
+        trace_link = viewer_link(service.url, new_traces[0]) if new_traces else f"{service.url}/"
+        print(
+            f"\nViewer: {trace_link}\n"
+            f"The service keeps serving at {service.url}: open the viewer, or point your app at it\n"
+            f"(OTEL_EXPORTER_RUNS_ENDPOINT={service.url}). Ctrl-C stops it"
+            + (", and the runs in memory go with it." if db == ":memory:" else "."),
+            file=out,
+            flush=True,
+        )
+        until_stopped()
         return 0 if ok else 1
 
 

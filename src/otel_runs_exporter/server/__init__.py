@@ -17,6 +17,8 @@ What stored runs look like as text (what ``otel-runs runs`` prints) is public to
 :func:`render_tree` for one trace, :func:`render_traces` for several,
 :func:`render_check` for :meth:`RunStore.check`'s report, and :func:`canonical_id`
 for reading a run or trace id as a user types it (32 hex digits or hyphenated).
+The service also serves a trace viewer at ``/``; :func:`viewer_link` is its
+address for one trace or run.
 """
 
 from ._app import LocalService
@@ -25,6 +27,7 @@ from ._ratelimit import RateRule
 from ._render import render_check, render_traces, render_tree
 from ._store import RunStore
 from ._validate import canonical_id
+from ._viewer import viewer_link
 
 __all__ = [
     "LocalService",
@@ -35,4 +38,5 @@ __all__ = [
     "render_traces",
     "render_check",
     "canonical_id",
+    "viewer_link",
 ]

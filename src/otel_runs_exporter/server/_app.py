@@ -35,6 +35,7 @@ from ._multipart import MultipartError, boundary_from_content_type, parse
 from ._projects import NO_WORKSPACE, api_project, parse_project_create, parse_project_list, parse_project_read
 from ._query import QueryError, api_run, page_body, parse_run_query
 from ._ratelimit import DEFAULT_RULES, SPEC_RULES, RateLimiter, RateRule
+from ._run_stats import parse_stats_query, run_stats
 from ._store import ProjectExists, RunStore
 from ._validate import (
     ReadResult,
@@ -47,6 +48,7 @@ from ._validate import (
     read_multipart,
     too_deep,
 )
+from ._viewer import ViewerFile, viewer_file
 
 __all__ = ["LocalService"]
 
@@ -222,9 +224,13 @@ class _Handler(BaseHTTPRequestHandler):
     # --- plumbing ---------------------------------------------------------------
 
     def _send(self, status: int, body: Any, headers: dict[str, str] | None = None, close: bool = False) -> None:
-        payload = b"" if body is None else orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+        if isinstance(body, ViewerFile):
+            payload, content_type, headers = body.data, body.content_type, {**body.headers, **(headers or {})}
+        else:
+            payload = b"" if body is None else orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+            content_type = "application/json"
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(payload)))
         for name, value in (headers or {}).items():
             self.send_header(name, value)
@@ -363,6 +369,13 @@ class _Handler(BaseHTTPRequestHandler):
         if service._stopping.is_set():
             self._discard_body()
             raise _Reply(503, _detail("the local service is shutting down"), close=True)
+        if method in ("GET", "HEAD"):
+            # The viewer's files are public and outside the rate limits: they are not the
+            # service's interface, and a limited page could not say why it stopped working.
+            page = viewer_file(urlsplit(self.path).path)
+            if page is not None:
+                self._discard_body()
+                return 200, page, {}, False
         if service.rate_limiter is not None:
             refusal = service.rate_limiter.hit(method, route, headers, self.client_address[0])
             if refusal is not None:
@@ -460,6 +473,10 @@ class _Handler(BaseHTTPRequestHandler):
             if method != "POST":
                 return 405, _detail("Method Not Allowed")
             return service._query_runs(_json_body(data))
+        if route in ("/runs/stats", "/runs/stats/"):
+            if method != "POST":
+                return 405, _detail("Method Not Allowed")
+            return service._run_stats(_json_body(data))
         if route in ("/sessions", "/sessions/"):
             if method in ("GET", "HEAD"):
                 return service._list_projects(parts.query)
@@ -798,6 +815,10 @@ class LocalService:
             query.where.sql, query.where.params, order=query.order, after=query.after, limit=query.page_size + 1
         )
         return 200, page_body(found, query)
+
+    def _run_stats(self, body: Any) -> tuple[int, Any]:
+        query = parse_stats_query(body)
+        return 200, run_stats(self.store.summarize(query.where.sql, query.where.params))
 
     def _list_projects(self, query_string: str) -> tuple[int, Any]:
         query = parse_project_list(query_string)

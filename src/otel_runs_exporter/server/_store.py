@@ -41,6 +41,7 @@ __all__ = [
     "RunStore",
     "ApplyResult",
     "QueriedRun",
+    "RunSummary",
     "ProjectExists",
     "merge_run",
     "project_id_for_name",
@@ -90,6 +91,9 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 CREATE INDEX IF NOT EXISTS runs_by_trace ON runs (trace_id, dotted_order);
 CREATE INDEX IF NOT EXISTS runs_by_project ON runs (project_id, start_time);
+-- Exactly the order query_runs sorts by, so a trace's pages (the viewer reads a 10,000-run
+-- trace 100 at a time) come off the index instead of sorting the whole trace for each page.
+CREATE INDEX IF NOT EXISTS runs_by_trace_start ON runs (trace_id, COALESCE(start_time, ''), seq);
 CREATE TABLE IF NOT EXISTS projects (
     id TEXT PRIMARY KEY,
     name TEXT UNIQUE,
@@ -192,6 +196,17 @@ class QueriedRun:
     run: dict[str, Any]
     project_id: str | None
     position: tuple[str, int]
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What :meth:`RunStore.summarize` found: counts from the index columns, and the few runs that report tokens."""
+
+    count: int
+    errors: int
+    last_start_time: str | None
+    latencies: list[float]
+    token_runs: list[dict[str, Any]]
 
 
 class ProjectExists(Exception):
@@ -555,6 +570,31 @@ class RunStore:
             run["id"] = run_id
             out.append(QueriedRun(run, project_id, (start, seq)))
         return out
+
+    def summarize(self, where: str, params: Sequence[Any]) -> RunSummary:
+        """Aggregates over the posted runs matching a WHERE fragment over ``runs AS r`` (from :mod:`._query`).
+
+        Counts, errors, start times and latencies come from the index columns; only
+        runs whose stored JSON mentions tokens are read and merged, because usage can
+        sit in outputs or metadata under several names (see ``_render.token_counts``).
+        Over a 10,000-run trace that is a few milliseconds instead of merging every run.
+        """
+        base = f"FROM runs AS r WHERE r.posted = 1 AND ({where})"
+        with self._lock:
+            db = self._db
+            count, errors, last_start = db.execute(f"SELECT COUNT(*), COUNT(r.error), MAX(r.start_time) {base}", params).fetchone()
+            latencies = [
+                row[0] for row in db.execute(f"SELECT r.latency {base} AND r.latency IS NOT NULL ORDER BY r.latency", params)
+            ]
+            token_rows = db.execute(
+                f"SELECT r.post_data, r.patch_data {base}"
+                " AND (instr(COALESCE(r.post_data, ''), 'tokens') > 0 OR instr(COALESCE(r.patch_data, ''), 'tokens') > 0)",
+                params,
+            ).fetchall()
+        token_runs = [
+            merge_run(orjson.loads(post) if post else None, orjson.loads(patch) if patch else None) for post, patch in token_rows
+        ]
+        return RunSummary(int(count), int(errors), last_start, latencies, token_runs)
 
     def project_of_run(self, run_id: str) -> str | None:
         """The id of the project a posted run belongs to, or None."""

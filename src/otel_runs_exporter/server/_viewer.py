@@ -1,0 +1,98 @@
+"""The trace viewer's files: ``/`` and ``/viewer/*`` served from package data.
+
+The page is plain HTML, CSS and ES modules under ``server/viewer/`` (no build
+step, nothing fetched from elsewhere) and reads runs through the same endpoints
+the SDK uses (``POST /runs/query``, ``POST /runs/stats``, ``GET /runs/{id}``,
+``GET /sessions``), so it needs no route of its own beyond its files.
+
+The files are public: the page has to load before it can ask for the API key.
+Run contents are untrusted (model output, user input), so the page renders
+every value as text, and these headers make that the only way it can work:
+the Content-Security-Policy allows scripts from this origin's files only (an
+injected ``<script>`` or ``onerror=`` attribute does not run), no frames, no
+forms, and requests back to this origin only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+
+__all__ = ["ViewerFile", "viewer_file", "viewer_link", "SECURITY_HEADERS", "CSP"]
+
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+"""The page's Content-Security-Policy: nothing inline, nothing from another origin, never framed."""
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    # The files change with the installed package; revalidating costs nothing on loopback.
+    "Cache-Control": "no-cache",
+}
+
+# URL path -> (file under server/viewer/, Content-Type). A fixed table, so no request
+# path ever reaches the filesystem.
+_FILES = {
+    "/": ("index.html", "text/html; charset=utf-8"),
+    "/index.html": ("index.html", "text/html; charset=utf-8"),
+    "/viewer/app.css": ("app.css", "text/css; charset=utf-8"),
+    "/viewer/app.js": ("app.js", "text/javascript; charset=utf-8"),
+    "/viewer/api.js": ("api.js", "text/javascript; charset=utf-8"),
+    "/viewer/dom.js": ("dom.js", "text/javascript; charset=utf-8"),
+    "/viewer/list.js": ("list.js", "text/javascript; charset=utf-8"),
+    "/viewer/trace.js": ("trace.js", "text/javascript; charset=utf-8"),
+    "/viewer/run.js": ("run.js", "text/javascript; charset=utf-8"),
+    "/viewer/icon.svg": ("icon.svg", "image/svg+xml"),
+}
+
+
+@dataclass(frozen=True)
+class ViewerFile:
+    """One file of the viewer as the handler sends it: bytes, their type, and the headers that go with them."""
+
+    data: bytes
+    content_type: str
+    headers: dict[str, str]
+
+
+_cache: dict[str, ViewerFile] = {}
+
+
+def viewer_file(path: str) -> ViewerFile | None:
+    """The viewer's file for a URL path, or None when the path is not one of them.
+
+    >>> viewer_file("/viewer/../_app.py") is None
+    True
+    >>> viewer_file("/").content_type
+    'text/html; charset=utf-8'
+    """
+    known = _FILES.get(path)
+    if known is None:
+        return None
+    cached = _cache.get(path)
+    if cached is None:
+        name, content_type = known
+        data = resources.files(__package__).joinpath("viewer", name).read_bytes()
+        cached = _cache[path] = ViewerFile(data, content_type, dict(SECURITY_HEADERS))
+    return cached
+
+
+def viewer_link(service_url: str, trace_id: str, run_id: str | None = None) -> str:
+    """The viewer's deep link to a trace (or one of its runs) on the service at ``service_url``.
+
+    The route is in the fragment, so the link works wherever the service's address does.
+
+    >>> viewer_link("http://127.0.0.1:1984/", "0190b3c5-f1b8-7a3e-9c1d-2e3f4a5b6c7d")
+    'http://127.0.0.1:1984/#/trace/0190b3c5-f1b8-7a3e-9c1d-2e3f4a5b6c7d'
+    >>> viewer_link("127.0.0.1:1984", "0190b3c5-f1b8-7a3e-9c1d-2e3f4a5b6c7d")
+    'http://127.0.0.1:1984/#/trace/0190b3c5-f1b8-7a3e-9c1d-2e3f4a5b6c7d'
+    """
+    base = service_url.strip().rstrip("/")
+    if "://" not in base:
+        base = "http://" + base
+    return f"{base}/#/trace/{trace_id}" + (f"/run/{run_id}" if run_id else "")

@@ -1,0 +1,80 @@
+// The viewer's only way to the service: the SDK's own read endpoints, with the
+// key from session storage, and errors that say what to do.
+
+const KEY = "otel-runs.api-key";
+const TENANT = "otel-runs.tenant-id";
+
+export class ApiError extends Error {
+  constructor(status, message, retryAfter) {
+    super(message);
+    this.status = status;
+    this.retryAfter = retryAfter;
+  }
+}
+
+// Kept in sessionStorage: gone when the tab closes, never in the URL or a cookie.
+export function credentials() {
+  return { key: sessionStorage.getItem(KEY) || "", tenant: sessionStorage.getItem(TENANT) || "" };
+}
+
+export function saveCredentials(key, tenant) {
+  if (key) sessionStorage.setItem(KEY, key);
+  else sessionStorage.removeItem(KEY);
+  if (tenant) sessionStorage.setItem(TENANT, tenant);
+  else sessionStorage.removeItem(TENANT);
+}
+
+function detailText(body) {
+  const detail = body && body.detail;
+  if (typeof detail === "string") return detail;
+  if (Array.isArray(detail)) return detail.map((d) => (d && typeof d.msg === "string" ? d.msg : JSON.stringify(d))).join("; ");
+  return "";
+}
+
+async function request(method, path, body) {
+  const headers = { Accept: "application/json" };
+  const { key, tenant } = credentials();
+  if (key) headers["x-api-key"] = key;
+  if (tenant) headers["x-tenant-id"] = tenant;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  let response;
+  try {
+    response = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      cache: "no-store",
+      credentials: "omit",
+    });
+  } catch {
+    throw new ApiError(0, "the service did not answer: is otel-runs serve still running?");
+  }
+  let parsed = null;
+  try {
+    parsed = await response.json();
+  } catch {
+    parsed = null;
+  }
+  if (!response.ok) {
+    const seconds = Number(response.headers.get("Retry-After"));
+    const text = detailText(parsed) || response.statusText || "error";
+    throw new ApiError(response.status, `${response.status}: ${text}`, Number.isFinite(seconds) ? seconds : null);
+  }
+  return parsed;
+}
+
+export const api = {
+  // GET /sessions: the SDK's list_projects; with stats, to sort by the latest run.
+  projects: () => request("GET", "/sessions?include_stats=true&limit=100"),
+  // POST /runs/query: the SDK's list_runs; one page ({runs, cursors: {next}}).
+  query: (body) => request("POST", "/runs/query", body),
+  // POST /runs/stats: the SDK's get_run_stats (run_count, total_tokens, ...).
+  stats: (body) => request("POST", "/runs/stats", body),
+  // GET /runs/{id}: the SDK's read_run.
+  run: (id) => request("GET", `/runs/${encodeURIComponent(id)}`),
+};
+
+// JSON string literal for the filter language the query endpoint takes.
+export function quote(text) {
+  return JSON.stringify(String(text));
+}

@@ -1,0 +1,281 @@
+// One run, as GET /runs/{id} answers it: inputs and outputs (chat messages as a
+// conversation, anything else as folding JSON), its error, events, tokens, model,
+// metadata, tags, timing and ids.
+
+import { ApiError, api } from "./api.js";
+import {
+  copyButton, fmtBytes, fmtDuration, fmtInt, fmtTime, h, link, parseTime, replace, statusBadge, statusOf, typeBadge,
+} from "./dom.js";
+
+const TRUNCATE_AT = 100 * 1024; // characters of JSON; larger values show this much and a "show all"
+const OPEN_LEVELS = 2; // JSON levels unfolded at first
+const ROLES = new Set(["system", "developer", "user", "human", "assistant", "ai", "tool", "function", "chat", "model"]);
+
+export class RunView {
+  constructor(app) {
+    this.app = app;
+    this.element = h("aside", { class: "detail", "aria-live": "polite" });
+    this.clear();
+  }
+
+  clear() {
+    this.current = null;
+    replace(this.element, h("p", { class: "hint" }, "Select a run to see its inputs, outputs and details."));
+  }
+
+  async show(runId, traceId) {
+    this.current = runId;
+    replace(this.element, h("p", { class: "loading" }, "Loading the run…"));
+    let run;
+    try {
+      run = await api.run(runId);
+    } catch (error) {
+      if (this.current !== runId) return;
+      if (error instanceof ApiError && error.status === 404) {
+        replace(this.element, h("p", { class: "empty" }, `Run ${runId} is not stored (yet).`));
+        return;
+      }
+      if (error instanceof ApiError && error.status === 429) {
+        replace(this.element, h("p", { class: "empty" }, "The service is rate limiting this page (429). Select the run again in a moment."));
+        return;
+      }
+      this.app.handleError(error, 1000);
+      replace(this.element, h("p", { class: "empty" }, `Cannot read run ${runId}: ${error.message}`));
+      return;
+    }
+    if (this.current !== runId) return; // another run was selected meanwhile
+    replace(this.element, renderRun(run, traceId));
+  }
+}
+
+function section(title, ...body) {
+  return h("section", { class: "block" }, h("h2", null, title), ...body);
+}
+
+function renderRun(run, traceId) {
+  const status = statusOf(run);
+  const start = parseTime(run.start_time);
+  const end = parseTime(run.end_time);
+  const extra = isObject(run.extra) ? run.extra : {};
+  const metadata = isObject(extra.metadata) ? extra.metadata : null;
+  const invocation = isObject(extra.invocation_params) ? extra.invocation_params : null;
+  const model = (metadata && (metadata.ls_model_name || metadata.model)) || (invocation && (invocation.model || invocation.model_name));
+  const provider = metadata && metadata.ls_provider;
+  const usage = tokenUsage(run);
+  const tags = Array.isArray(run.tags) ? run.tags : [];
+  const blocks = [
+    h(
+      "header",
+      { class: "runhead" },
+      h("h2", { class: "runname" }, typeBadge(run.run_type), " ", String(run.name || "(unnamed)"), " ", statusBadge(status)),
+    ),
+    h(
+      "dl",
+      { class: "kv" },
+      kv("start", fmtTime(start)),
+      kv("end", Number.isFinite(end) ? fmtTime(end) : "no end time yet"),
+      kv("latency", Number.isFinite(end) ? fmtDuration(end - start) : "open"),
+      model ? kv("model", String(model) + (provider ? ` (${provider})` : "")) : null,
+      usage ? kv("tokens", `${fmtInt(usage.total)} total: ${fmtInt(usage.input)} in, ${fmtInt(usage.output)} out`) : null,
+      tags.length ? kv("tags", h("span", { class: "tags" }, tags.map((t) => h("span", { class: "tag" }, String(t))))) : null,
+    ),
+    section(
+      "Ids",
+      h(
+        "dl",
+        { class: "kv ids" },
+        idRow("run id", run.id),
+        idRow("trace id", run.trace_id),
+        run.parent_run_id ? idRow("parent run id", run.parent_run_id) : null,
+        idRow("dotted_order", run.dotted_order),
+        idRow("link", new URL(link(traceId || run.trace_id, run.id), location.href).href),
+      ),
+    ),
+  ];
+  if (run.error !== undefined && run.error !== null) {
+    blocks.push(section("Error", bigText(String(run.error), "error")));
+  }
+  blocks.push(section("Inputs", valueView(run.inputs)));
+  blocks.push(section("Outputs", valueView(run.outputs)));
+  if (Array.isArray(run.events) && run.events.length) {
+    blocks.push(section(`Events (${run.events.length})`, h("ol", { class: "events" }, run.events.map(eventView))));
+  }
+  if (metadata) blocks.push(section("Metadata", valueView(metadata)));
+  const otherExtra = Object.fromEntries(Object.entries(extra).filter(([k]) => k !== "metadata"));
+  if (Object.keys(otherExtra).length) blocks.push(section("Extra", valueView(otherExtra)));
+  return h("div", { class: "run", "data-run-id": run.id }, blocks);
+}
+
+function kv(label, value) {
+  return [h("dt", null, label), h("dd", null, value)];
+}
+
+function idRow(label, value) {
+  if (value === undefined || value === null || value === "") return null;
+  const text = String(value);
+  return [h("dt", null, label), h("dd", null, h("code", { class: "id" }, text), copyButton(text, label))];
+}
+
+function isObject(value) {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
+}
+
+// Token counts as the service's client writes them (outputs.usage_metadata), or the run's own fields.
+function tokenUsage(run) {
+  const usage = isObject(run.outputs) && isObject(run.outputs.usage_metadata) ? run.outputs.usage_metadata : null;
+  const input = usage ? Number(usage.input_tokens) : Number(run.prompt_tokens);
+  const output = usage ? Number(usage.output_tokens) : Number(run.completion_tokens);
+  let total = usage ? Number(usage.total_tokens) : Number(run.total_tokens);
+  if (!Number.isFinite(total)) total = (Number.isFinite(input) ? input : 0) + (Number.isFinite(output) ? output : 0);
+  if (!total && !input && !output) return null;
+  return { input: input || 0, output: output || 0, total };
+}
+
+function eventView(event) {
+  if (!isObject(event)) return h("li", null, valueView(event));
+  const rest = Object.fromEntries(Object.entries(event).filter(([k]) => k !== "name" && k !== "time"));
+  return h(
+    "li",
+    { class: "event" },
+    h("span", { class: "event-name" }, String(event.name || "event")),
+    " ",
+    h("span", { class: "event-time" }, event.time ? fmtTime(parseTime(String(event.time))) : ""),
+    Object.keys(rest).length ? valueView(rest) : null,
+  );
+}
+
+// A value too large to draw whole shows its first 100 KB as text, and a button for the rest.
+function valueView(value) {
+  if (value === undefined || value === null) return h("p", { class: "none" }, "none");
+  let text;
+  try {
+    text = JSON.stringify(value, null, 2);
+  } catch {
+    text = String(value);
+  }
+  if (text.length > TRUNCATE_AT) {
+    const holder = h("div", { class: "truncated" });
+    const button = h("button", { type: "button", class: "show-all" }, `show all (${fmtBytes(text.length)})`);
+    button.addEventListener("click", () => replace(holder, h("pre", { class: "json-text" }, text)));
+    replace(
+      holder,
+      h("p", { class: "note" }, `Shown truncated: the first ${fmtBytes(TRUNCATE_AT)} of ${fmtBytes(text.length)}.`),
+      h("pre", { class: "json-text" }, text.slice(0, TRUNCATE_AT), "\n…"),
+      button,
+    );
+    return holder;
+  }
+  const conversation = findConversation(value);
+  if (conversation) {
+    const parts = [h("div", { class: "conversation" }, conversation.messages.map(messageView))];
+    if (conversation.rest && Object.keys(conversation.rest).length) parts.push(jsonTree(conversation.rest, 0));
+    return h("div", null, parts);
+  }
+  return jsonTree(value, 0);
+}
+
+function isMessage(value) {
+  if (!isObject(value)) return false;
+  const role = roleOf(value);
+  return Boolean(role) && ("content" in value || "parts" in value || "tool_calls" in value || "text" in value);
+}
+
+function roleOf(message) {
+  const role = typeof message.role === "string" ? message.role : typeof message.type === "string" ? message.type : "";
+  return ROLES.has(role.toLowerCase()) ? role.toLowerCase() : "";
+}
+
+function messageList(value) {
+  if (!Array.isArray(value) || !value.length) return null;
+  // LangChain writes a batch of conversations: [[...messages]]; one of them is the usual case.
+  const flat = value.length === 1 && Array.isArray(value[0]) ? value[0] : value;
+  return flat.length && flat.every(isMessage) ? flat : null;
+}
+
+// Chat messages wherever the common clients put them: a list of messages, or
+// messages / input / output / prompt keys, or OpenAI's choices[].message.
+function findConversation(value) {
+  const direct = messageList(value);
+  if (direct) return { messages: direct, rest: null };
+  if (!isObject(value)) return null;
+  for (const key of ["messages", "input", "inputs", "output", "prompt", "prompts"]) {
+    const list = messageList(value[key]);
+    if (list) {
+      const rest = { ...value };
+      delete rest[key];
+      return { messages: list, rest };
+    }
+  }
+  if (Array.isArray(value.choices) && value.choices.length && value.choices.every((c) => isObject(c) && isMessage(c.message))) {
+    const rest = { ...value };
+    delete rest.choices;
+    return { messages: value.choices.map((c) => c.message), rest };
+  }
+  return null;
+}
+
+function messageView(message) {
+  const role = roleOf(message);
+  const body = [];
+  const content = "content" in message ? message.content : "parts" in message ? message.parts : message.text;
+  if (typeof content === "string") {
+    body.push(h("div", { class: "content" }, content));
+  } else if (Array.isArray(content)) {
+    for (const part of content) {
+      if (typeof part === "string") body.push(h("div", { class: "content" }, part));
+      else if (isObject(part) && part.type === "text" && typeof (part.text ?? part.content) === "string") {
+        body.push(h("div", { class: "content" }, part.text ?? part.content));
+      } else body.push(jsonTree(part, 1));
+    }
+  } else if (content !== undefined && content !== null) {
+    body.push(jsonTree(content, 1));
+  }
+  const rest = Object.fromEntries(
+    Object.entries(message).filter(([k]) => !["role", "type", "content", "parts", "text"].includes(k) && message[k] !== null),
+  );
+  if (Object.keys(rest).length) body.push(jsonTree(rest, 1));
+  return h("div", { class: `message role-${role}` }, h("div", { class: "role" }, role), body);
+}
+
+// JSON as nested <details>: a level's entries are built when it is first unfolded.
+function jsonTree(value, depth) {
+  if (value === null) return h("span", { class: "j-null" }, "null");
+  if (typeof value === "string") return h("span", { class: "j-str" }, value);
+  if (typeof value === "number" || typeof value === "bigint") return h("span", { class: "j-num" }, String(value));
+  if (typeof value === "boolean") return h("span", { class: "j-bool" }, String(value));
+  if (typeof value !== "object") return h("span", null, String(value));
+  const isArray = Array.isArray(value);
+  const entries = isArray ? value.map((v, i) => [i, v]) : Object.entries(value);
+  if (!entries.length) return h("span", { class: "j-empty" }, isArray ? "[]" : "{}");
+  const summary = h("summary", null, isArray ? `[ ${entries.length} item${entries.length === 1 ? "" : "s"} ]` : `{ ${entries.length} key${entries.length === 1 ? "" : "s"} }`);
+  const details = h("details", { class: "json" }, summary);
+  let built = false;
+  const build = () => {
+    if (built) return;
+    built = true;
+    append(details, entries, depth);
+  };
+  details.addEventListener("toggle", build);
+  if (depth < OPEN_LEVELS) {
+    details.open = true;
+    build();
+  }
+  return details;
+}
+
+function append(details, entries, depth) {
+  const list = h("div", { class: "entries" });
+  for (const [key, child] of entries) {
+    list.appendChild(h("div", { class: "entry" }, h("span", { class: "j-key" }, String(key)), h("span", { class: "colon" }, ": "), jsonTree(child, depth + 1)));
+  }
+  details.appendChild(list);
+}
+
+function bigText(text, kind) {
+  if (text.length <= TRUNCATE_AT) return h("pre", { class: kind }, text);
+  const holder = h("div", { class: "truncated" });
+  const button = h("button", { type: "button", class: "show-all" }, `show all (${fmtBytes(text.length)})`);
+  button.addEventListener("click", () => replace(holder, h("pre", { class: kind }, text)));
+  replace(holder, h("pre", { class: kind }, text.slice(0, TRUNCATE_AT), "\n…"), button);
+  return holder;
+}

@@ -1,0 +1,399 @@
+// One trace: the run tree in dotted_order order beside a waterfall on one time axis,
+// and the selected run's details.
+//
+// Only the rows in view are in the page (a fixed row height makes that simple), so a
+// 10,000-run trace costs as much to show as a 50-run one; a trace that large also
+// opens with only the root's children unfolded.
+
+import { api } from "./api.js";
+import {
+  copyButton, fmtDuration, fmtInt, fmtTime, h, link, parseTime, replace, statusBadge, statusOf, typeBadge,
+} from "./dom.js";
+import { RunView } from "./run.js";
+
+const ROW_H = 26;
+const OVERSCAN = 15;
+const PAGE = 100; // the query endpoint's largest page
+const TREE_FIELDS = ["name", "run_type", "start_time", "end_time", "status", "parent_run_id", "dotted_order", "trace_id"];
+const FOLD_ABOVE = 500; // runs; a larger trace opens folded below the root's children
+const REFRESH_UP_TO = 1000; // runs; an open trace up to this size is re-read in the background
+const REDRAW_EVERY_MS = 300; // while pages arrive
+
+export class TraceView {
+  constructor(app, traceId, runId) {
+    this.app = app;
+    this.traceId = traceId;
+    this.selected = runId;
+    this.started = performance.now();
+    this.runs = new Map();
+    this.nodes = [];
+    this.visible = [];
+    this.toggled = new Set(); // runs folded or unfolded by hand, against the default
+    this.fold = false;
+    this.closed = false;
+    this.refresh = null; // {cursor, runs} while a background re-read is under way
+    this.detail = new RunView(app);
+    this.build();
+  }
+
+  build() {
+    this.title = h("h1", null, "Trace");
+    this.facts = h("div", { class: "facts" });
+    this.spacer = h("div", { class: "spacer" });
+    this.rowsLayer = h("div", { class: "rows" });
+    this.scroller = h("div", { class: "tree", role: "tree", tabindex: "0" }, this.spacer, this.rowsLayer);
+    this.axis = h("div", { class: "axis" });
+    this.progress = h("span", { class: "progress", "aria-live": "polite" });
+    let pending = false;
+    this.scroller.addEventListener("scroll", () => {
+      if (pending) return;
+      pending = true;
+      requestAnimationFrame(() => {
+        pending = false;
+        this.renderRows();
+      });
+    });
+    const tools = h(
+      "div",
+      { class: "tools" },
+      h("button", { type: "button", onclick: () => this.setFold(false) }, "Unfold all"),
+      h("button", { type: "button", onclick: () => this.setFold(true) }, "Fold to first level"),
+      h("button", { type: "button", onclick: () => this.reload() }, "Reload"),
+      this.progress,
+    );
+    this.element = h(
+      "section",
+      { class: "trace-view", "data-trace-id": this.traceId },
+      h("div", { class: "tracehead" }, this.title, this.facts, tools),
+      h(
+        "div",
+        { class: "split" },
+        h(
+          "div",
+          { class: "treepane" },
+          h("div", { class: "treehead" }, h("div", { class: "cell-name" }, "Run"), this.axis),
+          this.scroller,
+        ),
+        this.detail.element,
+      ),
+    );
+  }
+
+  close() {
+    this.closed = true;
+  }
+
+  async open() {
+    this.app.setCrumbs(h("a", { href: "#/" }, "Traces"), h("span", null, "trace"));
+    if (this.selected) this.detail.show(this.selected, this.traceId);
+    try {
+      await this.load();
+    } catch (error) {
+      this.app.handleError(error, 1000);
+    }
+  }
+
+  async reload() {
+    this.runs = new Map();
+    this.refresh = null;
+    this.started = performance.now();
+    for (const key of ["openedMs", "openedAt", "loadedMs", "loadedAt"]) delete this.element.dataset[key];
+    try {
+      await this.load();
+    } catch (error) {
+      this.app.handleError(error, 1000);
+    }
+  }
+
+  async load() {
+    const generation = (this.generation = (this.generation || 0) + 1);
+    // The counts decide whether the tree opens folded; asked for beside the first page, not before it.
+    const stats = this.loadStats();
+    stats.catch(() => {}); // a failure is reported where it is awaited, below
+    let folding = true;
+    let cursor = null;
+    let lastDraw = 0;
+    const loaded = new Map();
+    do {
+      const body = { trace: this.traceId, order: "asc", limit: PAGE, select: TREE_FIELDS };
+      if (cursor) body.cursor = cursor;
+      const answer = await api.query(body);
+      if (this.closed || generation !== this.generation) return; // closed, or a Reload started over
+      for (const run of answer.runs || []) loaded.set(run.id, run);
+      cursor = answer.cursors && answer.cursors.next;
+      if (folding) {
+        await stats;
+        if (this.closed || generation !== this.generation) return;
+        this.fold = this.stats.runs > FOLD_ABOVE;
+        folding = false;
+      }
+      // Oldest first, so the first page holds the root and its first children: draw it at once.
+      if (!cursor || !this.element.dataset.openedMs || performance.now() - lastDraw > REDRAW_EVERY_MS) {
+        this.runs = loaded;
+        this.rebuild();
+        lastDraw = performance.now();
+        if (!this.element.dataset.openedMs && this.nodes.length) {
+          // How long the trace took to show: since the view began, and since the page was requested.
+          this.element.dataset.openedMs = String(Math.round(performance.now() - this.started));
+          this.element.dataset.openedAt = String(Math.round(performance.now()));
+        }
+      }
+      this.progress.textContent = cursor ? `loading… ${fmtInt(loaded.size)} of ${fmtInt(this.stats.runs)} runs` : "";
+    } while (cursor);
+    this.element.dataset.loadedMs = String(Math.round(performance.now() - this.started));
+    this.element.dataset.loadedAt = String(Math.round(performance.now()));
+    this.element.dataset.runs = String(this.runs.size);
+  }
+
+  async loadStats() {
+    const stats = await api.stats({ trace: this.traceId });
+    const runs = Number(stats.run_count) || 0;
+    this.stats = {
+      runs,
+      tokens: Number(stats.total_tokens) || 0,
+      prompt: Number(stats.prompt_tokens) || 0,
+      completion: Number(stats.completion_tokens) || 0,
+      errors: Math.round((Number(stats.error_rate) || 0) * runs),
+    };
+  }
+
+  isOpenTrace() {
+    const root = this.nodes[0] && this.nodes[0].run;
+    return !root || root.parent_run_id || [...this.runs.values()].some((run) => statusOf(run) === "open");
+  }
+
+  // While the trace is still running, re-read it a page per tick and swap it in when whole.
+  pollJob() {
+    if (!this.element.dataset.loadedMs) return null;
+    if (!this.refresh) {
+      if (!this.isOpenTrace() || this.runs.size > REFRESH_UP_TO) return null;
+      this.refresh = { cursor: null, runs: new Map(), statsDone: false };
+    }
+    const pass = this.refresh;
+    if (!pass.statsDone) {
+      return this.loadStats().then(() => {
+        pass.statsDone = true;
+      });
+    }
+    const body = { trace: this.traceId, order: "asc", limit: PAGE, select: TREE_FIELDS };
+    if (pass.cursor) body.cursor = pass.cursor;
+    return api.query(body).then((answer) => {
+      if (this.closed || this.refresh !== pass) return;
+      for (const run of answer.runs || []) pass.runs.set(run.id, run);
+      pass.cursor = answer.cursors && answer.cursors.next;
+      if (pass.cursor) return;
+      const before = this.selected && this.runs.get(this.selected);
+      this.runs = pass.runs;
+      this.refresh = null;
+      this.rebuild();
+      const after = this.selected && this.runs.get(this.selected);
+      if (after && (!before || before.status !== after.status)) this.detail.show(this.selected, this.traceId);
+    });
+  }
+
+  setFold(fold) {
+    this.fold = fold;
+    this.toggled.clear();
+    this.revealSelected();
+    this.layout();
+  }
+
+  select(runId) {
+    this.selected = runId;
+    if (runId) this.detail.show(runId, this.traceId);
+    else this.detail.clear();
+    this.revealSelected();
+    this.layout();
+    this.scrollToSelected();
+  }
+
+  // The run tree in dotted_order order; descendants follow their ancestor, so one
+  // pass gives each run its depth and how many runs its subtree holds.
+  rebuild() {
+    const runs = [...this.runs.values()];
+    runs.sort((a, b) => {
+      const x = a.dotted_order || "";
+      const y = b.dotted_order || "";
+      return x < y ? -1 : x > y ? 1 : 0;
+    });
+    const nodes = runs.map((run) => ({
+      run,
+      depth: run.dotted_order ? run.dotted_order.split(".").length - 1 : 0,
+      start: parseTime(run.start_time),
+      end: parseTime(run.end_time),
+      status: statusOf(run),
+      size: 0,
+    }));
+    const stack = [];
+    nodes.forEach((node, index) => {
+      while (stack.length && nodes[stack[stack.length - 1]].depth >= node.depth) {
+        const done = stack.pop();
+        nodes[done].size = index - done - 1;
+      }
+      stack.push(index);
+    });
+    for (const done of stack) nodes[done].size = nodes.length - done - 1;
+    this.nodes = nodes;
+    const now = Date.now();
+    let t0 = Infinity;
+    let t1 = -Infinity;
+    for (const node of nodes) {
+      if (Number.isFinite(node.start)) t0 = Math.min(t0, node.start);
+      const end = Number.isFinite(node.end) ? node.end : node.status === "open" ? now : node.start;
+      if (Number.isFinite(end)) t1 = Math.max(t1, end);
+    }
+    this.t0 = t0;
+    this.span = Math.max(t1 - t0, 0.001);
+    this.revealSelected();
+    this.layout();
+    this.renderHead();
+    if (this.selected) this.scrollToSelected();
+  }
+
+  folded(node) {
+    if (!node.size) return false;
+    const byDefault = this.fold && node.depth >= 1;
+    return this.toggled.has(node.run.id) ? !byDefault : byDefault;
+  }
+
+  // Unfold the ancestors of the selected run so a deep link to it shows it.
+  revealSelected() {
+    const target = this.selected && this.runs.get(this.selected);
+    if (!target || !target.dotted_order) return;
+    const prefix = target.dotted_order;
+    for (const node of this.nodes) {
+      if (node.run.id !== target.id && node.run.dotted_order && prefix.startsWith(node.run.dotted_order + ".") && this.folded(node)) {
+        this.toggled.has(node.run.id) ? this.toggled.delete(node.run.id) : this.toggled.add(node.run.id);
+      }
+    }
+  }
+
+  layout() {
+    const visible = [];
+    let hideBelow = Infinity;
+    for (const node of this.nodes) {
+      if (node.depth > hideBelow) continue;
+      hideBelow = Infinity;
+      visible.push(node);
+      if (this.folded(node)) hideBelow = node.depth;
+    }
+    this.visible = visible;
+    this.spacer.style.height = `${visible.length * ROW_H}px`;
+    this.renderRows();
+  }
+
+  scrollToSelected() {
+    const index = this.visible.findIndex((node) => node.run.id === this.selected);
+    if (index < 0) return;
+    const top = index * ROW_H;
+    const view = this.scroller.clientHeight;
+    if (top < this.scroller.scrollTop || top + ROW_H > this.scroller.scrollTop + view) {
+      this.scroller.scrollTop = Math.max(0, top - view / 3);
+    }
+  }
+
+  renderRows() {
+    const top = this.scroller.scrollTop;
+    const height = this.scroller.clientHeight || 600;
+    const first = Math.max(0, Math.floor(top / ROW_H) - OVERSCAN);
+    const last = Math.min(this.visible.length, Math.ceil((top + height) / ROW_H) + OVERSCAN);
+    const rows = [];
+    for (let i = first; i < last; i += 1) rows.push(this.row(this.visible[i], i));
+    replace(this.rowsLayer, rows);
+  }
+
+  row(node, index) {
+    const run = node.run;
+    const folded = this.folded(node);
+    const toggle = node.size
+      ? h(
+          "button",
+          { type: "button", class: "toggle", "aria-expanded": folded ? "false" : "true", title: folded ? "unfold" : "fold" },
+          folded ? "▸" : "▾",
+        )
+      : h("span", { class: "toggle-space" });
+    if (node.size) {
+      toggle.addEventListener("click", (event) => {
+        event.preventDefault();
+        event.stopPropagation();
+        this.toggled.has(run.id) ? this.toggled.delete(run.id) : this.toggled.add(run.id);
+        this.layout();
+      });
+    }
+    const indent = h("span", { class: "indent" });
+    indent.style.width = `${node.depth * 16}px`;
+    const duration = Number.isFinite(node.end) ? node.end - node.start : NaN;
+    const bar = h("span", { class: `bar bar-${node.status}` });
+    const left = Number.isFinite(node.start) ? ((node.start - this.t0) / this.span) * 100 : 0;
+    const right = Number.isFinite(node.end) ? ((node.end - this.t0) / this.span) * 100 : node.status === "open" ? 100 : left;
+    bar.style.left = `${Math.max(0, Math.min(100, left))}%`;
+    bar.style.width = `${Math.max(0, Math.min(100 - left, right - left))}%`;
+    const a = h(
+      "a",
+      {
+        class: `row${run.id === this.selected ? " selected" : ""}${node.status === "error" ? " row-error" : ""}`,
+        href: link(this.traceId, run.id),
+        role: "treeitem",
+        "aria-selected": run.id === this.selected ? "true" : "false",
+        "data-run-id": run.id,
+        "data-depth": node.depth,
+      },
+      h(
+        "span",
+        { class: "cell-name" },
+        indent,
+        toggle,
+        typeBadge(run.run_type),
+        h("span", { class: "name", title: run.name || "" }, run.name || "(unnamed)"),
+        node.status === "error" ? h("span", { class: "err-mark", title: "this run ended with an error" }, "error") : null,
+        node.status === "open" ? h("span", { class: "open-mark", title: "no end time yet" }, "open") : null,
+        folded ? h("span", { class: "hidden-count", title: "runs folded under this one" }, `+${fmtInt(node.size)}`) : null,
+      ),
+      h(
+        "span",
+        { class: "cell-bar", title: `${fmtDuration(duration) || "no end"} from ${fmtDuration(node.start - this.t0)}` },
+        bar,
+        h("span", { class: "dur" }, Number.isFinite(duration) ? fmtDuration(duration) : "…"),
+      ),
+    );
+    a.style.top = `${index * ROW_H}px`;
+    return a;
+  }
+
+  renderHead() {
+    const root = this.nodes.length ? this.nodes[0] : null;
+    if (!root) {
+      this.title.textContent = "Trace";
+      replace(this.facts, h("p", { class: "empty" }, `No runs in trace ${this.traceId} (yet): the page keeps looking.`));
+      return;
+    }
+    const run = root.run;
+    replace(this.title, typeBadge(run.run_type), " ", run.name || "(unnamed)", " ", statusBadge(root.status));
+    const latency = Number.isFinite(root.end) ? fmtDuration(root.end - root.start) : "still open";
+    const stats = this.stats || { runs: this.runs.size, tokens: 0, errors: 0 };
+    replace(
+      this.facts,
+      fact("start", fmtTime(root.start)),
+      fact("latency", latency),
+      fact("runs", fmtInt(Math.max(stats.runs, this.runs.size))),
+      fact("tokens", stats.tokens ? `${fmtInt(stats.tokens)} (in ${fmtInt(stats.prompt)}, out ${fmtInt(stats.completion)})` : "0"),
+      fact("failed runs", fmtInt(stats.errors)),
+      h("span", { class: "fact" }, h("span", { class: "label" }, "trace id"), h("code", null, this.traceId), copyButton(this.traceId, "trace id")),
+    );
+    this.app.setCrumbs(h("a", { href: "#/" }, "Traces"), h("span", null, run.name || "trace"));
+    this.renderAxis();
+  }
+
+  renderAxis() {
+    const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) => {
+      const tick = h("span", { class: "tick" }, f ? fmtDuration(f * this.span) : "0");
+      tick.style.left = `${f * 100}%`;
+      return tick;
+    });
+    replace(this.axis, ticks);
+  }
+}
+
+function fact(label, value) {
+  return h("span", { class: "fact" }, h("span", { class: "label" }, label), h("span", { class: "value" }, value));
+}

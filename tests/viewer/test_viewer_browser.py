@@ -1,0 +1,322 @@
+"""The trace viewer in a real headless Chromium, against a real service fed by the exporter.
+
+Each test leaves a screenshot under tests/artifacts/; the 10,000-run test also
+leaves its timings there (viewer-10k.json), the figures BENCHMARKS.md quotes.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+import pytest
+from opentelemetry.trace import Status, StatusCode
+
+from otel_runs_exporter.server import LocalService, RateRule, viewer_link
+
+pytest.importorskip("selenium", reason="selenium is not installed: pip install -e '.[test]'")
+
+from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from viewer_helpers import ARTIFACTS, as_json, export, screenshot, wait_for  # noqa: E402
+
+DEMO_TREE = ["answer_question", "retrieve", "chat demo-model", "flaky_tool", "word_count"]
+
+
+def rows(page: Any) -> list[Any]:
+    return page.find_elements(By.CSS_SELECTOR, ".tree .row")
+
+
+def row_names(page: Any) -> list[str]:
+    """The names in the tree's rows, top to bottom, read in one go (rows are redrawn as pages arrive)."""
+    return page.execute_script("return [...document.querySelectorAll('.tree .row .name')].map(e => e.textContent)")
+
+
+def trace_rows(page: Any) -> list[dict[str, str]]:
+    """The list's rows as {column class: text}, read in one go (the list redraws as counts arrive)."""
+    return page.execute_script(
+        "return [...document.querySelectorAll('tr.trace')].map(tr =>"
+        " Object.fromEntries([...tr.cells].map(td => [td.className, td.innerText])))"
+    )
+
+
+def detail_text(page: Any) -> str:
+    return page.execute_script("const d = document.querySelector('.detail .run'); return d ? d.textContent : '';")
+
+
+def assert_same_origin_only(page: Any, base: str) -> None:
+    """Every file and request the page made went to the service itself."""
+    names = page.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    assert names and all(name.startswith(base) for name in names), names
+
+
+def demo_serving() -> tuple[subprocess.Popen[str], str]:
+    """``otel-runs demo --serve`` as a user starts it; returns the process and the viewer link it printed."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "otel_runs_exporter.cli", "demo", "--serve"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+    seen = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=0.5)
+        except queue.Empty:
+            if proc.poll() is not None:
+                break
+            continue
+        seen.append(line)
+        if line.startswith("Viewer: "):
+            return proc, line.split("Viewer: ", 1)[1].strip()
+    proc.kill()
+    raise AssertionError("otel-runs demo --serve printed no viewer address:\n" + "".join(seen))
+
+
+def test_the_demo_trace_in_the_list_then_its_tree_then_a_run(page: Any) -> None:
+    proc, link = demo_serving()
+    try:
+        base = link.split("#", 1)[0]
+        assert link.startswith("http://127.0.0.1:") and "/#/trace/" in link
+        page.get(base)
+        wait_for(lambda: [r["col-runs"] for r in trace_rows(page)] == ["5"], what="the demo's trace and its run count")
+        (cells,) = trace_rows(page)
+        assert cells["col-name"] == "answer_question"
+        assert cells["col-status"].startswith("OK") and "1 failed" in cells["col-status"]
+        assert cells["col-tokens"] == "59"
+        screenshot(page, "viewer-demo-list")
+        search = page.find_element(By.ID, "search")
+        search.send_keys("no such name")
+        wait_for(lambda: page.find_element(By.CSS_SELECTOR, ".empty").text == "No traces match.", what="an empty search")
+        assert page.current_url.endswith("q=no+such+name")  # the filters are in the link too
+        search.clear()
+        search.send_keys("ANSWER_q")
+        wait_for(lambda: [r["col-name"] for r in trace_rows(page)] == ["answer_question"], what="a name search")
+        page.execute_script("const s = document.getElementById('status'); s.value = 'error'; s.dispatchEvent(new Event('change'));")
+        wait_for(lambda: trace_rows(page) == [], what="no failed root in the demo")
+        page.execute_script("const s = document.getElementById('status'); s.value = 'ok'; s.dispatchEvent(new Event('change'));")
+        wait_for(lambda: len(trace_rows(page)) == 1, what="the demo's root as ok")
+
+        page.find_element(By.CSS_SELECTOR, "tr.trace a").click()
+        wait_for(lambda: row_names(page) == DEMO_TREE, what="the five runs in tree order")
+        assert page.current_url == link  # the list links to the same deep link the demo printed
+        depths = [r.get_attribute("data-depth") for r in rows(page)]
+        assert depths == ["0", "1", "1", "1", "1"]
+        failed = [r for r in rows(page) if "row-error" in r.get_attribute("class").split()]
+        assert [r.find_element(By.CSS_SELECTOR, ".name").text for r in failed] == ["flaky_tool"]
+        assert failed[0].find_element(By.CSS_SELECTOR, ".err-mark").text == "error"
+
+        chat = rows(page)[DEMO_TREE.index("chat demo-model")]
+        chat.click()
+        wait_for(lambda: page.find_elements(By.CSS_SELECTOR, ".detail .message"), what="the model call's conversation")
+        assert "/run/" in page.current_url
+        roles = [m.find_element(By.CSS_SELECTOR, ".role").text for m in page.find_elements(By.CSS_SELECTOR, ".detail .message")]
+        assert roles == ["SYSTEM", "USER", "ASSISTANT"]
+        text = detail_text(page)
+        assert "Answer briefly." in text and "Each finished span arrives as a run" in text
+        assert "59 total: 42 in, 17 out" in text and "demo-model (openai)" in text
+        screenshot(page, "viewer-demo-run")
+
+        rows(page)[DEMO_TREE.index("flaky_tool")].click()
+        error = wait_for(lambda: page.find_elements(By.CSS_SELECTOR, ".detail pre.error"), what="the tool's error")[0]
+        assert error.text.startswith("TimeoutError: the demo tool always times out") and "Traceback" in error.text
+        screenshot(page, "viewer-demo-error")
+
+        page.get(page.current_url)  # a run's deep link, pasted into a new page
+        wait_for(lambda: "Traceback" in detail_text(page), what="the run from its deep link")
+        assert "selected" in rows(page)[DEMO_TREE.index("flaky_tool")].get_attribute("class")
+        assert_same_origin_only(page, base)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+
+
+HOSTILE = "<img src=x onerror=alert(1)>"
+CLOSER = "</script><script>alert(2)</script>"
+
+
+def test_run_contents_are_text_and_run_no_script(page: Any) -> None:
+    def work(tracer: Any) -> None:
+        attributes = {
+            "langsmith.span.kind": "chain",
+            "input.value": as_json({"question": HOSTILE, "note": CLOSER}),
+            "output.value": as_json({"messages": [{"role": "assistant", "content": f"{HOSTILE} {CLOSER}"}]}),
+        }
+        with tracer.start_as_current_span(HOSTILE, attributes=attributes) as span:
+            span.add_event("retry", {"reason": HOSTILE})
+            with tracer.start_as_current_span("big", attributes={"langsmith.span.kind": "tool", "input.value": as_json({"blob": "x" * 150_000})}):
+                pass
+
+    with LocalService() as service:
+        export(service.url, work)
+        runs = service.wait_for_runs(2)
+        root = next(r for r in runs if r["name"] == HOSTILE)
+        big = next(r for r in runs if r["name"] == "big")
+        page.get(viewer_link(service.url, root["trace_id"], root["id"]))
+        wait_for(lambda: CLOSER in detail_text(page), what="the hostile run's details")
+        text = detail_text(page)
+        assert HOSTILE in text and CLOSER in text
+        assert row_names(page)[0] == HOSTILE
+        events = page.find_element(By.CSS_SELECTOR, ".detail .events").text
+        assert "retry" in events and HOSTILE in events
+        assert page.find_elements(By.TAG_NAME, "img") == []
+        assert len(page.find_elements(By.TAG_NAME, "script")) == 1  # the page's own module, nothing injected
+        with pytest.raises(NoAlertPresentException):
+            page.switch_to.alert  # noqa: B018 - reading it is the check
+        assert not [e for e in page.get_log("browser") if "Content Security Policy" in e["message"]]
+        screenshot(page, "viewer-hostile-run")
+
+        page.get(service.url + "/")
+        wait_for(lambda: [r["col-name"] for r in trace_rows(page)] == [HOSTILE], what="the hostile name in the list")
+        assert page.find_elements(By.TAG_NAME, "img") == []
+
+        page.get(viewer_link(service.url, big["trace_id"], big["id"]))
+        button = wait_for(lambda: page.find_elements(By.CSS_SELECTOR, ".detail .show-all"), what="the truncated input")[0]
+        shown = page.execute_script("return document.querySelector('.detail .truncated pre').textContent.length")
+        assert 100_000 <= shown < 110_000
+        assert "Shown truncated" in detail_text(page)
+        screenshot(page, "viewer-truncated")
+        button.click()
+        whole = wait_for(
+            lambda: page.execute_script("const p = document.querySelector('.detail .truncated pre'); return p && p.textContent.length > 150000 && p.textContent.length"),
+            what="the whole input after show all",
+        )
+        assert whole > 150_000 and not page.find_elements(By.CSS_SELECTOR, ".detail .show-all")
+
+
+def test_a_service_with_a_key_shows_only_the_prompt_and_says_when_a_key_is_wrong(page: Any) -> None:
+    def work(tracer: Any) -> None:
+        with tracer.start_as_current_span("secret_work", attributes={"langsmith.span.kind": "chain"}):
+            pass
+
+    with LocalService(api_key="right-key") as service:
+        export(service.url, work, api_key="right-key")
+        service.wait_for_runs(1)
+        page.get(service.url + "/")
+        key = wait_for(lambda: page.find_elements(By.ID, "api-key"), what="the key prompt")[0]
+        assert page.find_elements(By.CSS_SELECTOR, "table.traces") == []
+        assert "secret_work" not in page.find_element(By.TAG_NAME, "body").text
+        key.send_keys("wrong-key")
+        page.find_element(By.CSS_SELECTOR, ".keyform button").click()
+        message = wait_for(lambda: page.find_elements(By.CSS_SELECTOR, ".keyerror"), what="the wrong key's message")[0]
+        assert "refused this API key" in message.text and "401" in message.text
+        assert page.find_elements(By.CSS_SELECTOR, "table.traces") == []
+        screenshot(page, "viewer-key-refused")
+
+        key = page.find_element(By.ID, "api-key")
+        key.send_keys("right-key")
+        page.find_element(By.CSS_SELECTOR, ".keyform button").click()
+        wait_for(lambda: [r["col-name"] for r in trace_rows(page)] == ["secret_work"], what="the traces after the right key")
+        assert "right-key" not in page.current_url
+        assert page.execute_script("return sessionStorage.getItem('otel-runs.api-key')") == "right-key"
+        screenshot(page, "viewer-key-accepted")
+
+
+def test_a_service_with_a_workspace_asks_for_it(page: Any) -> None:
+    workspace = "7d3b6c1e-2f4a-4b5c-9d8e-0a1b2c3d4e5f"
+
+    def work(tracer: Any) -> None:
+        with tracer.start_as_current_span("tenant_work", attributes={"langsmith.span.kind": "chain"}):
+            pass
+
+    with LocalService(workspace_id=workspace) as service:
+        export(service.url, work, workspace_id=workspace)
+        service.wait_for_runs(1)
+        page.get(service.url + "/")
+        wait_for(lambda: page.find_elements(By.ID, "tenant-id"), what="the prompt")
+        form = page.find_element(By.CSS_SELECTOR, ".keyform").text
+        assert "needs a workspace id" in form and "403" in form
+        assert page.find_elements(By.CSS_SELECTOR, "table.traces") == []
+        page.find_element(By.ID, "tenant-id").send_keys(workspace)
+        page.find_element(By.CSS_SELECTOR, ".keyform button").click()
+        wait_for(lambda: [r["col-name"] for r in trace_rows(page)] == ["tenant_work"], what="the traces after the workspace")
+        screenshot(page, "viewer-workspace-accepted")
+
+
+def test_a_rate_limited_page_backs_off_and_says_so(page: Any) -> None:
+    def work(tracer: Any) -> None:
+        with tracer.start_as_current_span("limited", attributes={"langsmith.span.kind": "chain"}):
+            pass
+
+    rule = RateRule("Run query (test)", "ip", 2, 60, "POST", r"^/runs/query/?$")
+    with LocalService(rate_limits=[rule]) as service:
+        export(service.url, work)
+        service.wait_for_runs(1)
+        page.get(service.url + "/")
+        notice = wait_for(
+            lambda: page.find_elements(By.CSS_SELECTOR, ".notice-warn"), timeout=15, what="the rate-limit notice"
+        )[0]
+        assert "rate limiting this page (429)" in notice.text
+        refused_at = [e for e in service.requests() if e["path"] == "/runs/query" and e["status"] == 429]
+        assert len(refused_at) == 1  # it waits out the Retry-After instead of asking again each second
+        assert [r["col-name"] for r in trace_rows(page)] == ["limited"]  # what it had stays
+        screenshot(page, "viewer-rate-limited")
+
+
+BIG_CHILDREN = 99
+BIG_LEAVES = 100  # per child: 1 root + 99 children + 9,900 leaves = 10,000 runs
+
+
+def test_a_10000_run_trace_opens_with_its_root_and_first_children_and_few_rows(page: Any) -> None:
+    def work(tracer: Any) -> None:
+        with tracer.start_as_current_span("big_trace", attributes={"langsmith.span.kind": "chain"}):
+            for i in range(BIG_CHILDREN):
+                with tracer.start_as_current_span(f"step-{i:03d}", attributes={"langsmith.span.kind": "chain"}):
+                    for j in range(BIG_LEAVES):
+                        with tracer.start_as_current_span(f"leaf-{i:03d}-{j:03d}") as leaf:
+                            if j == 7:
+                                leaf.set_status(Status(StatusCode.ERROR, "leaf seven fails"))
+
+    total = 1 + BIG_CHILDREN + BIG_CHILDREN * BIG_LEAVES
+    with LocalService() as service:
+        export(service.url, work)
+        runs = service.wait_for_runs(total, timeout=60)
+        root = next(r for r in runs if r["name"] == "big_trace")
+        link = viewer_link(service.url, root["trace_id"])
+
+        began = time.monotonic()
+        page.get(link)
+        wait_for(lambda: row_names(page)[:4] == ["big_trace", "step-000", "step-001", "step-002"], timeout=20, what="the root and its first children")
+        shown = time.monotonic() - began
+        view = page.find_element(By.CSS_SELECTOR, ".trace-view")
+        opened_ms, opened_at = int(view.get_attribute("data-opened-ms")), int(view.get_attribute("data-opened-at"))
+        assert len(rows(page)) <= 100
+        assert rows(page)[1].find_element(By.CSS_SELECTOR, ".hidden-count").text == f"+{BIG_LEAVES}"
+        loaded_at = int(wait_for(lambda: view.get_attribute("data-loaded-at"), timeout=60, what="every page of runs"))
+        # The root and its children show from the first page, before the other 99 pages arrive.
+        assert opened_at < loaded_at and opened_at < 5000, (opened_at, loaded_at)
+        assert view.get_attribute("data-runs") == str(total)
+        assert "10,000" in page.find_element(By.CSS_SELECTOR, ".facts").text
+        assert row_names(page)[:4] == ["big_trace", "step-000", "step-001", "step-002"]
+        screenshot(page, "viewer-10k-folded")
+
+        page.find_element(By.XPATH, "//button[text()='Unfold all']").click()
+        wait_for(lambda: row_names(page)[:3] == ["big_trace", "step-000", "leaf-000-000"], what="the unfolded tree")
+        assert len(rows(page)) <= 100  # 10,000 rows unfolded, still only the ones in view in the page
+        spacer = page.execute_script("return document.querySelector('.tree .spacer').getBoundingClientRect().height")
+        assert spacer == total * 26
+        page.execute_script("const t = document.querySelector('.tree'); t.scrollTop = t.scrollHeight;")
+        wait_for(lambda: row_names(page)[-1] == f"leaf-{BIG_CHILDREN - 1:03d}-{BIG_LEAVES - 1:03d}", what="the last run after scrolling")
+        assert len(rows(page)) <= 100
+        screenshot(page, "viewer-10k-unfolded")
+
+        # In-page times count from the page's request (performance.now()); the wall clock from driver.get.
+        timings = {
+            "runs": total,
+            "shown_after_page_request_ms": opened_at,
+            "shown_after_view_start_ms": opened_ms,
+            "all_runs_loaded_after_page_request_ms": loaded_at,
+            "seen_by_the_test_s": round(shown, 3),
+        }
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        (ARTIFACTS / "viewer-10k.json").write_text(json.dumps(timings, indent=2) + "\n")
+        print(f"10,000-run trace: {timings}")
