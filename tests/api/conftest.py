@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from api_helpers import API_KEY, BEARER, SPEED
+from api.api_helpers import API_KEY, BEARER, SPEED
 
 from otel_runs_exporter.api import ServiceClient
 from otel_runs_exporter.server import LocalService

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from api_helpers import API_KEY, export_body
+from api.api_helpers import API_KEY, export_body
 
 from otel_runs_exporter import cli as cli_module
 from otel_runs_exporter.server import LocalService

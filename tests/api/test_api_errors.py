@@ -20,7 +20,7 @@ import time
 
 import pytest
 import requests
-from api_helpers import API_KEY, BEARER, SPEED, export_body
+from api.api_helpers import API_KEY, BEARER, SPEED, export_body
 
 from otel_runs_exporter import (
     ConfigError,

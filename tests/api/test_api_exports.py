@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from api_helpers import API_KEY, export_body
+from api.api_helpers import API_KEY, export_body
 
 from otel_runs_exporter import ServiceError, ValidationError
 from otel_runs_exporter.api import ExportStatus, ServiceClient, WaitTimeoutError

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import requests
-from api_helpers import API_KEY, export_body
+from api.api_helpers import API_KEY, export_body
 
 from otel_runs_exporter import ServiceError, ValidationError
 from otel_runs_exporter.api import ExportStatus, ServiceClient

@@ -37,7 +37,7 @@ def svc(make_service: Callable[..., LocalService]) -> LocalService:
 @pytest.fixture
 def service_process() -> Iterator[Any]:
     """A LocalService in a child process (see rel_service_proc), stopped after the test."""
-    from rel_service_proc import ServiceProcess
+    from reliability.rel_service_proc import ServiceProcess
 
     proc = ServiceProcess(seed=2024)
     yield proc

@@ -26,7 +26,7 @@ from otel_runs_exporter._convert import ConvertOptions, span_ids, span_to_run
 from otel_runs_exporter._encode import encode_run, multipart_body
 from otel_runs_exporter.server._multipart import boundary_from_content_type, parse
 
-from rel_helpers import processor_provider, report, tally
+from reliability.rel_helpers import processor_provider, report, tally
 
 LIMIT = 1000
 

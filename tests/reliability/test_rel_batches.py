@@ -7,7 +7,7 @@ import time
 
 from otel_runs_exporter._convert import span_ids
 
-from rel_helpers import completed_names, processor_provider, report, tally
+from reliability.rel_helpers import completed_names, processor_provider, report, tally
 
 
 def test_413_splits_large_batches_until_delivered(make_service):

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from otel_runs_exporter._clock import FakeClock
-from rel_helpers import completed_names, processor_provider, report, spans, tally
+from reliability.rel_helpers import completed_names, processor_provider, report, spans, tally
 
 # The issue asks for a 60-second outage. The env var exists only so CI can
 # shorten it when the whole suite would otherwise exceed its time budget

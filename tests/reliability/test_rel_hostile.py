@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from otel_runs_exporter import RunsSpanProcessor
 
-from rel_helpers import report
+from reliability.rel_helpers import report
 
 SPANS = 1_000
 SHUTDOWN_S = 1.0

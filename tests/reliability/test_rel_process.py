@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from rel_helpers import completed_names, report
+from reliability.rel_helpers import completed_names, report
 
 EXPORT_TIMEOUT_MS = 2000
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from server_helpers import Trace, good_trace_body, multipart, post_multipart, run_parts
+from server.server_helpers import Trace, good_trace_body, multipart, post_multipart, run_parts
 
 from otel_runs_exporter import cli
 from otel_runs_exporter.server import LocalService

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 import requests
-from server_helpers import BOUNDARY, Trace, good_trace_body, multipart, post_multipart, run_parts
+from server.server_helpers import BOUNDARY, Trace, good_trace_body, multipart, post_multipart, run_parts
 
 from otel_runs_exporter.server import FaultConfig, LocalService, RateRule
 

@@ -76,7 +76,10 @@ def test_multipart(compression: bool) -> None:
         """
         import json, sys, langsmith
         from langsmith.run_trees import RunTree
-        client = langsmith.Client(api_url=sys.argv[1], api_key="test")
+        # A generous timeout: the SDK decides compression from /info, and a /info that times
+        # out on a loaded machine silently means "no zstd".
+        client = langsmith.Client(api_url=sys.argv[1], api_key="test", timeout_ms=(20_000, 20_000))
+        assert client.info.instance_flags.get("zstd_compression_enabled"), client.info
         root = RunTree(name="agent", run_type="chain", inputs={"q": "hi"}, client=client, project_name="compat")
         root.post()
         llm = root.create_child(name="model", run_type="llm", inputs={"prompt": "hi"})
@@ -106,7 +109,7 @@ def test_multipart(compression: bool) -> None:
         _assert_tree(svc, *json.loads(proc.stdout.strip().splitlines()[-1]))
         ingest = [e for e in svc.requests() if e["path"].endswith("/runs/multipart")]
         assert ingest and all(e["status"] == 202 for e in ingest)
-        assert {e["content_encoding"] for e in ingest} == ({"zstd"} if compression else {None})
+        assert {e["content_encoding"] for e in ingest} == ({"zstd"} if compression else {None}), proc.stderr[-2000:]
 
 
 def test_basic_tracing_without_multipart(ls_env: pytest.MonkeyPatch) -> None:

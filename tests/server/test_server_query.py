@@ -26,7 +26,7 @@ from otel_runs_exporter import RunsSpanProcessor
 from otel_runs_exporter.server import LocalService, RunStore
 from otel_runs_exporter.server._store import project_id_for_name
 
-from server_helpers import T0, Trace, good_trace_body, post_multipart
+from server.server_helpers import T0, Trace, good_trace_body, post_multipart
 
 langsmith = pytest.importorskip("langsmith")
 from langsmith import traceable  # noqa: E402

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 import pytest
 import requests
-from server_helpers import (
+from server.server_helpers import (
     Trace,
     entry,
     good_trace_body,

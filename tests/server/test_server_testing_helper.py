@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 import requests
-from server_helpers import Trace, good_trace_body, post_multipart
+from server.server_helpers import Trace, good_trace_body, post_multipart
 
 from otel_runs_exporter.server import FaultConfig, LocalService
 from otel_runs_exporter.testing import (  # noqa: F401 - the fixture is used by name

@@ -24,7 +24,7 @@ pytest.importorskip("selenium", reason="selenium is not installed: pip install -
 
 from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
-from viewer_helpers import ARTIFACTS, as_json, export, screenshot, wait_for  # noqa: E402
+from viewer.viewer_helpers import ARTIFACTS, as_json, click, export, screenshot, wait_for  # noqa: E402
 
 DEMO_TREE = ["answer_question", "retrieve", "chat demo-model", "flaky_tool", "word_count"]
 
@@ -106,7 +106,7 @@ def test_the_demo_trace_in_the_list_then_its_tree_then_a_run(page: Any) -> None:
         page.execute_script("const s = document.getElementById('status'); s.value = 'ok'; s.dispatchEvent(new Event('change'));")
         wait_for(lambda: len(trace_rows(page)) == 1, what="the demo's root as ok")
 
-        page.find_element(By.CSS_SELECTOR, "tr.trace a").click()
+        click(lambda: page.find_element(By.CSS_SELECTOR, "tr.trace a"), "the trace's link")
         wait_for(lambda: row_names(page) == DEMO_TREE, what="the five runs in tree order")
         assert page.current_url == link  # the list links to the same deep link the demo printed
         depths = [r.get_attribute("data-depth") for r in rows(page)]
@@ -115,8 +115,7 @@ def test_the_demo_trace_in_the_list_then_its_tree_then_a_run(page: Any) -> None:
         assert [r.find_element(By.CSS_SELECTOR, ".name").text for r in failed] == ["flaky_tool"]
         assert failed[0].find_element(By.CSS_SELECTOR, ".err-mark").text == "error"
 
-        chat = rows(page)[DEMO_TREE.index("chat demo-model")]
-        chat.click()
+        click(lambda: rows(page)[DEMO_TREE.index("chat demo-model")], "the model call's row")
         wait_for(lambda: page.find_elements(By.CSS_SELECTOR, ".detail .message"), what="the model call's conversation")
         assert "/run/" in page.current_url
         roles = [m.find_element(By.CSS_SELECTOR, ".role").text for m in page.find_elements(By.CSS_SELECTOR, ".detail .message")]
@@ -126,7 +125,7 @@ def test_the_demo_trace_in_the_list_then_its_tree_then_a_run(page: Any) -> None:
         assert "59 total: 42 in, 17 out" in text and "demo-model (openai)" in text
         screenshot(page, "viewer-demo-run")
 
-        rows(page)[DEMO_TREE.index("flaky_tool")].click()
+        click(lambda: rows(page)[DEMO_TREE.index("flaky_tool")], "the failed tool's row")
         error = wait_for(lambda: page.find_elements(By.CSS_SELECTOR, ".detail pre.error"), what="the tool's error")[0]
         # The error is the recorded stacktrace, which already ends with the message (the service's mapping).
         assert "TimeoutError: the demo tool always times out" in error.text and "Traceback" in error.text
@@ -207,7 +206,7 @@ def test_a_service_with_a_key_shows_only_the_prompt_and_says_when_a_key_is_wrong
         assert page.find_elements(By.CSS_SELECTOR, "table.traces") == []
         assert "secret_work" not in page.find_element(By.TAG_NAME, "body").text
         key.send_keys("wrong-key")
-        page.find_element(By.CSS_SELECTOR, ".keyform button").click()
+        click(lambda: page.find_element(By.CSS_SELECTOR, ".keyform button"), "the key form's button")
         message = wait_for(lambda: page.find_elements(By.CSS_SELECTOR, ".keyerror"), what="the wrong key's message")[0]
         assert "refused this API key" in message.text and "401" in message.text
         assert page.find_elements(By.CSS_SELECTOR, "table.traces") == []
@@ -215,7 +214,7 @@ def test_a_service_with_a_key_shows_only_the_prompt_and_says_when_a_key_is_wrong
 
         key = page.find_element(By.ID, "api-key")
         key.send_keys("right-key")
-        page.find_element(By.CSS_SELECTOR, ".keyform button").click()
+        click(lambda: page.find_element(By.CSS_SELECTOR, ".keyform button"), "the key form's button")
         wait_for(lambda: [r["col-name"] for r in trace_rows(page)] == ["secret_work"], what="the traces after the right key")
         assert "right-key" not in page.current_url
         assert page.execute_script("return sessionStorage.getItem('otel-runs.api-key')") == "right-key"
@@ -238,7 +237,7 @@ def test_a_service_with_a_workspace_asks_for_it(page: Any) -> None:
         assert "needs a workspace id" in form and "403" in form
         assert page.find_elements(By.CSS_SELECTOR, "table.traces") == []
         page.find_element(By.ID, "tenant-id").send_keys(workspace)
-        page.find_element(By.CSS_SELECTOR, ".keyform button").click()
+        click(lambda: page.find_element(By.CSS_SELECTOR, ".keyform button"), "the key form's button")
         wait_for(lambda: [r["col-name"] for r in trace_rows(page)] == ["tenant_work"], what="the traces after the workspace")
         screenshot(page, "viewer-workspace-accepted")
 
@@ -300,7 +299,7 @@ def test_a_10000_run_trace_opens_with_its_root_and_first_children_and_few_rows(p
         assert row_names(page)[:4] == ["big_trace", "step-000", "step-001", "step-002"]
         screenshot(page, "viewer-10k-folded")
 
-        page.find_element(By.XPATH, "//button[text()='Unfold all']").click()
+        click(lambda: page.find_element(By.XPATH, "//button[text()='Unfold all']"), "Unfold all")
         wait_for(lambda: row_names(page)[:3] == ["big_trace", "step-000", "leaf-000-000"], what="the unfolded tree")
         assert len(rows(page)) <= 100  # 10,000 rows unfolded, still only the ones in view in the page
         spacer = page.execute_script("return document.querySelector('.tree .spacer').getBoundingClientRect().height")

@@ -64,6 +64,16 @@ def wait_for(check: Callable[[], _T], timeout: float = 10.0, what: str = "the pa
     raise AssertionError(f"waited {timeout:g}s for {what}; last saw {last!r}")
 
 
+def click(find: Callable[[], Any], what: str = "an element to click") -> None:
+    """Find and click, again if the page redrew the element in between (the list polls every second)."""
+
+    def attempt() -> bool:
+        find().click()
+        return True
+
+    wait_for(attempt, what=what)
+
+
 def screenshot(driver: Any, name: str) -> Path:
     """Save what the browser shows under tests/artifacts/ (every browser test leaves one)."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
