@@ -22,7 +22,7 @@ from otel_runs_exporter import RunsSpanProcessor
 from reliability.rel_helpers import report
 
 SPANS = 1_000
-SHUTDOWN_S = 1.0
+SHUTDOWN_S = 0.5
 
 
 def _rss_bytes() -> int:
@@ -147,8 +147,8 @@ def test_hostile_server(case: str, spool: bool, tmp_path: Path) -> None:
             endpoint=server.url,
             api_key="sk-hostile-never-shown",
             schedule_delay_s=0.05,
-            export_timeout_s=1.0,
-            timeout_s=0.5,
+            export_timeout_s=0.5,
+            timeout_s=0.25,
             mode="multipart",
         )
         if spool:

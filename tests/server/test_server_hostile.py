@@ -228,7 +228,7 @@ def test_100_concurrent_clients_get_no_resets(svc):
 
 
 def test_fuzz_malformed_requests_never_5xx_and_lose_nothing_acknowledged(svc):
-    """A seeded generator of malformed requests for a few seconds: no 5xx, RSS bounded, acked runs readable."""
+    """A seeded generator of malformed requests for 10 s: no 5xx, RSS bounded, acked runs readable."""
     rng = random.Random(1234)
     acked = []
     h = {"x-api-key": KEY, "Content-Type": "application/json"}
@@ -270,7 +270,7 @@ def test_fuzz_malformed_requests_never_5xx_and_lose_nothing_acknowledged(svc):
     ]
     before = _rss_mb()
     statuses: dict[int, int] = {}
-    stop = time.monotonic() + 4.0
+    stop = time.monotonic() + 10.0  # the issue asks for 10 s of it
     while time.monotonic() < stop:
         request = b"".join(rng.choice(pieces) for _ in range(rng.randrange(2, 10)))
         status = _status(_raw(svc, request, timeout=2.0))
