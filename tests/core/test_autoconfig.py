@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 APPS = Path(__file__).parent / "apps"
 BIN = Path(sys.executable).parent

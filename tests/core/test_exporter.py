@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 
