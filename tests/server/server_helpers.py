@@ -132,3 +132,25 @@ def good_trace_body(trace: Trace) -> bytes:
 def rules_of(response: requests.Response) -> set[str]:
     """The rule names in a 422 body."""
     return {item["type"].removeprefix("runs.") for item in response.json()["detail"]}
+
+
+def sdk_trace(client: Any) -> list[str]:
+    """Three runs posted and patched by the langsmith SDK's own RunTree: agent > model > search (failed).
+
+    Importable without pytest, so a test can run it in a fresh interpreter. Returns the ids, root first.
+    """
+    from langsmith.run_trees import RunTree
+
+    root = RunTree(name="agent", run_type="chain", inputs={"q": "hi"}, client=client, project_name="compat")
+    root.post()
+    llm = root.create_child(name="model", run_type="llm", inputs={"prompt": "hi"})
+    llm.post()
+    tool = llm.create_child(name="search", run_type="tool", inputs={"query": "x"})
+    tool.post()
+    tool.end(error="ValueError: boom")
+    tool.patch()
+    llm.end(outputs={"text": "yo", "usage_metadata": {"input_tokens": 3, "output_tokens": 4, "total_tokens": 7}})
+    llm.patch()
+    root.end(outputs={"answer": "yo"})
+    root.patch()
+    return [str(root.id), str(llm.id), str(tool.id)]

@@ -13,14 +13,15 @@ import sys
 import textwrap
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from otel_runs_exporter.server import LocalService
+from server.server_helpers import sdk_trace
 
 langsmith = pytest.importorskip("langsmith")
-from langsmith.run_trees import RunTree  # noqa: E402
 from langsmith.utils import get_env_var  # noqa: E402
 
 
@@ -36,22 +37,6 @@ def ls_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
 def _client(svc: LocalService, **kwargs: object) -> langsmith.Client:
     get_env_var.cache_clear()
     return langsmith.Client(api_url=svc.url, api_key="test", **kwargs)
-
-
-def _trace(client: langsmith.Client) -> tuple[str, str, str]:
-    root = RunTree(name="agent", run_type="chain", inputs={"q": "hi"}, client=client, project_name="compat")
-    root.post()
-    llm = root.create_child(name="model", run_type="llm", inputs={"prompt": "hi"})
-    llm.post()
-    tool = llm.create_child(name="search", run_type="tool", inputs={"query": "x"})
-    tool.post()
-    tool.end(error="ValueError: boom")
-    tool.patch()
-    llm.end(outputs={"text": "yo", "usage_metadata": {"input_tokens": 3, "output_tokens": 4, "total_tokens": 7}})
-    llm.patch()
-    root.end(outputs={"answer": "yo"})
-    root.patch()
-    return str(root.id), str(llm.id), str(tool.id)
 
 
 def _assert_tree(svc: LocalService, root_id: str, llm_id: str, tool_id: str) -> None:
@@ -75,26 +60,16 @@ def test_multipart(compression: bool) -> None:
     code = textwrap.dedent(
         """
         import json, sys, langsmith
-        from langsmith.run_trees import RunTree
+        sys.path.insert(0, sys.argv[2])
+        from server.server_helpers import sdk_trace
         # A generous timeout: the SDK decides compression from /info, and a /info that times
         # out on a loaded machine silently means "no zstd".
         client = langsmith.Client(api_url=sys.argv[1], api_key="test", timeout_ms=(20_000, 20_000))
         assert client.info.instance_flags.get("zstd_compression_enabled"), client.info
-        root = RunTree(name="agent", run_type="chain", inputs={"q": "hi"}, client=client, project_name="compat")
-        root.post()
-        llm = root.create_child(name="model", run_type="llm", inputs={"prompt": "hi"})
-        llm.post()
-        tool = llm.create_child(name="search", run_type="tool", inputs={"query": "x"})
-        tool.post()
-        tool.end(error="ValueError: boom")
-        tool.patch()
-        llm.end(outputs={"text": "yo", "usage_metadata": {"input_tokens": 3, "output_tokens": 4, "total_tokens": 7}})
-        llm.patch()
-        root.end(outputs={"answer": "yo"})
-        root.patch()
+        ids = sdk_trace(client)
         client.flush()
         client.cleanup(timeout=5)
-        print(json.dumps([str(root.id), str(llm.id), str(tool.id)]))
+        print(json.dumps(ids))
         """
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LANGSMITH_", "LANGCHAIN_"))}
@@ -103,7 +78,11 @@ def test_multipart(compression: bool) -> None:
         env["LANGSMITH_DISABLE_RUN_COMPRESSION"] = "true"
     with LocalService() as svc:
         proc = subprocess.run(
-            [sys.executable, "-c", code, svc.url], env=env, capture_output=True, text=True, timeout=60
+            [sys.executable, "-c", code, svc.url, str(Path(__file__).resolve().parents[1])],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert proc.returncode == 0, proc.stderr
         _assert_tree(svc, *json.loads(proc.stdout.strip().splitlines()[-1]))
@@ -141,7 +120,7 @@ def test_batch_endpoint_when_multipart_is_off(ls_env: pytest.MonkeyPatch) -> Non
     with LocalService(multipart=False) as svc:
         client = _client(svc)
         try:
-            ids = _trace(client)
+            ids = sdk_trace(client)
             client.flush()
             _assert_tree(svc, *ids)
         finally:
