@@ -135,7 +135,7 @@ class Delivery:
         return outcome
 
     def spool_all(self) -> Outcome:
-        """Write the whole backlog to the spool (at shutdown); what the disk refuses stays."""
+        """Write the whole backlog to the spool (at shutdown, in one log line); what the disk refuses stays."""
         outcome = Outcome()
         if self.spool is None:
             return outcome
@@ -146,6 +146,12 @@ class Delivery:
         if runs:
             if self._to_spool(runs):
                 outcome.spooled = runs
+                logger.warning(
+                    "shutdown: %d runs could not be delivered in time; written to the spool at %s "
+                    "for the next process to send",
+                    sum(1 for r in runs if r.completes),
+                    self.spool.dir,
+                )
             else:
                 self._put_back(runs)
         self._take_spool_losses(outcome)

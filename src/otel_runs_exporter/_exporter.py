@@ -121,15 +121,7 @@ class RunsSpanExporter(SpanExporter):
             with self._lock:
                 self._enqueue(self._release(time.monotonic(), everything=True))
             self._deliver(self._clock.now() + timeout_s)
-            spooled = self._delivery.spool_all()
-            self._ledger.record(spooled)
-            if spooled.spooled:
-                logger.warning(
-                    "shutdown: %d runs could not be delivered within %.1f s; written to the spool at %s",
-                    len(spooled.spooled),
-                    timeout_s,
-                    self._delivery.spool.dir if self._delivery.spool else "",
-                )
+            self._ledger.record(self._delivery.spool_all())
         except KeyboardInterrupt:
             interrupted = True
         except Exception:  # noqa: BLE001
@@ -233,7 +225,7 @@ class RunsSpanExporter(SpanExporter):
         True when nothing is left in memory and nothing was dropped or spooled meanwhile.
         """
         with self._send_lock:
-            before = self._ledger.snapshot()
+            lost_before = self._ledger.lost()
             delivery = self._delivery
             left = False
             while (outcome := delivery.send_next(deadline)) is not None:
@@ -246,6 +238,4 @@ class RunsSpanExporter(SpanExporter):
                     self._ledger.record(replayed)
                     if replayed.retry_later:
                         break
-            after = self._ledger.snapshot()
-            lost = after.dropped_total - before.dropped_total + after.spooled - before.spooled
-            return not left and lost == 0
+            return not left and self._ledger.lost() == lost_before

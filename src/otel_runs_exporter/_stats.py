@@ -180,9 +180,10 @@ class Ledger:
     def queued(self) -> int:
         return self._queued
 
-    def dropped_total(self) -> int:
+    def lost(self) -> int:
+        """Runs that left memory without being delivered (dropped or spooled): a flush compares it before and after."""
         with self._lock:
-            return sum(self._dropped.values())
+            return sum(self._dropped.values()) + self._spooled
 
     def snapshot(self, requests: RequestCounts | None = None, held: int = 0) -> ExporterStats:
         """The one place an :class:`ExporterStats` is built."""

@@ -207,29 +207,24 @@ class Worker:
             # that is written there (the worker, blocked on its socket, converts nothing
             # meanwhile); the batch in flight is counted as given up, and moved back
             # out of that count by the ledger if it is delivered after all.
-            if self._delivery.spool is not None and not interrupted:
-                self._convert_some(everything=True)
-                self._record(self._delivery.spool_all())
-            self._queue.clear()
-            self._delivery.take_all()
+            self._leave(spool=not interrupted)
         self._ledger.give_up(waited_s, interrupted)
+
+    def _leave(self, spool: bool) -> None:
+        """At shutdown, what is still in memory: to the spool (when there is one), the rest let go.
+
+        What is let go stays counted as queued until ``Ledger.give_up`` counts it, in runs, once.
+        """
+        if spool and self._delivery.spool is not None:
+            self._convert_some(everything=True)
+            self._record(self._delivery.spool_all())
+        self._queue.clear()
+        self._delivery.take_all()
 
     def _finish(self) -> None:
         """The worker's last cycle: send until the deadline, then spool what is left."""
-        if self._cycle(self._stop_deadline) is not _Cycle.DONE and self._delivery.spool is not None:
-            self._convert_some(everything=True)
-            spooled = self._delivery.spool_all()
-            self._record(spooled)
-            if spooled.spooled:
-                logger.warning(
-                    "shutdown: %d runs could not be delivered in time; written to the spool at %s "
-                    "for the next process to send",
-                    sum(1 for r in spooled.spooled if r.completes),
-                    self._delivery.spool.dir,
-                )
-        if self._queue or len(self._delivery):
-            self._queue.clear()
-            self._delivery.take_all()  # counted by give_up(), in runs, once
+        if self._cycle(self._stop_deadline) is not _Cycle.DONE:
+            self._leave(spool=True)
         with self._lock:
             requests, self._flush_requests = self._flush_requests, []
         for r in requests:
@@ -262,16 +257,14 @@ class Worker:
 
     def _flush(self, deadline: float) -> bool:
         """Send until nothing is left or the deadline; False also when runs were lost meanwhile."""
-        before = self._ledger.snapshot()
+        lost_before = self._ledger.lost()
         while True:
             result = self._cycle(deadline)
             if result is not _Cycle.INTERRUPTED or self._stopping or self._clock.now() >= deadline:
                 break
             # New work woke a backoff wait: the flush goes on until its own deadline.
             self._wake.clear()
-        after = self._ledger.snapshot()
-        lost = after.dropped_total - before.dropped_total + after.spooled - before.spooled
-        return result is _Cycle.DONE and lost == 0
+        return result is _Cycle.DONE and self._ledger.lost() == lost_before
 
     def _cycle(self, deadline: float) -> _Cycle:
         """Convert what is queued and send it, batch by batch, until nothing is left or the deadline."""
