@@ -34,6 +34,7 @@ from opentelemetry import trace
 
 from . import _registry
 from ._ids import DottedOrderError, RunIds, ids_from_dotted_order
+from ._logging import RateLimitedLog
 
 __all__ = ["current_sdk_run", "install_parent_hook", "sdk_run_helpers", "TESTED_VERSIONS"]
 
@@ -45,13 +46,7 @@ _MODULE = "langsmith.run_helpers"
 
 _lock = threading.Lock()
 _hooked: Any = None  # the run_helpers module whose _get_parent_run we wrapped
-_warned: set[str] = set()
-
-
-def _warn_once(key: str, msg: str, *args: object) -> None:
-    if key not in _warned:
-        _warned.add(key)
-        logger.warning(msg, *args)
+_once = RateLimitedLog(logger, interval_s=float("inf"))  # each problem said once per process
 
 
 def sdk_run_helpers() -> Any:
@@ -73,7 +68,7 @@ def current_sdk_run(run_helpers: Any) -> RunIds | None:
     try:
         return ids_from_dotted_order(dotted_order, getattr(run_tree, "session_name", None))
     except DottedOrderError:
-        _warn_once("bad_dotted_order", "the langsmith SDK's current run has a dotted_order we cannot read; not nesting under it")
+        _once.warning("bad_dotted_order", "the langsmith SDK's current run has a dotted_order we cannot read; not nesting under it")
         return None
 
 
@@ -98,7 +93,7 @@ def install_parent_hook(run_helpers: Any) -> bool:
             return True
         version = _version()
         if version not in TESTED_VERSIONS:
-            _warn_once(
+            _once.warning(
                 "version",
                 "langsmith %s is not a version the run-tree bridge was tested with (%s); "
                 "@traceable runs will not nest under OTel spans (OTel spans still nest under them)",
@@ -146,7 +141,7 @@ def _make_hook(original: Any, run_helpers: Any) -> Any:
                     return parent
             return _placeholder(ours, langsmith_extra.get("client"))
         except Exception:  # noqa: BLE001 - never break the user's traced call
-            _warn_once("hook", "could not nest a langsmith run under the current OTel span", exc_info=True)
+            _once.warning("hook", "could not nest a langsmith run under the current OTel span", exc_info=True)
             return parent
 
     _get_parent_run._otel_runs_bridge = True  # type: ignore[attr-defined]

@@ -156,3 +156,20 @@ def test_no_import_of_langsmith_when_the_app_does_not_use_it(service):
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "LOADED False" in proc.stdout
+
+
+def test_a_failing_hook_warns_once_and_gives_the_sdk_its_own_parent(caplog):
+    """Whatever goes wrong inside the hook, the user's traced call gets the SDK's answer, never our error."""
+    from otel_runs_exporter._sdk_bridge import _make_hook
+
+    class BrokenExtra(dict):
+        def get(self, key, default=None):
+            raise RuntimeError("a langsmith_extra we cannot read")
+
+    sdk_parent = object()
+    hook = _make_hook(lambda extra, config: sdk_parent, run_helpers=None)
+    with caplog.at_level("WARNING", logger="otel_runs_exporter"):
+        assert hook(BrokenExtra()) is sdk_parent
+        assert hook(BrokenExtra()) is sdk_parent
+    lines = [r for r in caplog.records if "could not nest" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].exc_info is not None
