@@ -209,10 +209,7 @@ class HttpClient:
                     return resp
                 retry_after = retry_after_seconds(resp)
                 _rl.warning("status_%d" % resp.status_code, "the service answered %d; retrying", resp.status_code)
-                if stream:
-                    read_bounded(resp)
-                else:
-                    resp.close()
+                _let_go(resp, stream)
                 last = resp
             counts.failed += 1
             counts.retried += 1  # now, or on a later call if the wait passes the deadline
@@ -289,10 +286,7 @@ class HttpClient:
                     _origin(target),
                 )
                 return resp
-            if stream:
-                read_bounded(resp)
-            else:
-                resp.close()
+            _let_go(resp, stream)
             url = target
             params = None  # the Location carries its own query
         return resp
@@ -543,6 +537,14 @@ class Answer:
     @property
     def text(self) -> str:
         return self.body.decode("utf-8", "replace")
+
+
+def _let_go(resp: requests.Response, stream: bool) -> None:
+    """Done with an answer we will not use: a streamed one is read bounded (its connection may be kept)."""
+    if stream:
+        read_bounded(resp)
+    else:
+        resp.close()
 
 
 def read_bounded(resp: requests.Response, limit: int = BODY_LIMIT) -> tuple[bytes, bool]:
