@@ -6,7 +6,12 @@ the package's own encoder, so a test shows exactly what goes over the wire.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import threading
+import time
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -154,3 +159,44 @@ def sdk_trace(client: Any) -> list[str]:
     root.end(outputs={"answer": "yo"})
     root.patch()
     return [str(root.id), str(llm.id), str(tool.id)]
+
+
+@dataclass
+class DemoServing:
+    """``otel-runs demo --serve``, running: its process, the viewer link it printed, and its output."""
+
+    proc: subprocess.Popen[str]
+    link: str
+    lines: list[str]
+    reader: threading.Thread
+
+    def output(self, timeout: float = 10.0) -> str:
+        """Everything it printed, once it has ended."""
+        self.reader.join(timeout)
+        return "".join(self.lines)
+
+
+def demo_serving() -> DemoServing:
+    """Start ``otel-runs demo --serve`` as a user does and wait (30 s at most) for its viewer link."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "otel_runs_exporter.cli", "demo", "--serve"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+
+    def read() -> None:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            lines.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (proc.poll() is None or reader.is_alive()):
+        for line in list(lines):
+            if line.startswith("Viewer: "):
+                return DemoServing(proc, line.split("Viewer: ", 1)[1].strip(), lines, reader)
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError("otel-runs demo --serve printed no viewer address:\n" + "".join(lines))

@@ -5,12 +5,8 @@ and ``runs tree --url``. The page itself is tested in a real browser in tests/vi
 
 from __future__ import annotations
 
-import queue
 import re
 import signal
-import subprocess
-import sys
-import threading
 import time
 import uuid
 from importlib import resources
@@ -23,6 +19,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from otel_runs_exporter import RunsSpanProcessor, cli
 from otel_runs_exporter.server import LocalService, RateRule, viewer_link
+from server.server_helpers import demo_serving
 from otel_runs_exporter.server._viewer import _FILES
 
 KEY = "viewer-test-key"
@@ -165,20 +162,10 @@ def test_runs_tree_with_url_prints_the_viewers_link(tmp_path: Path, capsys: pyte
 
 
 def test_demo_serve_prints_the_viewer_link_and_keeps_serving_until_sigterm() -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "otel_runs_exporter.cli", "demo", "--serve"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+    demo = demo_serving()
+    proc = demo.proc
     try:
-        seen: list[str] = []
-        while not any(line.startswith("Viewer: ") for line in seen):
-            seen.append(lines.get(timeout=30))
-        link = seen[-1].split("Viewer: ", 1)[1].strip()
-        base, _, route = link.partition("#")
+        base, _, route = demo.link.partition("#")
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+/", base) and re.fullmatch(r"/trace/[0-9a-f-]{36}", route)
         trace_id = route.rsplit("/", 1)[1]
         time.sleep(0.5)  # still serving after the demo is done
@@ -194,8 +181,6 @@ def test_demo_serve_prints_the_viewer_link_and_keeps_serving_until_sigterm() -> 
         if proc.poll() is None:
             proc.kill()
             proc.wait(5)
-    rest = "".join(seen)
-    while not lines.empty():
-        rest += lines.get()
+    rest = demo.output()
     assert "Ctrl-C stops it, and the runs in memory go with it." in rest
     assert "went with the demo" not in rest  # the in-memory hint is for the demo that does not serve

@@ -7,11 +7,7 @@ leaves its timings there (viewer-10k.json), the figures BENCHMARKS.md quotes.
 from __future__ import annotations
 
 import json
-import queue
 import signal
-import subprocess
-import sys
-import threading
 import time
 from typing import Any
 
@@ -19,6 +15,7 @@ import pytest
 from opentelemetry.trace import Status, StatusCode
 
 from otel_runs_exporter.server import LocalService, RateRule, viewer_link
+from server.server_helpers import demo_serving
 
 pytest.importorskip("selenium", reason="selenium is not installed: pip install -e '.[test]'")
 
@@ -56,34 +53,9 @@ def assert_same_origin_only(page: Any, base: str) -> None:
     assert names and all(name.startswith(base) for name in names), names
 
 
-def demo_serving() -> tuple[subprocess.Popen[str], str]:
-    """``otel-runs demo --serve`` as a user starts it; returns the process and the viewer link it printed."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "otel_runs_exporter.cli", "demo", "--serve"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
-    seen = []
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            line = lines.get(timeout=0.5)
-        except queue.Empty:
-            if proc.poll() is not None:
-                break
-            continue
-        seen.append(line)
-        if line.startswith("Viewer: "):
-            return proc, line.split("Viewer: ", 1)[1].strip()
-    proc.kill()
-    raise AssertionError("otel-runs demo --serve printed no viewer address:\n" + "".join(seen))
-
-
 def test_the_demo_trace_in_the_list_then_its_tree_then_a_run(page: Any) -> None:
-    proc, link = demo_serving()
+    demo = demo_serving()
+    proc, link = demo.proc, demo.link
     try:
         base = link.split("#", 1)[0]
         assert link.startswith("http://127.0.0.1:") and "/#/trace/" in link
