@@ -190,7 +190,8 @@ class Tracing:
     def stats(self) -> dict | None:
         if self.processor is not None and hasattr(self.processor, "stats"):
             s = self.processor.stats()
-            return {"queued": s.queued, "sent": s.sent, "completed": s.delivered, "dropped": dict(s.dropped), "requests": s.requests}
+            # `completed` (an alias of `delivered` since the ledger) reads the same on older trees (--src).
+            return {"queued": s.queued, "sent": s.sent, "completed": s.completed, "dropped": dict(s.dropped), "requests": s.requests}
         return None
 
 
