@@ -10,12 +10,22 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
+from ._fork import on_fork_in_child
 from ._processor import RunsSpanProcessor
 
 __all__ = ["configure", "get_processor"]
 
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()
+
+
+def _renew_lock() -> None:
+    global _lock
+    _lock = threading.Lock()
+
+
+on_fork_in_child(_renew_lock)
+
 # Providers configure() already gave a processor, with the arguments it was given
 # (weak: a provider that is gone is forgotten).
 _installed: "weakref.WeakKeyDictionary[TracerProvider, dict[str, Any]]" = weakref.WeakKeyDictionary()

@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping
 
 from opentelemetry.trace import SpanKind, StatusCode
 
+from ._fork import on_fork_in_child
 from ._ids import (
     LANGSMITH_DOTTED_ORDER,
     LANGSMITH_PARENT_ID,
@@ -215,6 +216,13 @@ class RunNode:
                 # so it must not keep the span, its parent or the remote ids alive.
                 current.span = current.parent = current.remote = None
             return self.ids  # type: ignore[return-value]
+
+    @staticmethod
+    def _renew_lock() -> None:
+        RunNode._lock = threading.Lock()
+
+
+on_fork_in_child(RunNode._renew_lock)
 
 
 def snapshot_attributes(span: Any) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from ._clock import SYSTEM_CLOCK, Clock
 from ._convert import ConvertOptions, given_ids, span_ids, span_to_run
 from ._delivery import Delivery
 from ._encode import encode_run
+from ._fork import renew_in_child
 from ._ids import RunIds
 from ._logging import RateLimitedLog
 from ._settings import Settings, check_usable, resolve
@@ -59,6 +60,11 @@ class RunsSpanExporter(SpanExporter):
         check_usable(self._settings)
         self._opts = ConvertOptions.from_settings(self._settings)
         self._clock = clock
+        self._init_state()
+        self._shut = False
+        renew_in_child(self)
+
+    def _init_state(self) -> None:
         self._ledger = Ledger()
         self._lock = threading.Lock()
         self._resolved: OrderedDict[_Key, RunIds] = OrderedDict()
@@ -67,9 +73,14 @@ class RunsSpanExporter(SpanExporter):
         self._held_order: deque[tuple[_Key, int, float]] = deque()
         self._held_parent: dict[_Key, _Key] = {}  # held span -> its parent's key
         self._held_count = 0
-        self._delivery = Delivery(self._settings, Transport(self._settings, clock=clock))
+        self._delivery = Delivery(self._settings, Transport(self._settings, clock=self._clock))
         self._send_lock = threading.Lock()  # export() and force_flush() may race; one sender at a time
-        self._shut = False
+
+    def _after_fork_in_child(self) -> None:
+        # Like the SDK's BatchSpanProcessor, whose queue the child starts without:
+        # what the parent holds is the parent's to send (else it would arrive twice),
+        # and a lock its export thread held at the fork would never be released here.
+        self._init_state()
 
     def __repr__(self) -> str:
         return f"RunsSpanExporter(endpoint={self._settings.endpoint!r}, project={self._settings.project!r})"

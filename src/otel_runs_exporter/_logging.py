@@ -7,6 +7,8 @@ import threading
 import time
 import weakref
 
+from ._fork import renew_in_child
+
 __all__ = ["RateLimitedLog", "reset_all"]
 
 _instances: "weakref.WeakSet[RateLimitedLog]" = weakref.WeakSet()
@@ -32,6 +34,10 @@ class RateLimitedLog:
         self._held: dict[str, int] = {}
         self._lock = threading.Lock()
         _instances.add(self)
+        renew_in_child(self)
+
+    def _after_fork_in_child(self) -> None:
+        self._lock = threading.Lock()
 
     def _allow(self, key: str) -> int | None:
         now = time.monotonic()

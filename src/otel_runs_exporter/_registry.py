@@ -19,6 +19,7 @@ from typing import Protocol
 
 from opentelemetry import context as otel_context
 
+from ._fork import on_fork_in_child
 from ._ids import RunIds
 
 __all__ = ["RunLookup", "register", "unregister", "run_ids_for", "remote_run", "with_remote_run"]
@@ -32,6 +33,15 @@ class RunLookup(Protocol):
 
 
 _lock = threading.Lock()
+
+
+def _renew_lock() -> None:
+    global _lock
+    _lock = threading.Lock()
+
+
+on_fork_in_child(_renew_lock)
+
 # Weak: a processor nobody holds any more is not kept alive by being registered.
 _lookups: "weakref.WeakSet[RunLookup]" = weakref.WeakSet()  # type: ignore[type-var]
 

@@ -33,6 +33,7 @@ from uuid import UUID
 from opentelemetry import trace
 
 from . import _registry
+from ._fork import on_fork_in_child
 from ._ids import DottedOrderError, RunIds, ids_from_dotted_order
 from ._logging import RateLimitedLog
 
@@ -45,6 +46,15 @@ TESTED_VERSIONS = ((0, 15),)
 _MODULE = "langsmith.run_helpers"
 
 _lock = threading.Lock()
+
+
+def _renew_lock() -> None:
+    global _lock
+    _lock = threading.Lock()
+
+
+on_fork_in_child(_renew_lock)
+
 _hooked: Any = None  # the run_helpers module whose _get_parent_run we wrapped
 _once = RateLimitedLog(logger, interval_s=float("inf"))  # each problem said once per process
 

@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import enum
 import logging
-import os
 import threading
 import time
-import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +37,7 @@ from ._clock import SYSTEM_CLOCK, Clock
 from ._convert import ConvertOptions, RunNode, early_post_summary, patch_fields, span_to_run, warn_if_ids_set_late
 from ._delivery import Delivery, Outcome
 from ._encode import EncodedRun, encode_run
+from ._fork import renew_in_child
 from ._logging import RateLimitedLog
 from ._settings import Settings
 from ._stats import ExporterStats, Ledger
@@ -79,7 +78,7 @@ class Worker:
         self._opts = ConvertOptions.from_settings(settings)
         self._clock = clock
         self._init_state()
-        _workers.add(self)
+        renew_in_child(self)
         self._start_worker()
 
     def _init_state(self) -> None:
@@ -372,14 +371,3 @@ class Worker:
             return encode_run("post", full, limit, completes=True)
         return encode_run("patch", patch_fields(full, summary), limit, completes=True)
 
-
-_workers: "weakref.WeakSet[Worker]" = weakref.WeakSet()
-
-
-def _after_fork() -> None:
-    for worker in list(_workers):
-        worker._after_fork_in_child()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork)

@@ -194,3 +194,59 @@ def test_ctrl_c_during_the_final_flush_exits_at_once_with_one_line():
     lines = [line for line in err.splitlines() if "gave up" in line]
     assert len(lines) == 1 and "shutdown interrupted: gave up 1 runs" in lines[0], err
     assert "sk-never-printed" not in err + out
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_fork_while_background_threads_hold_our_locks(service):
+    # fork copies only the calling thread: a lock another thread holds at that
+    # moment is never released in the child. CI once forked while the worker was
+    # resolving run ids; the child's worker then hung on its first span and its
+    # force_flush timed out. Here other threads hold every lock a background
+    # thread of ours takes, for the whole fork, on both paths.
+    proc = run_script(
+        """
+        import os, threading
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from otel_runs_exporter import RunsSpanExporter, configure
+        from otel_runs_exporter import _configure, _convert, _registry, _sdk_bridge, _worker
+        provider = configure(schedule_delay_s=0.05)
+        exporter = RunsSpanExporter()
+        exporter_provider = TracerProvider()
+        exporter_provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=50))
+        locks = [_convert.RunNode._lock, _worker._rl._lock, _registry._lock, _sdk_bridge._lock,
+                 _configure._lock, exporter._lock, exporter._send_lock]
+        held, release = threading.Event(), threading.Event()
+        def hold():
+            for lock in locks:
+                lock.acquire()
+            held.set()
+            release.wait()
+            for lock in locks:
+                lock.release()
+        threading.Thread(target=hold, daemon=True).start()
+        held.wait()
+        pid = os.fork()
+        if pid == 0:
+            with trace.get_tracer("child").start_as_current_span("child-processor"):
+                pass
+            with exporter_provider.get_tracer("child").start_as_current_span("child-exporter"):
+                pass
+            ok = provider.force_flush(10000) and exporter_provider.force_flush(10000)
+            os._exit(0 if ok else 3)
+        release.set()
+        code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        with trace.get_tracer("parent").start_as_current_span("parent"):
+            pass
+        provider.shutdown()
+        exporter_provider.shutdown()
+        raise SystemExit(code)
+        """,
+        env={"OTEL_EXPORTER_RUNS_ENDPOINT": service.url, "OTEL_EXPORTER_RUNS_API_KEY": "k"},
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    runs = service.wait_for_runs(3, timeout=10)
+    assert sorted(r["name"] for r in runs) == ["child-exporter", "child-processor", "parent"]
+    assert service.duplicate_posts() == {}

@@ -1,0 +1,57 @@
+"""What ``fork`` leaves behind, put right in the child.
+
+``fork`` copies only the thread that called it. A lock that another thread
+(our worker, the SDK's BatchSpanProcessor thread) held at that moment stays
+held in the child, where no thread will ever release it: the child's first
+span to need it hangs, and its ``force_flush`` times out. So every lock that a
+background thread of ours takes is registered here and replaced in the child,
+and every object whose state belongs to the parent (queues, batches in flight)
+starts clean there.
+
+    >>> import threading
+    >>> class Holder:
+    ...     def __init__(self):
+    ...         self._lock = threading.Lock()
+    ...         renew_in_child(self)
+    ...     def _after_fork_in_child(self):
+    ...         self._lock = threading.Lock()
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import weakref
+from typing import Any, Callable
+
+__all__ = ["renew_in_child", "on_fork_in_child"]
+
+logger = logging.getLogger(__name__)
+
+# Weak: registering an object here must not keep it alive.
+_objects: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_callbacks: list[Callable[[], None]] = []
+
+
+def renew_in_child(obj: Any) -> None:
+    """Call ``obj._after_fork_in_child()`` in every child forked from now on."""
+    _objects.add(obj)
+
+
+def on_fork_in_child(callback: Callable[[], None]) -> None:
+    """Call ``callback()`` in every child, before any object is renewed (for module-level locks)."""
+    _callbacks.append(callback)
+
+
+def _in_child() -> None:
+    # Module-level locks first: a renewed object may start a thread that takes them.
+    steps: list[Callable[[], None]] = [*_callbacks, *(obj._after_fork_in_child for obj in list(_objects))]
+    for step in steps:
+        try:
+            step()
+        except Exception:  # noqa: BLE001 - never break the application's fork
+            logger.exception("could not reset %r after fork", step)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_in_child)
