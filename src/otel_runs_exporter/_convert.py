@@ -276,45 +276,53 @@ def _exception_text(event: SpanEvent) -> str:
     return f"{head}\n\n{trace}"
 
 
-def _otel_metadata(span: Any, ids: RunIds) -> dict[str, Any]:
+# SpanKind.name is an enum property lookup; a dict answers it in one step.
+_KIND_NAMES: dict[Any, str] = {kind: kind.name for kind in SpanKind}
+
+
+def _add_otel_metadata(metadata: dict[str, Any], span: Any, ids: RunIds) -> None:
+    """Where the span sits in OTel terms: its ids, kind, parent, scope and resource, into ``metadata``."""
     ctx = span.context
-    meta: dict[str, Any] = {
-        "otel_trace_id": format(ctx.trace_id, "032x"),
-        "otel_span_id": format(ctx.span_id, "016x"),
-        "otel_span_kind": span.kind.name if isinstance(span.kind, SpanKind) else str(span.kind),
-    }
+    metadata["otel_trace_id"] = "%032x" % ctx.trace_id
+    metadata["otel_span_id"] = "%016x" % ctx.span_id
+    kind = span.kind
+    metadata["otel_span_kind"] = _KIND_NAMES.get(kind) or str(kind)
     parent = span.parent
     if parent is not None:
-        meta["otel_parent_span_id"] = format(parent.span_id, "016x")
+        metadata["otel_parent_span_id"] = "%016x" % parent.span_id
         if ids.parent_run_id is None:
             # The parent is remote or never seen: this run is a root, and says where it hung.
-            meta["otel_parent_trace_id"] = format(parent.trace_id, "032x")
-            meta["otel_parent_is_remote"] = bool(parent.is_remote)
-    scope = span.instrumentation_scope
+            metadata["otel_parent_trace_id"] = "%032x" % parent.trace_id
+            metadata["otel_parent_is_remote"] = bool(parent.is_remote)
+    origin = _origin_metadata(span.instrumentation_scope, span.resource)
+    if origin:
+        metadata.update(origin)
+
+
+# (scope, resource) identities -> (scope, resource, their metadata). An app has a
+# handful of tracers and usually one resource, so every span of a provider hits.
+# The entry holds the objects themselves so their ids cannot be reused while cached.
+_origin_cache: dict[tuple[int, int], tuple[Any, Any, dict[str, Any]]] = {}
+_ORIGIN_CACHE_MAX = 256
+
+
+def _origin_metadata(scope: Any, resource: Any) -> dict[str, Any]:
+    """The scope and resource entries of a run's metadata, built once per (scope, resource)."""
+    key = (id(scope), id(resource))
+    hit = _origin_cache.get(key)
+    if hit is not None and hit[0] is scope and hit[1] is resource:
+        return hit[2]
+    built: dict[str, Any] = {}
     if scope is not None:
-        meta["otel_scope_name"] = scope.name
+        built["otel_scope_name"] = scope.name
         if scope.version:
-            meta["otel_scope_version"] = scope.version
-    resource = span.resource
+            built["otel_scope_version"] = scope.version
     if resource is not None and resource.attributes:
-        meta["otel_resource"] = _resource_dict(resource)
-    return meta
-
-
-_resource_cache: tuple[Any, dict[str, Any]] = (None, {})
-
-
-def _resource_dict(resource: Any) -> dict[str, Any]:
-    """The resource's attributes as a dict, built once per resource (all spans of a provider share one).
-
-    The cache holds the resource itself, so its identity cannot be reused while cached.
-    """
-    global _resource_cache
-    cached_resource, cached = _resource_cache
-    if cached_resource is resource:
-        return cached
-    built = dict(resource.attributes)
-    _resource_cache = (resource, built)
+        built["otel_resource"] = dict(resource.attributes)
+    if len(_origin_cache) >= _ORIGIN_CACHE_MAX:
+        # Tracers made per request would grow this forever; starting over is cheap.
+        _origin_cache.clear()
+    _origin_cache[key] = (scope, resource, built)
     return built
 
 
@@ -350,14 +358,19 @@ def span_to_run(
     end belongs to its patch, which may yet be refused and counted as lost.
     """
     attributes = snapshot_attributes(span)
-    events = [SpanEvent(e.name, e.attributes or {}, e.timestamp) for e in (span.events or ())]
+    raw_events = span.events
+    events = [SpanEvent(e.name, e.attributes or {}, e.timestamp) for e in raw_events] if raw_events else []
     if mapped is None:
         mapped = map_span(attributes, events)
     ended = span.end_time is not None and not as_open
 
-    metadata: dict[str, Any] = {k: v for k, v in attributes.items() if k not in mapped.consumed}
-    metadata.update(mapped.metadata)
-    metadata.update(_otel_metadata(span, ids))
+    if mapped.consumed:
+        metadata: dict[str, Any] = {k: v for k, v in attributes.items() if k not in mapped.consumed}
+    else:
+        metadata = attributes  # our own copy already: most spans have nothing a convention reads
+    if mapped.metadata:
+        metadata.update(mapped.metadata)
+    _add_otel_metadata(metadata, span, ids)
     extra: dict[str, Any] = {"metadata": metadata}
     if mapped.invocation_params:
         extra["invocation_params"] = mapped.invocation_params
@@ -375,8 +388,10 @@ def span_to_run(
         run["parent_run_id"] = ids.parent_run_id
     if ids.project is not None:
         run["session_name"] = ids.project  # nested under a run that lives there: one tree, one project
-    else:
+    elif mapped.session_name or mapped.session_id is not None:
         run.update(_session(mapped, opts))
+    else:
+        run.update(opts.session)
     run["extra"] = extra
     if mapped.tags:
         run["tags"] = mapped.tags
@@ -389,14 +404,18 @@ def span_to_run(
     # The chain never goes back in time: an end before the (clamped) start is raised to it.
     run["end_time"] = iso_time(max(span.end_time, ids.start_time_ns))
     run["outputs"] = mapped.outputs if mapped.outputs is not None else {}
-    error, error_event = _error(span, events)
-    if error:
-        run["error"] = error
-    run_events = [
-        {"name": e.name, "time": iso_time(e.time_ns), "kwargs": dict(e.attributes)}
-        for i, e in enumerate(events)
-        if i not in mapped.consumed_events and i != error_event  # the error says it already
-    ]
+    status = span.status
+    if events or (status is not None and status.status_code is StatusCode.ERROR):
+        error, error_event = _error(span, events)
+        if error:
+            run["error"] = error
+        run_events = [
+            {"name": e.name, "time": iso_time(e.time_ns), "kwargs": dict(e.attributes)}
+            for i, e in enumerate(events)
+            if i not in mapped.consumed_events and i != error_event  # the error says it already
+        ]
+    else:
+        run_events = []  # no events and no failure: nothing to scan (most spans)
     if mapped.first_token_time_ns is not None:
         # The service reads time to first token from the first new_token event, as its client records it.
         run_events.insert(0, {"name": "new_token", "time": iso_time(mapped.first_token_time_ns), "kwargs": {}})
