@@ -25,26 +25,27 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _spans(payload: str, n: int) -> list:
+    """``n`` ended spans in shallow traces, started and ended in the benchmark's order."""
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.trace import set_span_in_context
 
-    from workloads import variants
+    from workloads import SPANS_PER_TRACE, plan, variants
 
     pool = variants(payload)
     tracer = TracerProvider().get_tracer("bench")
+    per_trace = SPANS_PER_TRACE["shallow"]
     spans = []
-    root = None
-    for i in range(n):
-        v = pool[i % len(pool)]
-        if i % 10 == 0:
-            root = tracer.start_span(v.name, attributes=v.start_attrs)
-            span = root
-        else:
-            span = tracer.start_span(v.name, context=set_span_in_context(root), attributes=v.start_attrs)
-        span.set_attributes(v.end_attrs)
-        spans.append(span)
-    for span in spans:
-        span.end()
+    for t in range(max(1, n // per_trace)):
+        trace: list = [None] * per_trace
+        for op, i in plan("shallow"):
+            v = pool[(t * per_trace + i) % len(pool)]
+            if op == "start":
+                ctx = None if i == 0 else set_span_in_context(trace[0])
+                trace[i] = tracer.start_span(v.name, context=ctx, attributes=v.start_attrs)
+            else:
+                trace[i].set_attributes(v.end_attrs)
+                trace[i].end()
+        spans.extend(trace)  # root first: the order RunNode links them in below
     return spans
 
 
