@@ -127,22 +127,25 @@ def _utc(time_ns: int) -> datetime:
     return datetime.fromtimestamp(seconds, tz=timezone.utc).replace(microsecond=rem_ns // 1000)
 
 
-# Spans arrive in bursts within the same second, so the formatted second is
-# cached: strftime is the costliest step of placing a span on the app thread.
-_last_second: tuple[int, str, str] = (-1, "", "")
+# Spans arrive in bursts within the same second, so formatted seconds are
+# cached: strftime is the costliest step of placing a span. More than one is
+# kept, since a run's start and end (or a long root's start and its children's)
+# fall in different seconds and would otherwise evict each other.
+_seconds: dict[int, tuple[str, str]] = {}
+_SECONDS_MAX = 64
 
 
 def _second(seconds: int) -> tuple[str, str]:
-    """``(compact, iso)`` renderings of a whole UTC second, cached for the last one seen."""
-    global _last_second
-    cached = _last_second
-    if cached[0] == seconds:
-        return cached[1], cached[2]
+    """``(compact, iso)`` renderings of a whole UTC second, cached."""
+    cached = _seconds.get(seconds)
+    if cached is not None:
+        return cached
     moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
-    compact = moment.strftime("%Y%m%dT%H%M%S")
-    iso = moment.strftime("%Y-%m-%dT%H:%M:%S")
-    _last_second = (seconds, compact, iso)  # one tuple swap: safe across threads
-    return compact, iso
+    rendered = (moment.strftime("%Y%m%dT%H%M%S"), moment.strftime("%Y-%m-%dT%H:%M:%S"))
+    if len(_seconds) >= _SECONDS_MAX:
+        _seconds.clear()  # a dict's clear and store are atomic: safe across threads
+    _seconds[seconds] = rendered
+    return rendered
 
 
 def format_entry(start_time_ns: int, run_id: UUID | str) -> str:
