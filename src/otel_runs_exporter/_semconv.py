@@ -1005,9 +1005,31 @@ def map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent] = ()) ->
     >>> m.outputs
     {'usage_metadata': {'input_tokens': 3, 'output_tokens': 2, 'total_tokens': 5}}
     """
-    if not events and not any(key.startswith(_READ_PREFIXES) for key in attributes):
+    if not events and _reads_nothing(attributes):
         return Mapped()  # most spans (HTTP, DB, app code) carry nothing these tables read
     return _map_span(attributes, events)
+
+
+# Attribute keys seen on spans that no table reads. An app sets the same few
+# keys on span after span, so one C-level subset test usually settles a span;
+# the prefix checks run only for keys not seen before. Bounded, so an app that
+# puts ids in its keys cannot grow it forever (past the bound, new keys are
+# checked every time, as before the cache).
+_UNREAD_KEYS: set[str] = set()
+_UNREAD_KEYS_MAX = 4096
+
+
+def _reads_nothing(attributes: Mapping[str, Any]) -> bool:
+    """True when no table reads any of these attributes."""
+    unread = _UNREAD_KEYS
+    if unread.issuperset(attributes):
+        return True
+    for key in attributes:
+        if key not in unread and key.startswith(_READ_PREFIXES):
+            return False
+    if len(unread) < _UNREAD_KEYS_MAX:
+        unread.update(attributes)
+    return True
 
 
 # Every attribute any table above reads starts with one of these; a span with
