@@ -201,11 +201,19 @@ def encode_run(op: str, run: dict[str, Any], max_value_chars: int = 0, completes
     present; everything else forms the main part. The dict is not modified.
     """
     run_id = str(run["id"])
-    main = {k: v for k, v in run.items() if k not in _SEPARATE}
+    separate = [key for key in _SEPARATE if key in run]
+    if separate:
+        # A C-level copy less the separate keys keeps the main part's key order, at a
+        # fraction of the cost of rebuilding the dict key by key.
+        main = run.copy()
+        for key in separate:
+            del main[key]
+    else:
+        main = run
     prefix = f"{op}.{run_id}"
     parts = [(prefix, dumps(main, max_value_chars, _IDENTITY))]
-    for key in _SEPARATE:
-        value = run.get(key)
+    for key in separate:
+        value = run[key]
         if value is not None:
             parts.append((f"{prefix}.{key}", dumps(value, max_value_chars)))
     return encoded(op, run_id, parts, str(run.get("dotted_order") or ""), completes)
@@ -219,7 +227,9 @@ def encoded(op: str, run_id: str, parts: list[tuple[str, bytes]], dotted_order: 
     strings (tracemalloc: ~500 B beyond the payload for a three-part run). The
     same figure bounds request bodies, where it overstates part headers a little.
     """
-    size = sum(len(p) + len(n) for n, p in parts) + _PART_OVERHEAD * len(parts) + _RUN_OVERHEAD + len(dotted_order)
+    size = _RUN_OVERHEAD + len(dotted_order)
+    for name, payload in parts:
+        size += len(payload) + len(name) + _PART_OVERHEAD
     return EncodedRun(op, run_id, parts, dotted_order, completes, size)
 
 
