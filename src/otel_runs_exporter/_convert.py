@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, ClassVar, Final, Mapping
 
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -181,14 +181,18 @@ class RunNode:
     """
 
     __slots__ = ("span", "parent", "remote", "given", "ids", "state")
-    _lock = threading.Lock()  # the worker and a propagating app thread may resolve at once
+    # The worker and a propagating app thread may resolve at once. A ClassVar,
+    # because a forked child replaces it (_renew_lock), compiled or not.
+    _lock: ClassVar[threading.Lock] = threading.Lock()
 
     # ``state``: where the run's end is. OPEN until its patch is queued (ENDED);
     # MERGED once its post was sent carrying the end, so the patch is skipped.
-    OPEN, ENDED, MERGED = 0, 1, 2
+    OPEN: Final = 0
+    ENDED: Final = 1
+    MERGED: Final = 2
 
     def __init__(self, span: Any, parent: "RunNode | None", remote: RunIds | None = None) -> None:
-        self.span = span
+        self.span: Any = span
         self.parent = parent
         self.remote = remote
         # Kept after resolve: the end of the span is checked against it (warn_if_ids_set_late).

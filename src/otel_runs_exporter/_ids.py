@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import re
 from datetime import datetime, timezone
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 from uuid import UUID
 
 __all__ = [
@@ -262,12 +262,17 @@ LANGSMITH_DOTTED_ORDER = "langsmith.span.dotted_order"
 
 
 class GivenIds(NamedTuple):
-    """The raw values of the four ``langsmith.*`` id attributes (None when absent)."""
+    """The raw values of the four ``langsmith.*`` id attributes (None when absent).
 
-    trace_id: object = None
-    span_id: object = None
-    parent_id: object = None
-    dotted_order: object = None
+    Typed ``Any``, not ``object``: the compiled build (mypyc) looks the field
+    types up by name in this module when it builds the class, and ``object``
+    is not there.
+    """
+
+    trace_id: Any = None
+    span_id: Any = None
+    parent_id: Any = None
+    dotted_order: Any = None
 
 
 class GivenIdsError(ValueError):
