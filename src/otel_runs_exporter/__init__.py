@@ -14,6 +14,7 @@ Data flow, one module per step: settings -> ids -> convert/semconv -> encode ->
 transport -> delivery -> worker -> processor/exporter.
 """
 
+from ._build_info import build_info
 from ._configure import configure, get_processor
 from ._errors import (
     ConfigError,
@@ -43,6 +44,7 @@ __all__ = [
     "RunsSpanProcessor",
     "RunsSpanExporter",
     "ExporterStats",
+    "build_info",
     "Settings",
     "resolve_settings",
     "RunsExporterError",

@@ -70,6 +70,12 @@ def package_version() -> str:
         return __version__
 
 
+def _build() -> str:
+    from ._build_info import describe
+
+    return describe()
+
+
 # What opening a runs database raises: a path that cannot be created, a file that is not SQLite,
 # or a database written by a newer schema (RunStore says which in a RuntimeError).
 _DB_ERRORS = (OSError, sqlite3.DatabaseError, RuntimeError)
@@ -786,7 +792,7 @@ COMMANDS: list[Callable[[Any], None]] = [
 def build_parser() -> argparse.ArgumentParser:
     """The ``otel-runs`` argument parser with every registered sub-command."""
     parser = argparse.ArgumentParser(prog="otel-runs", description="OpenTelemetry traces as runs: local tools.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()} ({_build()})")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True

@@ -145,7 +145,8 @@ def test_version_prints_the_installed_package_version() -> None:
         [sys.executable, "-m", "otel_runs_exporter.cli", "--version"], capture_output=True, text=True, timeout=20
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == f"otel-runs {version('otel-runs-exporter')}\n"
+    build = "compiled with mypyc" if otel_runs_exporter.build_info()["compiled"] else "pure Python"
+    assert proc.stdout == f"otel-runs {version('otel-runs-exporter')} ({build})\n"
     assert version("otel-runs-exporter") == otel_runs_exporter.__version__  # the two never drift apart
     assert proc.stderr == ""
 

@@ -1,0 +1,38 @@
+"""Which build of the per-span modules is loaded: compiled by mypyc, or pure Python.
+
+``OTEL_RUNS_EXPORTER_MYPYC=1 pip install .`` compiles the four modules the
+worker runs for every span; a plain install does not. Both behave the same,
+so only this (and ``otel-runs --version``) tells them apart.
+
+    >>> info = build_info()
+    >>> sorted(info["modules"])
+    ['_convert', '_encode', '_ids', '_semconv']
+    >>> info["compiled"] in (True, False)
+    True
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = ["build_info", "COMPILABLE"]
+
+#: The modules the compiled build compiles (build_support/otel_runs_build.py names the same four).
+COMPILABLE = ("_ids", "_encode", "_convert", "_semconv")
+
+
+def build_info() -> dict[str, Any]:
+    """``{"compiled": bool, "modules": {name: file}}``: compiled is True only when all four are."""
+    package = __name__.rpartition(".")[0]
+    modules = {name: str(importlib.import_module(f"{package}.{name}").__file__) for name in COMPILABLE}
+    return {"compiled": not any(path.endswith(".py") for path in modules.values()), "modules": modules}
+
+
+def describe() -> str:
+    """One line for ``--version``: which build, and for a partial one, which modules are compiled."""
+    info = build_info()
+    if info["compiled"]:
+        return "compiled with mypyc"
+    compiled = [name for name, path in info["modules"].items() if not path.endswith(".py")]
+    return "pure Python" if not compiled else f"partly compiled ({', '.join(compiled)}; the rest pure Python)"
