@@ -111,7 +111,8 @@ def _sanitize(value: Any, limit: int, depth: int, seen: set[int], keep: frozense
     if isinstance(value, int):
         return value if -(2**63) <= value < 2**64 else str(value)  # orjson's integer range
     if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
+        # float(): orjson refuses float subclasses, and this copy is dumped without a fallback.
+        return float(value) if math.isfinite(value) else str(value)
     if depth >= _MAX_DEPTH:
         return "[too deep]"
     if isinstance(value, (dict, list, tuple, set, frozenset)):

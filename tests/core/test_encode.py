@@ -127,3 +127,12 @@ def test_long_strings_are_truncated_with_a_marker():
 @given(st.recursive(st.none() | st.floats() | st.text() | st.binary() | st.integers(), lambda c: st.lists(c) | st.dictionaries(st.text(), c) | st.frozensets(st.integers()), max_leaves=15))
 def test_dumps_never_raises(value):
     orjson.loads(dumps(value, max_value_chars=5))
+
+
+def test_a_float_subclass_is_kept_when_long_strings_are_cut():
+    # The truncating copy is dumped without a fallback, and orjson refuses float subclasses.
+    class Ratio(float):
+        pass
+
+    out = orjson.loads(dumps({"r": Ratio(0.5), "s": "x" * 50}, max_value_chars=10))
+    assert out["r"] == 0.5 and out["s"].startswith("x" * 10)
