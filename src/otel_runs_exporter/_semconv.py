@@ -45,11 +45,16 @@ __all__ = ["SpanEvent", "Mapped", "map_span", "RUN_TYPES"]
 
 @dataclass(frozen=True, slots=True)
 class SpanEvent:
-    """A span event as the mapper sees it (a plain copy of the SDK's Event)."""
+    """A span event as the mapper sees it (a plain copy of the SDK's Event).
 
-    name: str
+    ``name`` and ``time_ns`` are whatever the app passed to ``add_event``, not
+    always a str and an int: typed ``Any`` so that the compiled build, which
+    checks declared types at run time, takes them as the pure one does.
+    """
+
+    name: Any
     attributes: Mapping[str, Any]
-    time_ns: int
+    time_ns: Any
 
 
 @dataclass(slots=True)
@@ -76,7 +81,7 @@ class Mapped:
     session_id: Any = None
     consumed: set[str] = field(default_factory=set)
     consumed_events: set[int] = field(default_factory=set)
-    first_token_time_ns: int | None = None
+    first_token_time_ns: Any = None  # an event's time, as the app gave it (see SpanEvent)
 
 
 # ---------------------------------------------------------------------------
@@ -497,8 +502,9 @@ def _message(raw: Any, role: str | None = None) -> list[dict[str, Any]]:
         if "tool_calls" in outer and "tool_calls" not in raw:
             # A gen_ai.choice event documents its tool calls beside the message (tool_calls.{n}.*).
             raw = {**raw, "tool_calls": outer["tool_calls"]}
-    role = raw.get("role") or role or "user"
-    msg: dict[str, Any] = {"role": role, "content": None}
+    # The message's own role wins, whatever its type (the compiled build checks a str-typed name).
+    speaker: Any = raw.get("role") or role or "user"
+    msg: dict[str, Any] = {"role": speaker, "content": None}
     tool_calls = [c for c in map(_tool_call, _as_list(raw.get("tool_calls")) or ()) if c]
     extra: list[dict[str, Any]] = []
 
@@ -530,7 +536,7 @@ def _message(raw: Any, role: str | None = None) -> list[dict[str, Any]]:
         )
     if tool_calls:
         msg["tool_calls"] = tool_calls
-    tool_call_id = raw.get("tool_call_id", raw.get("id") if role == "tool" else None)
+    tool_call_id = raw.get("tool_call_id", raw.get("id") if speaker == "tool" else None)
     if tool_call_id is not None:
         msg["tool_call_id"] = tool_call_id
     if raw.get("name"):
@@ -1147,5 +1153,8 @@ def _tags(attributes: Mapping[str, Any], consumed: set[str]) -> list[str] | None
             raw = decoded if isinstance(decoded, list) else [t.strip() for t in raw.split(",") if t.strip()]
         elif not isinstance(raw, (list, tuple)):
             raw = [raw]
-        tags.extend(str(t) for t in raw if str(t) not in tags)
+        for t in raw:  # a loop, not extend(generator): that dedupes as it goes, which mypyc's list would not
+            tag = str(t)
+            if tag not in tags:
+                tags.append(tag)
     return tags or None
