@@ -796,7 +796,11 @@ def _read_tool_parameters(ctx: _Ctx, key: str) -> dict[str, Any] | None:
         return None
     if value is not None:
         return _as_object(value, "input")
-    return _unflatten(group) if group else None
+    if not group:
+        return None
+    params = _unflatten(group)
+    # Indexed parameters (tool.parameters.0) unflatten to a list; inputs must be an object.
+    return params if isinstance(params, dict) else {"input": params}
 
 
 #: Inputs, first present wins (the issue's order, then the retrieval query and

@@ -806,6 +806,13 @@ def test_openinference_tool_span_prefers_input_value_over_parameters():
     assert map_span(base).inputs == {"a": 1, "b": 2}
 
 
+def test_indexed_tool_parameters_become_an_object():
+    # Inputs must be a JSON object (the service refuses anything else); a list goes under "input".
+    m = map_span({"openinference.span.kind": "TOOL", "tool.parameters.0": "a", "tool.parameters.1": "b"})
+    assert m.inputs == {"input": ["a", "b"]}
+    assert map_span({"tool.parameters.city": "Paris"}).inputs == {"city": "Paris"}
+
+
 def test_tool_name_only_names_tool_runs_and_langsmith_name_wins():
     assert map_span({"tool.name": "t"}).name is None
     assert map_span({"traceloop.span.kind": "tool", "tool.name": "t", "langsmith.trace.name": "n"}).name == "n"
