@@ -12,6 +12,7 @@ COLORS = {
     "langsmith": "#dd8452",
     "langsmith-zstd": "#c44e52",
     "ours-processor": "#55a868",
+    "ours-processor-mypyc": "#2d6e3e",
     "ours-exporter": "#8172b3",
 }
 

@@ -14,6 +14,8 @@ Contenders (``CONTENDERS``):
 * ``langsmith``        langsmith ``RunTree`` post()/end()/patch() per span, multipart, compression off;
 * ``langsmith-zstd``   the same with langsmith's run compression (zstd) on;
 * ``ours-processor``   ``RunsSpanProcessor``;
+* ``ours-processor-mypyc``  the same, with the compiled modules (``run.py`` builds them and puts them on
+  ``PYTHONPATH``; refuses to run if the pure ones are imported instead);
 * ``ours-exporter``    ``BatchSpanProcessor`` + ``RunsSpanExporter``.
 
 Modes:
@@ -44,7 +46,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from workloads import SPANS_PER_TRACE, Variant, Workload, plan, variants  # noqa: E402
 
-CONTENDERS = ("floor", "otlp", "langsmith", "langsmith-zstd", "ours-processor", "ours-exporter")
+CONTENDERS = ("floor", "otlp", "langsmith", "langsmith-zstd", "ours-processor", "ours-processor-mypyc", "ours-exporter")
+COMPILED = "ours-processor-mypyc"
 DELIVERING = tuple(c for c in CONTENDERS if c != "floor")
 
 
@@ -105,8 +108,13 @@ class Tracing:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
             provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=sink + "/otel/v1/traces"), **bsp_kw))
-        elif name == "ours-processor":
+        elif name in ("ours-processor", COMPILED):
+            import otel_runs_exporter
             from otel_runs_exporter import RunsSpanProcessor
+
+            if name == COMPILED and not otel_runs_exporter.build_info()["compiled"]:
+                # A figure labelled compiled must not come from the pure modules.
+                raise SystemExit(f"{name}: the compiled modules are not the ones imported: {otel_runs_exporter.build_info()}")
 
             kw: dict[str, Any] = {"endpoint": sink, "api_key": "x"}
             if throughput:

@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--spans", type=int, default=2000, help="spans per round (64k: a tenth)")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--split", action="store_true", help="also time ids, span_to_run and encode_run separately")
+    p.add_argument("--gc", action="store_true", help="leave the garbage collector on while timing, as in the pipeline")
     a = p.parse_args(argv)
     if a.src:
         sys.path.insert(0, os.path.abspath(a.src))
@@ -82,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
                 if i % 10 == 0:
                     parent = node
                 nodes.append(node)
-            gc.disable()
+            if not a.gc:
+                gc.disable()
             try:
                 t0 = time.perf_counter_ns()
                 for span, node in zip(spans, nodes):

@@ -24,6 +24,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import run  # noqa: E402
+from contenders import COMPILED  # noqa: E402
 from run import SinkProcess, _child_env  # noqa: E402
 
 
@@ -84,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--raw", default=None, help="keep py-spy's collapsed stacks here")
     a = p.parse_args(argv)
     pyspy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
+    if a.contender == COMPILED:
+        failed = run.build_compiled(tempfile.mkdtemp(prefix="profile-compiled-"))
+        if failed:
+            raise SystemExit(failed)
     sink = SinkProcess()
     try:
         raw_path = a.raw or tempfile.mktemp(suffix=".txt")
@@ -92,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.executable, os.path.join(HERE, "contenders.py"),
             "--contender", a.contender, "--workload", a.workload, "--spans", str(a.spans), "--sink", sink.url,
         ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=_child_env())
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=_child_env(a.contender))
         print(proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-2000:])
         with open(raw_path) as f:
             print(summarise(f.read(), a.top))

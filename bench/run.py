@@ -34,8 +34,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from contenders import CONTENDERS  # noqa: E402
+from contenders import COMPILED, CONTENDERS  # noqa: E402
 from workloads import PAYLOADS, Workload, all_workloads  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "build_support"))
+import otel_runs_build  # noqa: E402
 
 # Spans per throughput run, by payload: large enough for stable medians and CPU
 # totals, small enough that the full run stays near 12 minutes on 2 cores.
@@ -51,6 +54,8 @@ BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
 
 def installed(contender: str) -> bool:
+    if contender == COMPILED:
+        return otel_runs_build.missing_toolchain() is None
     need = {
         "otlp": "opentelemetry.exporter.otlp.proto.http",
         "langsmith": "langsmith",
@@ -154,7 +159,7 @@ def run_one(sink: SinkProcess, contender: str, workload: str, spans: int, mode: 
     ] + (["--warmup", "20"] if SMOKE else []) + (extra or [])
     cpu0 = sink.cpu_s()
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_child_env())
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_child_env(contender))
     wall = time.perf_counter() - t0
     sink_cpu = sink.cpu_s() - cpu0
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
@@ -171,13 +176,26 @@ def run_one(sink: SinkProcess, contender: str, workload: str, spans: int, mode: 
 
 SMOKE = False  # --smoke: shorter warm-ups too
 SRC_OVERRIDE: str | None = None  # --src: the otel_runs_exporter source the contenders import
+COMPILED_DIR: str | None = None  # the compiled copy of that source, for the mypyc contender
 
 
-def _child_env() -> dict[str, str]:
+def _child_env(contender: str | None = None) -> dict[str, str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    if SRC_OVERRIDE:
-        env["PYTHONPATH"] = SRC_OVERRIDE + os.pathsep + env.get("PYTHONPATH", "")
+    first = COMPILED_DIR if contender == COMPILED else SRC_OVERRIDE
+    if first:
+        env["PYTHONPATH"] = first + os.pathsep + env.get("PYTHONPATH", "")
     return env
+
+
+def build_compiled(dest: str) -> str | None:
+    """Compile the measured source's hot modules into ``dest`` (cached); the reason when that fails."""
+    global COMPILED_DIR
+    src = SRC_OVERRIDE or os.path.join(ROOT, "src")
+    try:
+        COMPILED_DIR = otel_runs_build.compiled_tree(src, dest, log=lambda m: print(m, flush=True))
+    except (RuntimeError, OSError) as exc:
+        return f"the compiled build failed: {str(exc).strip().splitlines()[-1][:300]}"
+    return None
 
 
 def measured_code() -> dict[str, Any]:
@@ -191,6 +209,8 @@ def measured_code() -> dict[str, Any]:
         return subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True).stdout.strip()
 
     info = {"module": where, "head": git("rev-parse", "--short", "HEAD")}
+    if COMPILED_DIR:
+        info["compiled"] = COMPILED_DIR
     if SRC_OVERRIDE:
         info["note"] = f"--src {SRC_OVERRIDE}"
     else:
@@ -244,6 +264,17 @@ def main(argv: list[str] | None = None) -> int:
 
     contenders = [c for c in a.contenders.split(",") if c]
     missing = [c for c in contenders if not installed(c)]
+    why_missing = {c: "not installed" for c in missing}
+    if COMPILED in missing:
+        why_missing[COMPILED] = f"cannot be built here: {otel_runs_build.missing_toolchain()}"
+    if COMPILED in contenders and COMPILED not in missing:
+        # Built (or taken from the cache) before anything is timed, in a directory of this run's.
+        import tempfile
+
+        failed = build_compiled(tempfile.mkdtemp(prefix="bench-compiled-"))
+        if failed:
+            missing.append(COMPILED)
+            why_missing[COMPILED] = failed
     contenders = [c for c in contenders if c not in missing]
     skip = set(filter(None, a.skip.split(",")))
     out_md = a.out if a.out is not None else (None if a.smoke else os.path.join(ROOT, "BENCHMARKS.md"))
@@ -263,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python bench/run.py" + (" --smoke" if a.smoke else "") + (f" --scale {a.scale}" if a.scale != 1.0 else ""),
         "spans": sizes,
         "missing": missing,
+        "missing_why": why_missing,
         "throughput": [],
         "latency": [],
         "memory": [],
@@ -270,7 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     sink = SinkProcess()
     try:
-        print(f"sink at {sink.url}; contenders: {', '.join(contenders)}" + (f" (not installed: {', '.join(missing)})" if missing else ""), flush=True)
+        print(f"sink at {sink.url}; contenders: {', '.join(contenders)}", flush=True)
+        for c, why in why_missing.items():
+            print(f"skipped {c}: {why}", flush=True)
         if not a.smoke:
             results["sink_capacity_runs_per_s"] = sink_capacity(sink, 2.0)
             print(f"sink capacity (runs/s): {results['sink_capacity_runs_per_s']}", flush=True)

@@ -1,7 +1,8 @@
 """The benchmark's smoke run, so ``bench/`` never rots.
 
 Runs ``python bench/run.py --smoke`` (a few seconds: every installed contender
-once with tiny span counts, one low-load latency run, one outage burst) and
+once with tiny span counts, the compiled build too where it can be built, one
+low-load latency run, one outage burst) and
 checks only that it completes and that every contender delivered every span
 to the sink. Timings are never asserted: they belong in BENCHMARKS.md, not in CI.
 """
@@ -45,6 +46,19 @@ def test_every_installed_contender_ran(smoke: dict) -> None:
         sys.path.remove(os.path.join(ROOT, "bench"))
     assert ran == set(CONTENDERS) - set(smoke["missing"])
     assert {"floor", "ours-processor", "ours-exporter"} <= ran
+
+
+def test_the_compiled_build_ran_where_it_can_be_built(smoke: dict) -> None:
+    sys.path.insert(0, os.path.join(ROOT, "build_support"))
+    try:
+        import otel_runs_build
+    finally:
+        sys.path.remove(os.path.join(ROOT, "build_support"))
+    if otel_runs_build.missing_toolchain() is not None:
+        assert "ours-processor-mypyc" in smoke["missing"], "a compiled figure without a way to build it"
+        pytest.skip(f"no compiled build here: {smoke['missing_why']['ours-processor-mypyc']}")
+    assert "ours-processor-mypyc" not in smoke["missing"], smoke["missing_why"]
+    assert smoke["code"]["compiled"], smoke["code"]
 
 
 def test_every_contender_delivered_everything(smoke: dict) -> None:
