@@ -234,6 +234,14 @@ def snapshot_attributes(span: Any) -> dict[str, Any]:
     attrs = span.attributes
     if not attrs:
         return {}
+    try:
+        # The SDK's attribute mapping copies its dict in one C call (given_ids does the same);
+        # dict(attrs) would read it key by key through Python methods, ~10x slower.
+        plain = attrs.copy()
+    except Exception:  # noqa: BLE001 - an older SDK or another mapping: read it key by key
+        plain = None
+    if type(plain) is dict:
+        return plain
     for _ in range(3):
         try:
             return dict(attrs)
