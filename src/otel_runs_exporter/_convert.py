@@ -43,7 +43,7 @@ from ._ids import (
 )
 from ._logging import RateLimitedLog
 from ._redact import make_redactor
-from ._semconv import RUN_TYPES, Mapped, SpanEvent, map_span
+from ._semconv import RUN_TYPES, Mapped, SpanEvent, map_span, reads_nothing
 from ._settings import Settings
 
 __all__ = [
@@ -359,6 +359,11 @@ def _session(mapped: Mapped, opts: ConvertOptions) -> Mapping[str, str]:
     return opts.session
 
 
+# What the conventions make of a span none of them reads (most spans). One
+# instance, only ever read here, saves building an empty Mapped per span.
+_PLAIN = Mapped()
+
+
 def span_to_run(
     span: Any, ids: RunIds, opts: ConvertOptions, *, mapped: Mapped | None = None, as_open: bool = False
 ) -> dict[str, Any]:
@@ -373,7 +378,7 @@ def span_to_run(
     raw_events = span.events
     events = [SpanEvent(e.name, e.attributes or {}, e.timestamp) for e in raw_events] if raw_events else []
     if mapped is None:
-        mapped = map_span(attributes, events)
+        mapped = _PLAIN if not events and reads_nothing(attributes) else map_span(attributes, events)
     ended = span.end_time is not None and not as_open
 
     if mapped.consumed:

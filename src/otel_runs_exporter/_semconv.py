@@ -40,7 +40,7 @@ import orjson
 
 from ._ids import LANGSMITH_DOTTED_ORDER, LANGSMITH_PARENT_ID, LANGSMITH_SPAN_ID, LANGSMITH_TRACE_ID
 
-__all__ = ["SpanEvent", "Mapped", "map_span", "RUN_TYPES"]
+__all__ = ["SpanEvent", "Mapped", "map_span", "reads_nothing", "RUN_TYPES"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -1015,7 +1015,7 @@ def map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent] = ()) ->
     >>> m.outputs
     {'usage_metadata': {'input_tokens': 3, 'output_tokens': 2, 'total_tokens': 5}}
     """
-    if not events and _reads_nothing(attributes):
+    if not events and reads_nothing(attributes):
         return Mapped()  # most spans (HTTP, DB, app code) carry nothing these tables read
     return _map_span(attributes, events)
 
@@ -1029,7 +1029,7 @@ _UNREAD_KEYS: set[str] = set()
 _UNREAD_KEYS_MAX = 4096
 
 
-def _reads_nothing(attributes: Mapping[str, Any]) -> bool:
+def reads_nothing(attributes: Mapping[str, Any]) -> bool:
     """True when no table reads any of these attributes."""
     unread = _UNREAD_KEYS
     if unread.issuperset(attributes):
