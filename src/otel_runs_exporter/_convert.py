@@ -18,11 +18,13 @@ user recorded is lost.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+import orjson
 from opentelemetry.trace import SpanKind, StatusCode
 
 from ._fork import on_fork_in_child
@@ -297,25 +299,52 @@ def _otel_metadata(span: Any, ids: RunIds) -> dict[str, Any]:
             meta["otel_scope_version"] = scope.version
     resource = span.resource
     if resource is not None and resource.attributes:
-        meta["otel_resource"] = _resource_dict(resource)
+        root_form, short_form = _resource_forms(resource)
+        meta.update(root_form if ids.parent_run_id is None else short_form)
     return meta
 
 
-_resource_cache: tuple[Any, dict[str, Any]] = (None, {})
+_resource_cache: tuple[Any, dict[str, Any], dict[str, Any]] = (None, {}, {})
 
 
-def _resource_dict(resource: Any) -> dict[str, Any]:
-    """The resource's attributes as a dict, built once per resource (all spans of a provider share one).
+def _resource_forms(resource: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The resource's metadata on a root run, and on the other runs of its trace.
 
-    The cache holds the resource itself, so its identity cannot be reused while cached.
+    A trace's runs come from one process, so the whole resource (``otel_resource``,
+    often ~200 bytes of SDK and host attributes) is sent on the root only; every
+    run carries ``service.name`` and a digest of the whole resource, which names
+    the root's resource when runs of several processes share a trace. Built once
+    per resource (all spans of a provider share one); the cache holds the
+    resource itself, so its identity cannot be reused while cached.
+
+    >>> from opentelemetry.sdk.resources import Resource
+    >>> root, other = _resource_forms(Resource({"service.name": "api", "host.name": "h1"}))
+    >>> sorted(root), sorted(other)
+    (['otel_resource', 'otel_resource_digest'], ['otel_resource_digest', 'otel_service_name'])
     """
     global _resource_cache
-    cached_resource, cached = _resource_cache
+    cached_resource, root_form, short_form = _resource_cache
     if cached_resource is resource:
-        return cached
-    built = dict(resource.attributes)
-    _resource_cache = (resource, built)
-    return built
+        return root_form, short_form
+    attributes = dict(resource.attributes)
+    digest = resource_digest(attributes)
+    root_form = {"otel_resource": attributes, "otel_resource_digest": digest}
+    short_form = {"otel_resource_digest": digest}
+    service = attributes.get("service.name")
+    if service is not None:
+        short_form["otel_service_name"] = service
+    _resource_cache = (resource, root_form, short_form)
+    return root_form, short_form
+
+
+def resource_digest(attributes: Mapping[str, Any]) -> str:
+    """A short stable digest of resource attributes: the same in every process and run.
+
+    >>> resource_digest({"service.name": "api"}) == resource_digest({"service.name": "api"})
+    True
+    """
+    canonical = orjson.dumps(attributes, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=repr)
+    return hashlib.sha256(canonical).hexdigest()[:16]
 
 
 def _session(mapped: Mapped, opts: ConvertOptions) -> Mapping[str, str]:
