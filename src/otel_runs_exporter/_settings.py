@@ -219,9 +219,10 @@ _DECLS: dict[str, _Decl] = {
     ),
     "compression": _Decl(
         (ev.OTEL_EXPORTER_RUNS_COMPRESSION,),
-        "none",
-        _choice("none", "gzip", "zstd"),
-        "Request body compression; zstd needs the [zstd] extra.",
+        "auto",
+        _choice("auto", "none", "gzip", "zstd"),
+        "Request body compression. auto: zstd when the zstandard package is installed (the [zstd] "
+        "extra) and the service's /info offers it, else none; gzip only when chosen.",
     ),
     "id_scheme": _Decl(
         (ev.OTEL_EXPORTER_RUNS_ID_SCHEME,),

@@ -150,11 +150,11 @@ class Ledger:
 
     def record(self, outcome: "Outcome") -> None:
         """Apply what one delivery step reports; only completing operations move runs."""
-        delivered = _completing(outcome.delivered)
+        delivered = _completing(outcome.delivered) + sum(b.completing for b in outcome.delivered_sealed)
         spooled = _completing(outcome.spooled)
         dropped = {reason: _completing(runs) for reason, runs in outcome.dropped.items()}
         with self._lock:
-            self._sent += len(outcome.delivered)
+            self._sent += len(outcome.delivered) + sum(b.ops for b in outcome.delivered_sealed)
             self._delivered += delivered
             self._spooled += spooled
             if self._gave_up is None:

@@ -32,7 +32,6 @@ requests on it; the API clients (``otel_runs_exporter.api``) use it too.
 
 from __future__ import annotations
 
-import gzip
 import logging
 import math
 import random
@@ -42,11 +41,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 from urllib.parse import urljoin, urlsplit
 
+import orjson
 import requests
 from opentelemetry import context as otel_context
 
 from ._clock import SYSTEM_CLOCK, Clock
+from ._codec import Codec, codec, zstd_available
 from ._encode import EncodedRun, basic_body, multipart_body, new_boundary
+from ._seal import SealedBatch
 from ._logging import RateLimitedLog
 from ._settings import US_ENDPOINT, Settings
 from ._stats import RequestCounts
@@ -94,6 +96,9 @@ class SendResult:
     # True when the retry runs were handed back because the caller woke us, not
     # because the retry budget ran out (only the latter sends them to the spool).
     interrupted: bool = False
+    # A sealed batch (see ``send_sealed``) delivered whole, or handed back whole.
+    delivered_sealed: SealedBatch | None = None
+    retry_sealed: SealedBatch | None = None
 
     def drop(self, reason: str, runs: Sequence[EncodedRun]) -> None:
         self.dropped.setdefault(reason, []).extend(runs)
@@ -324,7 +329,17 @@ class Transport:
         self._auth_failed = False
         self._fallback_untold = 0  # the status that made us fall back to basic, until that is logged
         self._lock = threading.Lock()  # one send at a time: the backoff state is shared
-        self._compress = _compressor(settings.compression)
+        # The wire's Content-Encoding. "auto" asks /info first (see _decide_codec).
+        self._codec: Codec | None = None
+        self._codec_decided = settings.compression != "auto"
+        self._next_probe = 0.0
+        if settings.compression in ("gzip", "zstd"):
+            self._codec = codec(settings.compression)
+            if self._codec is None:
+                logger.warning(
+                    "zstd compression needs the zstandard package (pip install 'otel-runs-exporter[zstd]'); "
+                    "sending uncompressed"
+                )
 
     @property
     def counts(self) -> RequestCounts:
@@ -337,6 +352,11 @@ class Transport:
     @property
     def mode(self) -> str:
         return "basic" if self._basic else "multipart"
+
+    @property
+    def wire_codec(self) -> str:
+        """The Content-Encoding runs are sent with (``none`` while "auto" has not asked /info yet)."""
+        return self._codec.name if self._codec is not None else "none"
 
     def close(self) -> None:
         self._http.session.close()
@@ -356,6 +376,7 @@ class Transport:
                 elif self._basic:
                     self._send_basic(list(runs), deadline, result)
                 else:
+                    self._decide_codec(deadline)
                     self._send_multipart(list(runs), deadline, result)
         except Exception:  # noqa: BLE001 - a bug of ours must not lose the batch or reach the app
             logger.exception("unexpected error while sending %d runs; they will be retried", len(runs))
@@ -364,6 +385,97 @@ class Transport:
         finally:
             otel_context.detach(token)
         return result
+
+    def send_sealed(self, batch: SealedBatch, deadline: float) -> SendResult:
+        """Deliver a sealed batch before ``deadline``; never raises.
+
+        Sent as it is (decompressed first only when the wire's encoding is
+        another); delivered or handed back whole. Any other answer opens the
+        batch into its runs and judges them as :meth:`send` would, without
+        sending it again (413 splits, 422 bisects, 404/405 falls back).
+        """
+        result = SendResult()
+        token = otel_context.attach(suppressed_context())
+        try:
+            with self._lock:
+                if self._auth_failed:
+                    result.drop("unauthorized", batch.open())
+                elif self._basic:
+                    self._send_basic(batch.open(), deadline, result)
+                else:
+                    self._decide_codec(deadline)
+                    self._send_sealed(batch, deadline, result)
+        except Exception:  # noqa: BLE001 - a bug of ours must not lose the batch or reach the app
+            logger.exception("unexpected error while sending %d sealed runs; they will be retried", batch.ops)
+            if result.delivered or result.dropped or result.delivered_sealed is not None:
+                # Opened and partly judged: what is left goes back as runs.
+                done = {r.run_id + r.op for r in result.delivered} | {
+                    r.run_id + r.op for rs in result.dropped.values() for r in rs
+                }
+                result.retry = [r for r in batch.open() if r.run_id + r.op not in done]
+            else:
+                result.retry_sealed = batch
+        finally:
+            otel_context.detach(token)
+        return result
+
+    def _send_sealed(self, batch: SealedBatch, deadline: float, result: SendResult) -> None:
+        wire = self._codec
+        headers = {"Content-Type": batch.content_type}
+        if wire is not None and wire.name == batch.codec.name:
+            body = batch.data
+            headers["Content-Encoding"] = wire.name
+        else:
+            body = batch.body()
+            if wire is not None:
+                body = wire.compress(body)
+                headers["Content-Encoding"] = wire.name
+        try:
+            resp = self._http.request_bounded("POST", "/runs/multipart", deadline, body=body, headers=headers)
+        except RetryLater as later:
+            result.retry_sealed = batch
+            result.interrupted |= later.interrupted
+            return
+        if 200 <= resp.status_code < 300:
+            result.delivered_sealed = batch
+        else:
+            self._judge_multipart(resp, batch.open(), deadline, result)
+
+    # --- the wire's encoding -----------------------------------------------------
+
+    _PROBE_EVERY_S = 60.0  # while /info cannot be read (the service is down), ask again this often
+    _PROBE_TIMEOUT_S = 3.0
+
+    def _decide_codec(self, deadline: float) -> None:
+        """compression=auto: zstd when ``zstandard`` is installed and ``GET /info`` says
+        ``instance_flags.zstd_compression_enabled`` (as the service's own SDK decides);
+        otherwise none. /info has no flag for gzip, so gzip only when configured.
+        Until /info has answered, runs go uncompressed."""
+        if self._codec_decided or self._clock.now() < self._next_probe:
+            return
+        if not zstd_available():
+            self._codec_decided = True
+            return
+        self._next_probe = self._clock.now() + self._PROBE_EVERY_S
+        try:
+            resp = self._http.request_bounded(
+                "GET", "/info", min(deadline, self._clock.now() + self._PROBE_TIMEOUT_S), retry=False
+            )
+        except RetryLater:
+            return  # unreachable for now: ask again later
+        if resp.status_code in _RETRYABLE:
+            return
+        self._codec_decided = True
+        flags: Any = None
+        if 200 <= resp.status_code < 300:
+            try:
+                info = orjson.loads(resp.body)
+            except orjson.JSONDecodeError:
+                info = None
+            flags = info.get("instance_flags") if isinstance(info, dict) else None
+        if isinstance(flags, dict) and flags.get("zstd_compression_enabled") is True:
+            self._codec = codec("zstd")
+            logger.debug("the service takes zstd (/info); compressing request bodies with it")
 
     # --- multipart -------------------------------------------------------------
 
@@ -375,9 +487,18 @@ class Transport:
             result.retry.extend(runs)
             result.interrupted |= later.interrupted
             return
+        self._judge_multipart(resp, runs, deadline, result)
+
+    def _judge_multipart(self, resp: "Answer", runs: list[EncodedRun], deadline: float, result: SendResult) -> None:
+        """What the answer to a multipart request of ``runs`` does with them (the matrix above)."""
         status = resp.status_code
         if 200 <= status < 300:
             result.delivered.extend(runs)
+        elif status == 415 and self._codec is not None and self._settings.compression == "auto":
+            # The service advertised an encoding it then refused: stop compressing, send again.
+            logger.warning("the service refused %s request bodies (415); sending them uncompressed", self._codec.name)
+            self._codec = None
+            self._send_multipart(runs, deadline, result)
         elif status == 413:
             if len(runs) == 1:
                 _rl.warning("too_large", "run %s is too large for the service (413); dropped", runs[0].run_id)
@@ -487,10 +608,10 @@ class Transport:
 
     def _request(self, method: str, path: str, body: bytes, content_type: str, deadline: float) -> "Answer":
         headers = {"Content-Type": content_type}
-        if self._compress is not None:
-            encoding, compress = self._compress
-            body = compress(body)
-            headers["Content-Encoding"] = encoding
+        wire = self._codec
+        if wire is not None:
+            body = wire.compress(body)
+            headers["Content-Encoding"] = wire.name
         return self._http.request_bounded(method, path, deadline, body=body, headers=headers)
 
 
@@ -589,19 +710,4 @@ def new_session(settings: Settings) -> requests.Session:
             (settings.client_certificate, settings.client_key) if settings.client_key else settings.client_certificate
         )
     return session
-
-
-def _compressor(kind: str) -> tuple[str, Callable[[bytes], bytes]] | None:
-    if kind == "gzip":
-        return "gzip", lambda body: gzip.compress(body, compresslevel=5)
-    if kind == "zstd":
-        try:
-            import zstandard
-        except ImportError:
-            logger.warning("zstd compression needs the zstandard package (pip install 'otel-runs-exporter[zstd]'); sending uncompressed")
-            return None
-        # Sends are serialized by the transport's lock, so one compressor is safe to share.
-        compressor = zstandard.ZstdCompressor(level=3)
-        return "zstd", compressor.compress
-    return None
 

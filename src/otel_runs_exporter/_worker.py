@@ -267,8 +267,10 @@ class Worker:
 
     def _cycle(self, deadline: float) -> _Cycle:
         """Convert what is queued and send it, batch by batch, until nothing is left or the deadline."""
-        self._convert_some()
         delivery = self._delivery
+        # While the service is down, convert everything at once: a converted run is
+        # sealed into a compressed batch (~80 B), a queued span holds its SDK objects (~3 KB).
+        self._convert_some(everything=delivery.sealing)
         while True:
             outcome = delivery.send_next(deadline)
             if outcome is None:
