@@ -44,7 +44,9 @@ class Outcome:
     ``retry_later`` means runs were put back in the backlog (the deadline came,
     or ``interrupted``: the caller's wake event cut a backoff wait short).
     ``replayed`` and ``spool_dropped`` count runs (completing operations) on the
-    spool's side: delivered from, or lost in, spool files.
+    spool's side: delivered from, or lost in, spool files. ``throttled``: the
+    service told us to slow down meanwhile (a 429, or no request left in its
+    window), ``retry_after_s`` the wait it asked for; the worker's pacer reads both.
     """
 
     delivered: list[EncodedRun] = field(default_factory=list)
@@ -56,6 +58,8 @@ class Outcome:
     spool_dropped: dict[str, int] = field(default_factory=dict)
     # Sealed batches delivered whole: counted by their operations, never opened.
     delivered_sealed: list[SealedBatch] = field(default_factory=list)
+    throttled: bool = False
+    retry_after_s: float | None = None
 
 
 _Held = Union[EncodedRun, SealedBatch]
@@ -127,15 +131,19 @@ class Delivery:
             )
         return not full
 
-    def send_next(self, deadline: float) -> Outcome | None:
-        """Send one batch before ``deadline``; None when the backlog is empty."""
+    def send_next(self, deadline: float, *, paced: bool = False) -> Outcome | None:
+        """Send one batch before ``deadline``; None when the backlog is empty.
+
+        ``paced``: a 429 puts the batch straight back (``throttled`` in the
+        outcome) for the caller to come back later with a larger one.
+        """
         batch = self._take_batch()
         if batch is None:
             return None
         if isinstance(batch, SealedBatch):
-            result = self.transport.send_sealed(batch, deadline)
+            result = self.transport.send_sealed(batch, deadline, paced=paced)
         else:
-            result = self.transport.send(batch, deadline)
+            result = self.transport.send(batch, deadline, paced=paced)
         outcome = _outcome(result)
         if result.delivered or result.delivered_sealed is not None:
             self._sealing = False
@@ -144,7 +152,9 @@ class Delivery:
             self._put_back_sealed(result.retry_sealed)
             outcome.retry_later = True
         if result.retry:
-            if self.spool is not None and not result.interrupted and self._to_spool(result.retry):
+            # Only a spent retry budget spools: runs handed back early (woken, or paced) are kept.
+            spent = not result.interrupted and not (paced and result.throttled)
+            if self.spool is not None and spent and self._to_spool(result.retry):
                 outcome.spooled = result.retry
             else:
                 self._sealing = True
@@ -152,6 +162,17 @@ class Delivery:
                 outcome.retry_later = True
         self._take_spool_losses(outcome)
         return outcome
+
+    def full_batch_ready(self) -> bool:
+        """Whether the next batch is as large as batches get (a sealed one is sent whole)."""
+        with self._lock:
+            if not self._backlog:
+                return False
+            return (
+                isinstance(self._backlog[0], SealedBatch)
+                or len(self._backlog) >= self._settings.max_export_batch_size
+                or self._bytes >= self._settings.max_batch_bytes
+            )
 
     def replay_next(self, deadline: float) -> Outcome | None:
         """Send the oldest spool file; None when there is none (or no spool)."""
@@ -167,7 +188,11 @@ class Delivery:
         path, runs = claimed
         result = self.transport.send(runs, deadline)
         # These runs left memory when they were spooled: their fate is counted on the spool's side.
-        outcome = Outcome(replayed=sum(1 for r in result.delivered if r.completes))
+        outcome = Outcome(
+            replayed=sum(1 for r in result.delivered if r.completes),
+            throttled=result.throttled,
+            retry_after_s=result.retry_after_s,
+        )
         for reason, dropped in result.dropped.items():
             outcome.spool_dropped[reason] = sum(1 for r in dropped if r.completes)
         if result.retry:
@@ -310,5 +335,10 @@ class Delivery:
 def _outcome(result: SendResult) -> Outcome:
     sealed = [result.delivered_sealed] if result.delivered_sealed is not None else []
     return Outcome(
-        delivered=result.delivered, dropped=result.dropped, interrupted=result.interrupted, delivered_sealed=sealed
+        delivered=result.delivered,
+        dropped=result.dropped,
+        interrupted=result.interrupted,
+        delivered_sealed=sealed,
+        throttled=result.throttled,
+        retry_after_s=result.retry_after_s,
     )

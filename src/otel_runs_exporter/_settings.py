@@ -237,6 +237,14 @@ _DECLS: dict[str, _Decl] = {
         _millis_to_seconds,
         "Milliseconds between flushes (OTel's variable; our default is 200 ms so runs show quickly).",
     ),
+    "max_schedule_delay_s": _Decl(
+        (ev.OTEL_EXPORTER_RUNS_MAX_SCHEDULE_DELAY,),
+        10.0,
+        _millis_to_seconds,
+        "Milliseconds, like OTEL_BSP_SCHEDULE_DELAY: the longest the time between flushes grows to "
+        "while the service answers 429 (fewer, larger requests under a rate limit shared with other "
+        "processes). At or below the schedule delay it never grows.",
+    ),
     "max_queue_size": _Decl(
         (ev.OTEL_BSP_MAX_QUEUE_SIZE,),
         100_000,
@@ -386,6 +394,7 @@ class Settings:
     compression: str
     id_scheme: str
     schedule_delay_s: float
+    max_schedule_delay_s: float
     max_queue_size: int
     max_export_batch_size: int
     export_timeout_s: float

@@ -7,8 +7,11 @@ before its post was converted), hands the encoded runs to :class:`Delivery`,
 asks it to send, and records each :class:`Outcome` in the :class:`Ledger`.
 Calls go one way: worker -> delivery -> transport.
 
-Lifecycle: started in the constructor; woken by the Event or every schedule
-delay; ``force_flush`` queues a flush request and waits for it; ``shutdown``
+Lifecycle: started in the constructor; woken by the Event or when the
+:class:`~otel_runs_exporter._pacing.Pacer`'s interval has passed (the schedule
+delay, longer while the service answers 429: fewer, larger requests, each
+outcome telling the pacer how the service answered); ``force_flush`` queues a
+flush request and waits for it, never for a grown interval; ``shutdown``
 makes a last bounded attempt, then spools or gives up what is left and reports
 it in one line; after ``fork`` the child gets an empty queue, a new worker and
 a new HTTP session, so nothing is sent twice.
@@ -39,6 +42,7 @@ from ._delivery import Delivery, Outcome
 from ._encode import EncodedRun, encode_run
 from ._fork import renew_in_child
 from ._logging import RateLimitedLog
+from ._pacing import Pacer
 from ._settings import Settings
 from ._stats import ExporterStats, Ledger
 from ._transport import Transport, suppressed_context
@@ -92,6 +96,7 @@ class Worker:
         self._stopped = False
         self._stop_deadline = 0.0
         self._delivery = Delivery(self._settings, Transport(self._settings, wake=self._wake, clock=self._clock))
+        self._pacer = Pacer(self._settings.schedule_delay_s, self._settings.max_schedule_delay_s)
         self._worker: threading.Thread | None = None
 
     def _start_worker(self) -> None:
@@ -146,7 +151,9 @@ class Worker:
             # Only now may the worker merge the post with the end: the patch is sure to be queued.
             node.state = RunNode.ENDED
         queue.append((kind, span, node))
-        if len(queue) >= settings.max_export_batch_size and not self._wake.is_set():
+        # A span is two operations (start, end) that make one run when it ended before
+        # conversion: a full batch of runs is twice the batch size in operations.
+        if len(queue) >= 2 * settings.max_export_batch_size and not self._wake.is_set():
             self._wake.set()
 
     def force_flush(self, timeout_s: float) -> bool:
@@ -194,7 +201,7 @@ class Worker:
         self._delivery.close()
 
     def stats(self) -> ExporterStats:
-        return self._ledger.snapshot(self._delivery.transport.counts)
+        return self._ledger.snapshot(self._delivery.transport.counts, interval_s=self._pacer.interval)
 
     # --- shutdown ------------------------------------------------------------------
 
@@ -234,9 +241,8 @@ class Worker:
 
     def _run(self) -> None:
         otel_context.attach(suppressed_context())
-        delay = self._settings.schedule_delay_s
         while True:
-            self._wake.wait(delay)
+            self._wake.wait(self._pacer.next_wait())
             self._wake.clear()
             try:
                 if self._stopping:
@@ -250,7 +256,7 @@ class Worker:
                         r.ok = ok
                         r.done.set()
                 else:
-                    self._cycle(self._clock.now() + self._settings.export_timeout_s)
+                    self._cycle(self._clock.now() + self._settings.export_timeout_s, paced=True)
             except Exception:  # noqa: BLE001 - the worker must survive any bug of ours
                 logger.exception("unexpected error in the export worker; continuing")
 
@@ -265,14 +271,19 @@ class Worker:
             self._wake.clear()
         return result is _Cycle.DONE and self._ledger.lost() == lost_before
 
-    def _cycle(self, deadline: float) -> _Cycle:
-        """Convert what is queued and send it, batch by batch, until nothing is left or the deadline."""
+    def _cycle(self, deadline: float, paced: bool = False) -> _Cycle:
+        """Convert what is queued and send it, batch by batch, until nothing is left or the deadline.
+
+        ``paced`` (the regular flush, not ``force_flush`` or shutdown): a 429 ends
+        the cycle at once, and while the pacer has lengthened the interval only
+        full batches follow the first; the rest fills up until the next flush.
+        """
         delivery = self._delivery
         # While the service is down, convert everything at once: a converted run is
         # sealed into a compressed batch (~80 B), a queued span holds its SDK objects (~3 KB).
         self._convert_some(everything=delivery.sealing)
         while True:
-            outcome = delivery.send_next(deadline)
+            outcome = delivery.send_next(deadline, paced=paced)
             if outcome is None:
                 if not self._queue:
                     break
@@ -286,7 +297,11 @@ class Worker:
             # Take what arrived meanwhile, a batch at a time, so a fast producer
             # is sent alongside instead of after.
             self._convert_some()
-        self._replay(deadline)
+            if paced and self._pacer.adapting and len(delivery) and not delivery.full_batch_ready():
+                return _Cycle.LATER
+        if not (paced and self._pacer.adapting):
+            # Under a rate limit the key's requests go to new runs first; the spool waits its turn.
+            self._replay(deadline)
         return _Cycle.DONE if not self._queue and not len(delivery) else _Cycle.LATER
 
     def _replay(self, deadline: float) -> None:
@@ -302,6 +317,10 @@ class Worker:
 
     def _record(self, outcome: Outcome) -> None:
         self._ledger.record(outcome)
+        if outcome.throttled:
+            self._pacer.on_throttled(outcome.retry_after_s)
+        elif outcome.delivered or outcome.delivered_sealed or outcome.replayed:
+            self._pacer.on_success()
         for runs in outcome.dropped.values():
             for run in runs:
                 if not run.completes:
@@ -315,7 +334,8 @@ class Worker:
         converting forever without sending.
         """
         queue = self._queue
-        budget = len(queue) if everything else min(len(queue), self._settings.max_export_batch_size)
+        # Two operations per run, as in submit(): a batch of runs.
+        budget = len(queue) if everything else min(len(queue), 2 * self._settings.max_export_batch_size)
         last_yield = time.perf_counter()
         for _ in range(budget):
             try:
