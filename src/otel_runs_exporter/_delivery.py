@@ -151,10 +151,13 @@ class Delivery:
             self._sealing = True
             self._put_back_sealed(result.retry_sealed)
             outcome.retry_later = True
-        if result.retry:
-            # Only a spent retry budget spools: runs handed back early (woken, or paced) are kept.
-            spent = not result.interrupted and not (paced and result.throttled)
-            if self.spool is not None and spent and self._to_spool(result.retry):
+        if result.retry and paced and result.throttled:
+            # Refused for our rate, not because the service is down: back as runs, neither
+            # sealed nor spooled, so the next request carries them with what came since.
+            self._put_back_open(result.retry)
+            outcome.retry_later = True
+        elif result.retry:
+            if self.spool is not None and not result.interrupted and self._to_spool(result.retry):
                 outcome.spooled = result.retry
             else:
                 self._sealing = True
@@ -277,6 +280,15 @@ class Delivery:
             return
         sealed = seal(runs, self._boundary, self._codec)
         self._put_back_sealed(sealed)
+
+    def _put_back_open(self, runs: list[EncodedRun]) -> None:
+        with self._lock:
+            for run in reversed(runs):
+                self._backlog.appendleft(run)
+                self._bytes += run.size
+            if not self._sealed_count:
+                self._unsealed += len(runs)
+                self._unsealed_bytes += sum(r.size for r in runs)
 
     def _put_back_sealed(self, sealed: SealedBatch) -> None:
         with self._lock:

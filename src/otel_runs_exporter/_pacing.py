@@ -4,14 +4,15 @@ Processes that use one API key share its rate limit (interface 8.1: 6000
 multipart requests per 10 s per key) and none of them sees the others. So each
 paces itself the way a TCP flow does, from the one signal every one of them
 gets: the service's 429. The interval grows multiplicatively when the service
-refuses and shrinks additively while it accepts:
+refuses and shrinks additively, in time, while it accepts:
 
 =========================  ============================================================
 429, or an answer whose    the interval doubles, to at least that answer's Retry-After,
 rate-limit headers say no  at most ``max_schedule_delay_s``; the next wait is at least
 request is left            the Retry-After
-a request succeeds         the interval shrinks by 1/200 of the way from
-                           ``schedule_delay_s`` to ``max_schedule_delay_s``
+a request succeeds         the interval shrinks by 10 ms for each second since the last
+                           answer (at most one interval's worth), back towards
+                           ``schedule_delay_s``
 =========================  ============================================================
 
 A longer interval means fewer, larger requests: what arrives meanwhile fills
@@ -22,31 +23,34 @@ full batch never waits. Why these rules:
   has said its window is at least that long, so sending more often than every
   R seconds only collects 429s. Doubling alone, against a fixed 10 s window,
   costs a whole window per doubling: six of them from 0.2 s to 10 s.
-* 200 steps back: a fleet of processes probes for more rate together, and
-  every step a process takes is a little more load on the shared key; the
-  smaller the step, the rarer the 429 that ends the probe. Simulated against a
-  fixed-window limiter, 20 processes at 50 spans/s on 30 requests / 10 s keep
-  their 429s under 1 % with 200 steps and not with 100 (``bench/fleet.py``
-  measures the real thing). The cost: from the bound back to
-  ``schedule_delay_s`` takes about 200 successful requests.
+* Shrinking by time, not by request: the processes of a fleet probe for more
+  rate together, and every probe past the limit is a 429. A fixed step per
+  request would make a fleet that must send often (a short interval) probe
+  much faster than one that sends rarely; its share of 429s grows as 1/interval.
+  Shrinking 10 ms per second keeps that share about the same for any fleet
+  (about 2 % against a fixed window: twice the 1 % per second). The cost: from
+  the 10 s bound back to 0.2 s takes about 16 minutes of accepted requests.
 * Jitter, so processes refused together do not come back together: after a
   429 the wait is the Retry-After (at least half an interval) plus up to half
   an interval; while adapting, other waits are the interval +/-10 %. At
   ``schedule_delay_s`` the wait is exact, as it always was.
 
 One line is logged when the interval starts to grow and one when it is back
-at ``schedule_delay_s``, never one per 429. Pure: no clock, no thread; the
-random source is injectable::
+at ``schedule_delay_s``, never one per 429. Pure: no thread, no socket; the
+clock and the random source are injectable::
 
-    >>> pacer = Pacer(0.2, 10.0, rng=random.Random(7))
+    >>> from ._clock import FakeClock
+    >>> clock = FakeClock()
+    >>> pacer = Pacer(0.2, 10.0, clock=clock, rng=random.Random(7))
     >>> pacer.on_throttled(4.0)
     >>> pacer.interval
     4.0
     >>> 4.0 <= pacer.next_wait() <= 6.0
     True
-    >>> pacer.on_success()
+    >>> clock.advance(5.0)
+    >>> pacer.on_success()  # 4 s counted (one interval at most): 40 ms shorter
     >>> round(pacer.interval, 3)
-    3.951
+    3.96
 """
 
 from __future__ import annotations
@@ -54,12 +58,14 @@ from __future__ import annotations
 import logging
 import random
 
+from ._clock import SYSTEM_CLOCK, Clock
+
 __all__ = ["Pacer"]
 
 logger = logging.getLogger(__name__)
 
-_STEPS = 200
 _GROWTH = 2.0
+_SHRINK_PER_S = 0.01  # seconds off the interval per second of accepted requests
 _JITTER = 0.1
 
 
@@ -70,13 +76,16 @@ class Pacer:
     ``base_s`` and a 429 only delays the next flush by its Retry-After.
     """
 
-    def __init__(self, base_s: float, max_s: float, *, rng: random.Random | None = None) -> None:
+    def __init__(
+        self, base_s: float, max_s: float, *, clock: Clock = SYSTEM_CLOCK, rng: random.Random | None = None
+    ) -> None:
         self.base_s = base_s
         self.max_s = max(base_s, max_s)
-        self._step = (self.max_s - base_s) / _STEPS
+        self._clock = clock
         self._rng = rng or random.Random()
         self._interval = base_s
         self._peak = base_s
+        self._last = clock.now()  # the last answer that moved the interval
         # Set by a refusal until the next wait is taken: the Retry-After (0 without one) that wait must cover.
         self._owed: float | None = None
 
@@ -95,6 +104,7 @@ class Pacer:
         floor = max(0.0, retry_after_s or 0.0)
         self._owed = max(self._owed or 0.0, floor)
         was_adapting = self.adapting
+        self._last = self._clock.now()
         self._interval = min(self.max_s, max(self._interval * _GROWTH, floor))
         self._peak = max(self._peak, self._interval)
         if self.adapting and not was_adapting:
@@ -108,12 +118,15 @@ class Pacer:
             )
 
     def on_success(self) -> None:
-        """A request was accepted: one step back towards ``base_s``."""
+        """A request was accepted: 10 ms off the interval per second since the last answer."""
+        now = self._clock.now()
+        elapsed = min(max(0.0, now - self._last), self._interval)
+        self._last = now
         if not self.adapting:
             return
-        shorter = self._interval - self._step
-        # Within rounding of the base is the base: 200 steps lead back exactly.
-        self._interval = shorter if shorter > self.base_s + self._step / 1000 else self.base_s
+        shorter = self._interval - _SHRINK_PER_S * elapsed
+        # Within a microsecond of the base is the base.
+        self._interval = shorter if shorter > self.base_s + 1e-6 else self.base_s
         if not self.adapting:
             logger.warning(
                 "requests are accepted again: back to sending every %.1f s (the interval had grown to %.1f s)",
@@ -122,12 +135,18 @@ class Pacer:
             )
             self._peak = self.base_s
 
-    def next_wait(self) -> float:
-        """Seconds to wait before the next flush (call once per wait: it takes what a refusal owed)."""
+    def next_wait(self, spent_s: float = 0.0) -> float:
+        """Seconds to wait before the next flush, the last one having taken ``spent_s``.
+
+        The interval runs from the start of one flush to the start of the next
+        (as in the SDK's BatchSpanProcessor), so a slow answer does not stretch
+        it; a wait owed to a refusal runs from now. Call once per wait: it takes
+        what a refusal owed.
+        """
         owed, self._owed = self._owed, None
         interval = self._interval
         if owed is not None:
             return max(owed, interval / 2) + self._rng.uniform(0.0, interval / 2)
         if not self.adapting:
-            return interval
-        return interval * self._rng.uniform(1 - _JITTER, 1 + _JITTER)
+            return max(0.0, interval - spent_s)
+        return max(0.0, interval * self._rng.uniform(1 - _JITTER, 1 + _JITTER) - spent_s)

@@ -96,7 +96,10 @@ class Worker:
         self._stopped = False
         self._stop_deadline = 0.0
         self._delivery = Delivery(self._settings, Transport(self._settings, wake=self._wake, clock=self._clock))
-        self._pacer = Pacer(self._settings.schedule_delay_s, self._settings.max_schedule_delay_s)
+        self._pacer = Pacer(self._settings.schedule_delay_s, self._settings.max_schedule_delay_s, clock=self._clock)
+        # Queued operations that make a full batch: a span's start and end are two operations
+        # that make one run when it ended before conversion, and runs left waiting count too.
+        self._wake_at = 2 * self._settings.max_export_batch_size
         self._worker: threading.Thread | None = None
 
     def _start_worker(self) -> None:
@@ -151,9 +154,7 @@ class Worker:
             # Only now may the worker merge the post with the end: the patch is sure to be queued.
             node.state = RunNode.ENDED
         queue.append((kind, span, node))
-        # A span is two operations (start, end) that make one run when it ended before
-        # conversion: a full batch of runs is twice the batch size in operations.
-        if len(queue) >= 2 * settings.max_export_batch_size and not self._wake.is_set():
+        if len(queue) >= self._wake_at and not self._wake.is_set():
             self._wake.set()
 
     def force_flush(self, timeout_s: float) -> bool:
@@ -241,9 +242,11 @@ class Worker:
 
     def _run(self) -> None:
         otel_context.attach(suppressed_context())
+        spent = 0.0
         while True:
-            self._wake.wait(self._pacer.next_wait())
+            woken = self._wake.wait(self._pacer.next_wait(spent))
             self._wake.clear()
+            began = time.monotonic()
             try:
                 if self._stopping:
                     self._finish()
@@ -256,9 +259,14 @@ class Worker:
                         r.ok = ok
                         r.done.set()
                 else:
-                    self._cycle(self._clock.now() + self._settings.export_timeout_s, paced=True)
+                    self._cycle(self._clock.now() + self._settings.export_timeout_s, paced=True, early=woken)
+                    # A full batch never waits for the interval, counting the runs a flush left waiting.
+                    delivery = self._delivery
+                    left = len(delivery) if self._pacer.adapting and not delivery.sealing else 0
+                    self._wake_at = 2 * max(1, self._settings.max_export_batch_size - left)
             except Exception:  # noqa: BLE001 - the worker must survive any bug of ours
                 logger.exception("unexpected error in the export worker; continuing")
+            spent = time.monotonic() - began
 
     def _flush(self, deadline: float) -> bool:
         """Send until nothing is left or the deadline; False also when runs were lost meanwhile."""
@@ -271,21 +279,26 @@ class Worker:
             self._wake.clear()
         return result is _Cycle.DONE and self._ledger.lost() == lost_before
 
-    def _cycle(self, deadline: float, paced: bool = False) -> _Cycle:
+    def _cycle(self, deadline: float, paced: bool = False, early: bool = False) -> _Cycle:
         """Convert what is queued and send it, batch by batch, until nothing is left or the deadline.
 
         ``paced`` (the regular flush, not ``force_flush`` or shutdown): a 429 ends
-        the cycle at once, and while the pacer has lengthened the interval only
-        full batches follow the first; the rest fills up until the next flush.
+        the cycle at once. While the pacer has lengthened the interval, a flush
+        sends what waited for it, in as few requests as the batch limits allow,
+        and nothing that arrives meanwhile; ``early`` (woken by a full batch
+        before the interval was over) it sends only full batches.
         """
         delivery = self._delivery
+        adapting = paced and self._pacer.adapting
         # While the service is down, convert everything at once: a converted run is
         # sealed into a compressed batch (~80 B), a queued span holds its SDK objects (~3 KB).
-        self._convert_some(everything=delivery.sealing)
+        self._convert_some(everything=delivery.sealing or adapting)
         while True:
+            if adapting and early and not delivery.full_batch_ready():
+                return _Cycle.LATER
             outcome = delivery.send_next(deadline, paced=paced)
             if outcome is None:
-                if not self._queue:
+                if not self._queue or adapting:
                     break
                 self._convert_some()
                 continue
@@ -294,12 +307,11 @@ class Worker:
                 return _Cycle.INTERRUPTED if outcome.interrupted else _Cycle.LATER
             if self._clock.now() >= deadline:
                 return _Cycle.LATER
-            # Take what arrived meanwhile, a batch at a time, so a fast producer
-            # is sent alongside instead of after.
-            self._convert_some()
-            if paced and self._pacer.adapting and len(delivery) and not delivery.full_batch_ready():
-                return _Cycle.LATER
-        if not (paced and self._pacer.adapting):
+            if not adapting:
+                # Take what arrived meanwhile, a batch at a time, so a fast producer
+                # is sent alongside instead of after.
+                self._convert_some()
+        if not adapting:
             # Under a rate limit the key's requests go to new runs first; the spool waits its turn.
             self._replay(deadline)
         return _Cycle.DONE if not self._queue and not len(delivery) else _Cycle.LATER
