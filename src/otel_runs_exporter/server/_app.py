@@ -551,8 +551,8 @@ class LocalService:
     ``rate_limit_window_scale`` its window, so a test reaches in seconds, with a
     few clients, what takes a fleet in production. ``request_log`` names a file
     to which each answered request is appended as one JSON line (``at``: Unix
-    time of the answer, ``method``, ``path``, ``status``, ``runs``,
-    ``body_bytes``, ``duration``), for measuring a client's pacing from another
+    time it arrived, ``method``, ``path``, ``status``, ``runs`` and
+    ``run_ids`` stored, ``body_bytes``, ``duration``, ``client_port``), for measuring a client's pacing from another
     process. ``clock_speed`` runs bulk exports, deployments and auth waits
     (:attr:`control`, a :class:`~._control.ControlPlane`) that many times faster than
     real time; ``deploy_delay_s`` is how long a revision takes to reach DEPLOYED;
@@ -817,13 +817,15 @@ class LocalService:
             self._log.append(entry)
             if self._request_log is not None:
                 line = {
-                    "at": round(time.time(), 6),
+                    "at": round(time.time() - (entry.get("duration") or 0.0), 6),
                     "method": entry["method"],
                     "path": entry["path"],
                     "status": entry["status"],
                     "runs": len(entry["run_ids"]),
+                    "run_ids": entry["run_ids"],
                     "body_bytes": entry["body_bytes"],
                     "duration": entry.get("duration"),
+                    "client_port": entry["client_port"],
                 }
                 self._request_log.write(orjson.dumps(line).decode() + "\n")
 
