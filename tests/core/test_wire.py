@@ -220,3 +220,26 @@ def test_past_the_byte_cap_sealing_makes_room_before_anything_is_dropped(service
 
 def test_memory_codec_is_zstd_when_installed():
     assert memory_codec().name == "zstd"
+
+
+def test_a_batch_refused_for_our_rate_goes_back_open_and_rides_with_what_came_since(service):
+    # A 429 on a paced send is not an outage: nothing is sealed or spooled, and the
+    # next request carries the refused runs together with the newer ones.
+    service.faults.update(status_sequence=[429], retry_after=None)
+    clock = FakeClock()
+    delivery, ledger = _delivery(service.url, clock), Ledger()
+    runs = make_runs(30)
+    ledger.admit(len(runs))
+    for run in runs[:10]:
+        delivery.add(run)
+    outcome = delivery.send_next(clock.now() + 5, paced=True)
+    ledger.record(outcome)
+    assert outcome.retry_later and outcome.throttled and not outcome.spooled
+    assert not delivery.sealing and len(delivery) == 10
+    for run in runs[10:]:
+        delivery.add(run)
+    assert not delivery.sealing and len(delivery) == 30  # still 30 runs, none sealed
+    ledger.record(delivery.send_next(clock.now() + 5, paced=True))
+    assert ledger.snapshot().delivered == 30
+    statuses = [(r["status"], len(r["run_ids"])) for r in service.requests() if r["path"] == "/runs/multipart"]
+    assert statuses == [(429, 0), (202, 30)]
