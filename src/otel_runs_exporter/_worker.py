@@ -50,7 +50,8 @@ _rl = RateLimitedLog(logger)
 
 _MAX_EARLY = 100_000  # runs awaiting their patch; a span that never ends must not grow this forever
 _YIELD_EVERY_S = 0.002
-_CATCH_UP_BATCHES = 8  # queued operations, in batches, past which the worker stops yielding early
+# Past this many batches of queued operations the producer is outpacing us: stop yielding early.
+_CATCH_UP_BATCHES = 8
 # What one queued span operation holds in memory, estimated: a small SDK span with
 # its ReadableSpan measured ~3.1 KB for its two operations (tracemalloc, SDK 1.45).
 # The estimate keeps the hot path to one multiplication; payload strings are
@@ -343,11 +344,13 @@ class Worker:
                 # 5 ms switch interval (their p99). Not after every span: under a
                 # producer that never pauses, each yield costs the worker a whole
                 # switch interval, and per-span yields starved sending entirely.
-                # Not while the queue is long either: then the producer is outpacing
-                # us, and each queued span holds ~3 KB of SDK objects until converted
-                # (~80 B once sealed in an outage). Taking our full switch interval
-                # then held a 100k-span burst at +55 MB instead of +224 MB (and 17 %
-                # of it dropped at the queue's bound).
+                # Not while the queue is long: then the producer is outpacing us, and
+                # each queued span holds ~3 KB of SDK objects until converted (~80 B
+                # once sealed in an outage). Yielding every 2 ms, the worker got ~11 %
+                # of the interpreter in a 100k-span burst with the service down: +224 MB
+                # and 17 % dropped at the queue's bound; every 4-4.5 ms, +99 to +164 MB;
+                # not at all (the interpreter still switches every 5 ms), +49 to +55 MB
+                # and nothing dropped (two runs each on a loaded machine; BENCHMARKS.md (c) has the clean figure).
                 time.sleep(0)
                 last_yield = time.perf_counter()
 
