@@ -18,7 +18,9 @@ Memory is bounded twice: the queue of span operations in items
 (``OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES``): the queued operations at an estimated
 size each plus the encoded backlog awaiting delivery (which also holds what
 failed and waits to be retried) at its exact size. Past either bound the newest
-are dropped and counted.
+are dropped and counted. While the service is down everything queued is
+converted at once and sealed by :class:`Delivery` into compressed batches, so a
+long outage holds ~80 bytes a small run rather than its SDK span.
 """
 
 from __future__ import annotations

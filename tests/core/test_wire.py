@@ -220,3 +220,35 @@ def test_past_the_byte_cap_sealing_makes_room_before_anything_is_dropped(service
 
 def test_memory_codec_is_zstd_when_installed():
     assert memory_codec().name == "zstd"
+
+
+def test_the_processor_holds_an_outage_sealed_and_delivers_it_once(service):
+    # End to end: spans keep coming while the service is down; what waits is sealed
+    # (a few hundred bytes a run at most, against ~1.5 KB as encoded runs), and all of
+    # it arrives once when the service is back.
+    from core.helpers import processor_provider
+
+    service.faults.update(outage=True, retry_after=None)
+    provider, processor = processor_provider(service.url, export_timeout_s=0.3, max_export_batch_size=100)
+    tracer = provider.get_tracer("outage")
+    names = []
+    for i in range(3000):
+        with tracer.start_as_current_span(f"held-{i}", attributes={"input.value": f"question {i}", "n": i}):
+            pass
+        names.append(f"held-{i}")
+        if i % 100 == 0:
+            time.sleep(0.005)
+    worker = processor._worker
+    deadline = time.monotonic() + 20
+    while (worker._queue or not worker._delivery.sealing) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    held = worker._delivery.bytes_held
+    assert not worker._queue and worker._delivery.sealing
+    assert 0 < held < 3000 * 300, held
+    service.faults.update(outage=False)
+    assert processor.force_flush(30_000)
+    stats = processor.stats()
+    assert stats.delivered == stats.created == 3000 and not stats.dropped
+    assert sorted(r["name"] for r in service.runs()) == sorted(names)
+    assert service.duplicate_posts() == {}
+    provider.shutdown()
