@@ -144,9 +144,16 @@ class HttpClient:
         wake: threading.Event | None = None,
         clock: Clock = SYSTEM_CLOCK,
         max_wait_s: float | None = None,
+        finish_in_flight: bool = False,
     ) -> None:
         """``max_wait_s`` caps one wait, Retry-After included: a service asking for hours
-        is honoured up to that, and the caller's runs wait for a later cycle meanwhile."""
+        is honoured up to that, and the caller's runs wait for a later cycle meanwhile.
+
+        The deadline bounds when a request may start. By default a request is also cut
+        off at the deadline; with ``finish_in_flight`` (a background sender nobody
+        waits on) a request once sent may take its whole ``timeout_s`` to be answered:
+        cut off, a request the service was still storing would be sent again, and
+        its runs stored twice."""
         self.session = session
         # requests lets REQUESTS_CA_BUNDLE override a session's CA bundle; a bundle
         # the user configured for this exporter must win, so it goes on each request.
@@ -159,6 +166,7 @@ class HttpClient:
         self._attempt = 0
         self._not_before = 0.0
         self._max_wait_s = max_wait_s
+        self._finish_in_flight = finish_in_flight
         self.counts = RequestCounts()
 
     def reset_backoff(self) -> None:
@@ -197,7 +205,9 @@ class HttpClient:
             retry_after: float | None = None
             last: requests.Response | None = None
             try:
-                resp = self._follow(method, url, body, headers or {}, params, min(self._timeout_s, remaining), stream)
+                bounded = min(self._timeout_s, remaining)
+                timeout: Any = (bounded, self._timeout_s) if self._finish_in_flight else bounded
+                resp = self._follow(method, url, body, headers or {}, params, timeout, stream)
                 counts.requests += 1
             except requests.RequestException as exc:
                 counts.requests += 1
@@ -263,7 +273,7 @@ class HttpClient:
         body: bytes | None,
         headers: dict[str, str],
         params: dict[str, Any] | None,
-        timeout: float,
+        timeout: Any,
         stream: bool = False,
     ) -> requests.Response:
         """One request; redirects followed only within our own origin."""
@@ -311,6 +321,7 @@ class Transport:
         wake: threading.Event | None = None,
         clock: Clock = SYSTEM_CLOCK,
         session: requests.Session | None = None,
+        finish_in_flight: bool = False,
     ) -> None:
         self._settings = settings
         self._wake = wake or threading.Event()
@@ -322,6 +333,7 @@ class Transport:
             wake=self._wake,
             clock=clock,
             max_wait_s=settings.export_timeout_s,
+            finish_in_flight=finish_in_flight,
         )
         self._base = self._http.base
         self._boundary = new_boundary()

@@ -95,7 +95,10 @@ class Worker:
         self._stopping = False
         self._stopped = False
         self._stop_deadline = 0.0
-        self._delivery = Delivery(self._settings, Transport(self._settings, wake=self._wake, clock=self._clock))
+        # The worker's requests run to their answer (finish_in_flight): nobody waits on
+        # them but force_flush and shutdown, which keep their own deadlines.
+        transport = Transport(self._settings, wake=self._wake, clock=self._clock, finish_in_flight=True)
+        self._delivery = Delivery(self._settings, transport)
         self._worker: threading.Thread | None = None
 
     def _start_worker(self) -> None:

@@ -252,3 +252,22 @@ def test_the_processor_holds_an_outage_sealed_and_delivers_it_once(service):
     assert sorted(r["name"] for r in service.runs()) == sorted(names)
     assert service.duplicate_posts() == {}
     provider.shutdown()
+
+
+def test_a_slow_answer_past_the_export_timeout_is_waited_for_not_sent_twice(service):
+    # The service takes 0.8 s to answer (it stores first when it answers at all);
+    # the export timeout is 0.3 s. The worker's request, once sent, runs to its
+    # answer: cut off at 0.3 s it was sent again and every run stored twice.
+    from core.helpers import processor_provider
+
+    service.faults.update(rate_slow=1.0, slow_seconds=0.8)
+    provider, processor = processor_provider(service.url, export_timeout_s=0.3, compression="none")
+    tracer = provider.get_tracer("slow")
+    for i in range(20):
+        with tracer.start_as_current_span(f"slow-{i}"):
+            pass
+    time.sleep(2.5)  # the worker's own cycles send them (a flush would bring its longer deadline)
+    assert processor.force_flush(20_000)
+    assert len(service.runs()) == 20 and service.duplicate_posts() == {}
+    assert processor.stats().delivered == 20
+    provider.shutdown()
