@@ -272,7 +272,7 @@ _DECLS: dict[str, _Decl] = {
     ),
     "max_queue_bytes": _Decl(
         (ev.OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES,),
-        256 * MiB,
+        128 * MiB,
         _positive_int,
         "Most bytes held for delivery (including during an outage): spans waiting to be converted, "
         "at an estimated size, plus encoded runs; past it the newest are dropped.",

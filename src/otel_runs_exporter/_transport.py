@@ -160,9 +160,16 @@ class HttpClient:
         wake: threading.Event | None = None,
         clock: Clock = SYSTEM_CLOCK,
         max_wait_s: float | None = None,
+        finish_in_flight: bool = False,
     ) -> None:
         """``max_wait_s`` caps one wait, Retry-After included: a service asking for hours
-        is honoured up to that, and the caller's runs wait for a later cycle meanwhile."""
+        is honoured up to that, and the caller's runs wait for a later cycle meanwhile.
+
+        The deadline bounds when a request may start. By default a request is also cut
+        off at the deadline; with ``finish_in_flight`` (a background sender nobody
+        waits on) a request once sent may take its whole ``timeout_s`` to be answered:
+        cut off, a request the service was still storing would be sent again, and
+        its runs stored twice."""
         self.session = session
         # requests lets REQUESTS_CA_BUNDLE override a session's CA bundle; a bundle
         # the user configured for this exporter must win, so it goes on each request.
@@ -175,6 +182,7 @@ class HttpClient:
         self._attempt = 0
         self._not_before = 0.0
         self._max_wait_s = max_wait_s
+        self._finish_in_flight = finish_in_flight
         self.counts = RequestCounts()
         # For a caller that paces itself: how many answers told us to slow down (429s, and
         # answers saying no request is left), and the wait the last one asked for, capped.
@@ -220,7 +228,9 @@ class HttpClient:
             retry_after: float | None = None
             last: requests.Response | None = None
             try:
-                resp = self._follow(method, url, body, headers or {}, params, min(self._timeout_s, remaining), stream)
+                bounded = min(self._timeout_s, remaining)
+                timeout: Any = (bounded, self._timeout_s) if self._finish_in_flight else bounded
+                resp = self._follow(method, url, body, headers or {}, params, timeout, stream)
                 counts.requests += 1
             except requests.RequestException as exc:
                 counts.requests += 1
@@ -305,7 +315,7 @@ class HttpClient:
         body: bytes | None,
         headers: dict[str, str],
         params: dict[str, Any] | None,
-        timeout: float,
+        timeout: Any,
         stream: bool = False,
     ) -> requests.Response:
         """One request; redirects followed only within our own origin."""
@@ -353,6 +363,7 @@ class Transport:
         wake: threading.Event | None = None,
         clock: Clock = SYSTEM_CLOCK,
         session: requests.Session | None = None,
+        finish_in_flight: bool = False,
     ) -> None:
         self._settings = settings
         self._wake = wake or threading.Event()
@@ -364,6 +375,7 @@ class Transport:
             wake=self._wake,
             clock=clock,
             max_wait_s=settings.export_timeout_s,
+            finish_in_flight=finish_in_flight,
         )
         self._base = self._http.base
         self._boundary = new_boundary()

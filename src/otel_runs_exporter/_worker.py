@@ -21,7 +21,9 @@ Memory is bounded twice: the queue of span operations in items
 (``OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES``): the queued operations at an estimated
 size each plus the encoded backlog awaiting delivery (which also holds what
 failed and waits to be retried) at its exact size. Past either bound the newest
-are dropped and counted.
+are dropped and counted. While the service is down everything queued is
+converted at once and sealed by :class:`Delivery` into compressed batches, so a
+long outage holds ~80 bytes a small run rather than its SDK span.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ _rl = RateLimitedLog(logger)
 
 _MAX_EARLY = 100_000  # runs awaiting their patch; a span that never ends must not grow this forever
 _YIELD_EVERY_S = 0.002
+# Past this many batches of queued operations the producer is outpacing us: stop yielding early.
+_CATCH_UP_BATCHES = 8
 # What one queued span operation holds in memory, estimated: a small SDK span with
 # its ReadableSpan measured ~3.1 KB for its two operations (tracemalloc, SDK 1.45).
 # The estimate keeps the hot path to one multiplication; payload strings are
@@ -95,7 +99,10 @@ class Worker:
         self._stopping = False
         self._stopped = False
         self._stop_deadline = 0.0
-        self._delivery = Delivery(self._settings, Transport(self._settings, wake=self._wake, clock=self._clock))
+        # The worker's requests run to their answer (finish_in_flight): nobody waits on
+        # them but force_flush and shutdown, which keep their own deadlines.
+        transport = Transport(self._settings, wake=self._wake, clock=self._clock, finish_in_flight=True)
+        self._delivery = Delivery(self._settings, transport)
         self._pacer = Pacer(self._settings.schedule_delay_s, self._settings.max_schedule_delay_s, clock=self._clock)
         # Queued operations that make a full batch: a span's start and end are two operations
         # that make one run when it ended before conversion, and runs left waiting count too.
@@ -349,6 +356,7 @@ class Worker:
         # Two operations per run, as in submit(): a batch of runs.
         budget = len(queue) if everything else min(len(queue), 2 * self._settings.max_export_batch_size)
         last_yield = time.perf_counter()
+        catch_up = _CATCH_UP_BATCHES * self._settings.max_export_batch_size
         for _ in range(budget):
             try:
                 kind, span, node = queue.popleft()
@@ -368,11 +376,18 @@ class Worker:
                     # The early post did not fit: forget it, so the patch goes out as a whole post.
                     self._early.pop(encoded.run_id, None)
             now = time.perf_counter()
-            if now - last_yield > _YIELD_EVERY_S:
+            if now - last_yield > _YIELD_EVERY_S and len(queue) < catch_up:
                 # Let application threads waiting for the GIL in, instead of after the
                 # 5 ms switch interval (their p99). Not after every span: under a
                 # producer that never pauses, each yield costs the worker a whole
                 # switch interval, and per-span yields starved sending entirely.
+                # Not while the queue is long: then the producer is outpacing us, and
+                # each queued span holds ~3 KB of SDK objects until converted (~80 B
+                # once sealed in an outage). Yielding every 2 ms, the worker got ~11 %
+                # of the interpreter in a 100k-span burst with the service down: +224 MB
+                # and 17 % dropped at the queue's bound; every 4-4.5 ms, +99 to +164 MB;
+                # not at all (the interpreter still switches every 5 ms), +49 to +55 MB
+                # and nothing dropped (two runs each on a loaded machine; BENCHMARKS.md (c) has the clean figure).
                 time.sleep(0)
                 last_yield = time.perf_counter()
 

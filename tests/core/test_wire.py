@@ -243,3 +243,54 @@ def test_a_batch_refused_for_our_rate_goes_back_open_and_rides_with_what_came_si
     assert ledger.snapshot().delivered == 30
     statuses = [(r["status"], len(r["run_ids"])) for r in service.requests() if r["path"] == "/runs/multipart"]
     assert statuses == [(429, 0), (202, 30)]
+
+
+def test_the_processor_holds_an_outage_sealed_and_delivers_it_once(service):
+    # End to end: spans keep coming while the service is down; what waits is sealed
+    # (a few hundred bytes a run at most, against ~1.5 KB as encoded runs), and all of
+    # it arrives once when the service is back.
+    from core.helpers import processor_provider
+
+    service.faults.update(outage=True, retry_after=None)
+    provider, processor = processor_provider(service.url, export_timeout_s=0.3, max_export_batch_size=100)
+    tracer = provider.get_tracer("outage")
+    names = []
+    for i in range(3000):
+        with tracer.start_as_current_span(f"held-{i}", attributes={"input.value": f"question {i}", "n": i}):
+            pass
+        names.append(f"held-{i}")
+        if i % 100 == 0:
+            time.sleep(0.005)
+    worker = processor._worker
+    deadline = time.monotonic() + 20
+    while (worker._queue or not worker._delivery.sealing) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    held = worker._delivery.bytes_held
+    assert not worker._queue and worker._delivery.sealing
+    assert 0 < held < 3000 * 300, held
+    service.faults.update(outage=False)
+    assert processor.force_flush(30_000)
+    stats = processor.stats()
+    assert stats.delivered == stats.created == 3000 and not stats.dropped
+    assert sorted(r["name"] for r in service.runs()) == sorted(names)
+    assert service.duplicate_posts() == {}
+    provider.shutdown()
+
+
+def test_a_slow_answer_past_the_export_timeout_is_waited_for_not_sent_twice(service):
+    # The service takes 0.8 s to answer (it stores first when it answers at all);
+    # the export timeout is 0.3 s. The worker's request, once sent, runs to its
+    # answer: cut off at 0.3 s it was sent again and every run stored twice.
+    from core.helpers import processor_provider
+
+    service.faults.update(rate_slow=1.0, slow_seconds=0.8)
+    provider, processor = processor_provider(service.url, export_timeout_s=0.3, compression="none")
+    tracer = provider.get_tracer("slow")
+    for i in range(20):
+        with tracer.start_as_current_span(f"slow-{i}"):
+            pass
+    time.sleep(2.5)  # the worker's own cycles send them (a flush would bring its longer deadline)
+    assert processor.force_flush(20_000)
+    assert len(service.runs()) == 20 and service.duplicate_posts() == {}
+    assert processor.stats().delivered == 20
+    provider.shutdown()
