@@ -55,7 +55,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 KEY = "sk-fleet-shared-key"
-BASELINE_REF = "cc1adbd"  # the last commit before adaptive batching
+BASELINE_REF = "143fd32"  # main as merged into this work: the last exporter before adaptive batching
 BEGIN, END = "<!-- fleet:begin -->", "<!-- fleet:end -->"
 # About what a GenAI span's input and output hold, so batches weigh something.
 PAYLOAD = "Summarize the quarterly report for the board in three sentences. " * 2

@@ -27,9 +27,11 @@ full batch never waits. Why these rules:
   rate together, and every probe past the limit is a 429. A fixed step per
   request would make a fleet that must send often (a short interval) probe
   much faster than one that sends rarely; its share of 429s grows as 1/interval.
-  Shrinking 10 ms per second keeps that share about the same for any fleet
-  (about 2 % against a fixed window: twice the 1 % per second). The cost: from
-  the 10 s bound back to 0.2 s takes about 16 minutes of accepted requests.
+  Shrinking 10 ms per second keeps that share about the same for any fleet:
+  about 2 % against a fixed window, by a fluid model (each 429 halves one
+  process's share, the fleet regains it at 0.01 s per second: 2 x 0.01). The
+  cost: from the 10 s bound back to 0.2 s takes about 16 minutes of accepted
+  requests.
 * Jitter, so processes refused together do not come back together: after a
   429 the wait is the Retry-After (at least half an interval) plus up to half
   an interval; while adapting, other waits are the interval +/-10 %. At
