@@ -232,7 +232,8 @@ def run_variant(name: str, src: str | None, a: argparse.Namespace, tmp: str) -> 
         "stats": [r["stats"] for r in results],
         "drain_s": sorted(r["drain_s"] for r in results),
         "warnings": warnings[:40],
-        "samples": {r["index"]: r["samples"] for r in results},
+        # Each process's stats every 0.5 s, kept only with --keep (they are most of the file).
+        **({"samples": {r["index"]: r["samples"] for r in results}} if a.keep else {}),
         **figures,
     }
 
