@@ -101,6 +101,11 @@ class Pacer:
         """True while the interval is longer than ``base_s``."""
         return self._interval > self.base_s
 
+    @property
+    def owes_wait(self) -> bool:
+        """True from a refusal until the next wait is taken: that wait covers its Retry-After."""
+        return self._owed is not None
+
     def on_throttled(self, retry_after_s: float | None) -> None:
         """The service refused a request (429), or said none is left; ``retry_after_s`` as it asked."""
         floor = max(0.0, retry_after_s or 0.0)

@@ -267,9 +267,10 @@ class Worker:
                         r.done.set()
                 else:
                     self._cycle(self._clock.now() + self._settings.export_timeout_s, paced=True, early=woken)
-                    # A full batch never waits for the interval, counting the runs a flush left waiting.
-                    delivery = self._delivery
-                    left = len(delivery) if self._pacer.adapting and not delivery.sealing else 0
+                    # A full batch never waits for the interval, counting the runs a flush left
+                    # waiting; not the runs just refused, which wait out their Retry-After.
+                    delivery, pacer = self._delivery, self._pacer
+                    left = len(delivery) if pacer.adapting and not pacer.owes_wait and not delivery.sealing else 0
                     self._wake_at = 2 * max(1, self._settings.max_export_batch_size - left)
             except Exception:  # noqa: BLE001 - the worker must survive any bug of ours
                 logger.exception("unexpected error in the export worker; continuing")

@@ -48,6 +48,15 @@ def test_retry_after_is_a_floor_for_the_interval_and_for_the_next_wait():
     assert 0.9 * 7.0 <= p.next_wait() <= 1.1 * 7.0
 
 
+def test_a_refusal_is_owed_until_the_next_wait_is_taken():
+    p, _ = pacer(seed=11)
+    assert not p.owes_wait
+    p.on_throttled(2.0)
+    assert p.owes_wait
+    p.next_wait()
+    assert not p.owes_wait
+
+
 def test_retry_after_beyond_the_bound_still_floors_the_wait_but_not_the_interval():
     p, _ = pacer(seed=3)
     p.on_throttled(25.0)
