@@ -256,7 +256,18 @@ def _pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def throughput(t: Tracing, wl: Workload, spans: int, sink: str) -> dict:
+def _waker(stop: threading.Event, lateness: list[float]) -> None:
+    """Another thread of the app: sleeps 1 ms, over and over; how late it wakes is what the pipeline costs it.
+
+    Started once the producers are done, while the pipeline delivers what they queued.
+    """
+    while not stop.is_set():
+        t0 = time.perf_counter()
+        time.sleep(0.001)
+        lateness.append(time.perf_counter() - t0 - 0.001)
+
+
+def throughput(t: Tracing, wl: Workload, spans: int, sink: str, waker: bool = False) -> dict:
     pool = variants(wl.payload)
     n = wl.spans_per_trace
     _warm_up(t, wl, pool, sink)
@@ -274,6 +285,9 @@ def throughput(t: Tracing, wl: Workload, spans: int, sink: str) -> dict:
         _trace_many(t, wl.shape, pool, 10 + sum(per_thread[:idx]), per_thread[idx], outs[idx])
 
     threads = [threading.Thread(target=producer, args=(i,), name=f"producer-{i}") for i in range(wl.threads)]
+    lateness: list[float] = []
+    stop_waker = threading.Event()
+    waker_thread = threading.Thread(target=_waker, args=(stop_waker, lateness), name="waker") if waker else None
     for th in threads:
         th.start()
     cpu0 = time.process_time()
@@ -283,6 +297,10 @@ def throughput(t: Tracing, wl: Workload, spans: int, sink: str) -> dict:
         th.join()
     produce_wall = time.perf_counter() - wall0
     produce_cpu = time.process_time() - cpu0
+    if waker_thread is not None:
+        # From here the exporter works flat out on what the producer queued, and
+        # another thread of the app (sleeping 1 ms at a time) wants the interpreter too.
+        waker_thread.start()
     if t.name != "floor":
         t.flush(120.0)
         got = _sink(sink, f"/_bench/wait?n={total}&timeout=120")
@@ -290,8 +308,20 @@ def throughput(t: Tracing, wl: Workload, spans: int, sink: str) -> dict:
         got = {"delivered": total}
     cpu = time.process_time() - cpu0
     wall = time.perf_counter() - wall0
+    stop_waker.set()
+    if waker_thread is not None:
+        waker_thread.join()
     per_span = [x for o in outs for x in o]
+    extra: dict = {}
+    if lateness:
+        extra = {
+            "waker_wakes": len(lateness),
+            "waker_late_p50_ms": statistics.median(lateness) * 1000,
+            "waker_late_p99_ms": _pct(lateness, 0.99) * 1000,
+            "waker_late_max_ms": max(lateness) * 1000,
+        }
     return {
+        **extra,
         "spans": total,
         "delivered": got["delivered"],
         "cpu_s": cpu,
@@ -409,12 +439,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cap-bytes", type=int, default=None, help="memory mode: our max_queue_bytes")
     p.add_argument("--settle", type=float, default=20.0, help="memory mode: longest wait for the pipeline after the burst")
     p.add_argument("--warmup", type=int, default=WARMUP_SPANS, help="spans traced and delivered before measuring")
+    p.add_argument("--waker", action="store_true", help="throughput mode: a thread sleeping 1 ms at a time records how late it wakes")
     a = p.parse_args(argv)
     WARMUP_SPANS = a.warmup
     wl = Workload.parse(a.workload)
     t = Tracing(a.contender, a.sink.rstrip("/"), a.mode, a.spans, a.cap_bytes)
     if a.mode == "throughput":
-        result = throughput(t, wl, a.spans, a.sink)
+        result = throughput(t, wl, a.spans, a.sink, waker=a.waker)
     elif a.mode == "latency":
         result = latency(t, wl, a.spans, a.sink, a.interval)
     else:

@@ -21,7 +21,7 @@ listening on http://127.0.0.1:1984):
 OTEL_TRACES_EXPORTER=runs selects this package's processor; the project
 (OTEL_EXPORTER_RUNS_PROJECT, default "default") names where the runs go, while
 OTEL_SERVICE_NAME only sets the resource's service.name (in each run's
-metadata, `otel_resource`). `otel-runs serve` without --api-key accepts any
+metadata, `otel_service_name`; the root run has the whole `otel_resource`). `otel-runs serve` without --api-key accepts any
 key; for the hosted service use your own (examples/hosted_service.md).
 """
 

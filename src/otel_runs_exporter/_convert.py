@@ -18,11 +18,13 @@ user recorded is lost.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Final, Mapping
 
+import orjson
 from opentelemetry.trace import SpanKind, StatusCode
 
 from ._fork import on_fork_in_child
@@ -306,36 +308,85 @@ def _add_otel_metadata(metadata: dict[str, Any], span: Any, ids: RunIds) -> None
             # The parent is remote or never seen: this run is a root, and says where it hung.
             metadata["otel_parent_trace_id"] = "%032x" % parent.trace_id
             metadata["otel_parent_is_remote"] = bool(parent.is_remote)
-    origin = _origin_metadata(span.instrumentation_scope, span.resource)
+    on_root, on_others = _origin_metadata(span.instrumentation_scope, span.resource)
+    origin = on_root if ids.parent_run_id is None else on_others
     if origin:
         metadata.update(origin)
 
 
-# (scope, resource) identities -> (scope, resource, their metadata). An app has a
-# handful of tracers and usually one resource, so every span of a provider hits.
-# The entry holds the objects themselves so their ids cannot be reused while cached.
-_origin_cache: dict[tuple[int, int], tuple[Any, Any, dict[str, Any]]] = {}
+# (scope, resource) identities -> (scope, resource, metadata of a root run, of the
+# other runs). An app has a handful of tracers and usually one resource, so every
+# span of a provider hits. The entry holds the objects themselves so their ids
+# cannot be reused while cached.
+_origin_cache: dict[tuple[int, int], tuple[Any, Any, dict[str, Any], dict[str, Any]]] = {}
 _ORIGIN_CACHE_MAX = 256
 
 
-def _origin_metadata(scope: Any, resource: Any) -> dict[str, Any]:
-    """The scope and resource entries of a run's metadata, built once per (scope, resource)."""
+def _origin_metadata(scope: Any, resource: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The scope and resource entries of a root run's metadata, and of the other runs',
+    built once per (scope, resource)."""
     key = (id(scope), id(resource))
     hit = _origin_cache.get(key)
     if hit is not None and hit[0] is scope and hit[1] is resource:
-        return hit[2]
-    built: dict[str, Any] = {}
+        return hit[2], hit[3]
+    on_root: dict[str, Any] = {}
     if scope is not None:
-        built["otel_scope_name"] = scope.name
+        on_root["otel_scope_name"] = scope.name
         if scope.version:
-            built["otel_scope_version"] = scope.version
+            on_root["otel_scope_version"] = scope.version
+    on_others = dict(on_root)
     if resource is not None and resource.attributes:
-        built["otel_resource"] = dict(resource.attributes)
+        root_form, short_form = _resource_forms(resource)
+        on_root.update(root_form)
+        on_others.update(short_form)
     if len(_origin_cache) >= _ORIGIN_CACHE_MAX:
         # Tracers made per request would grow this forever; starting over is cheap.
         _origin_cache.clear()
-    _origin_cache[key] = (scope, resource, built)
-    return built
+    _origin_cache[key] = (scope, resource, on_root, on_others)
+    return on_root, on_others
+
+
+_resource_cache: tuple[Any, dict[str, Any], dict[str, Any]] = (None, {}, {})
+
+
+def _resource_forms(resource: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The resource's metadata on a root run, and on the other runs of its trace.
+
+    A trace's runs come from one process, so the whole resource (``otel_resource``,
+    often ~200 bytes of SDK and host attributes) is sent on the root only; every
+    run carries ``service.name`` and a digest of the whole resource, which names
+    the root's resource when runs of several processes share a trace. Built once
+    per resource (all spans of a provider share one); the cache holds the
+    resource itself, so its identity cannot be reused while cached.
+
+    >>> from opentelemetry.sdk.resources import Resource
+    >>> root, other = _resource_forms(Resource({"service.name": "api", "host.name": "h1"}))
+    >>> sorted(root), sorted(other)
+    (['otel_resource', 'otel_resource_digest'], ['otel_resource_digest', 'otel_service_name'])
+    """
+    global _resource_cache
+    cached_resource, root_form, short_form = _resource_cache
+    if cached_resource is resource:
+        return root_form, short_form
+    attributes = dict(resource.attributes)
+    digest = resource_digest(attributes)
+    root_form = {"otel_resource": attributes, "otel_resource_digest": digest}
+    short_form = {"otel_resource_digest": digest}
+    service = attributes.get("service.name")
+    if service is not None:
+        short_form["otel_service_name"] = service
+    _resource_cache = (resource, root_form, short_form)
+    return root_form, short_form
+
+
+def resource_digest(attributes: Mapping[str, Any]) -> str:
+    """A short stable digest of resource attributes: the same in every process and run.
+
+    >>> resource_digest({"service.name": "api"}) == resource_digest({"service.name": "api"})
+    True
+    """
+    canonical = orjson.dumps(attributes, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=repr)
+    return hashlib.sha256(canonical).hexdigest()[:16]
 
 
 def _session(mapped: Mapped, opts: ConvertOptions) -> Mapping[str, str]:

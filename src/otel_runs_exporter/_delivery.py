@@ -6,6 +6,11 @@ encoded runs, asks it to send the next batch or replay the next spool file,
 and gets back an :class:`Outcome` saying what became of the runs, which the
 caller records in its :class:`~otel_runs_exporter._stats.Ledger`. Calls go one
 way: caller -> delivery -> transport.
+
+While the service cannot take runs (a batch came back to be retried), what
+waits is sealed (``_seal``): each batch held as its compressed request body,
+~80 bytes a small run instead of ~1.5 KB, and the byte cap counts those real
+bytes. New runs are sealed a batch at a time until a send succeeds again.
 """
 
 from __future__ import annotations
@@ -15,8 +20,12 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field
 
-from ._encode import EncodedRun
+from typing import Union
+
+from ._codec import memory_codec
+from ._encode import EncodedRun, new_boundary
 from ._logging import RateLimitedLog
+from ._seal import SealedBatch, seal
 from ._settings import Settings
 from ._spool import Spool
 from ._transport import SendResult, Transport
@@ -35,7 +44,9 @@ class Outcome:
     ``retry_later`` means runs were put back in the backlog (the deadline came,
     or ``interrupted``: the caller's wake event cut a backoff wait short).
     ``replayed`` and ``spool_dropped`` count runs (completing operations) on the
-    spool's side: delivered from, or lost in, spool files.
+    spool's side: delivered from, or lost in, spool files. ``throttled``: the
+    service told us to slow down meanwhile (a 429, or no request left in its
+    window), ``retry_after_s`` the wait it asked for; the worker's pacer reads both.
     """
 
     delivered: list[EncodedRun] = field(default_factory=list)
@@ -45,6 +56,13 @@ class Outcome:
     interrupted: bool = False
     replayed: int = 0
     spool_dropped: dict[str, int] = field(default_factory=dict)
+    # Sealed batches delivered whole: counted by their operations, never opened.
+    delivered_sealed: list[SealedBatch] = field(default_factory=list)
+    throttled: bool = False
+    retry_after_s: float | None = None
+
+
+_Held = Union[EncodedRun, SealedBatch]
 
 
 class Delivery:
@@ -60,9 +78,17 @@ class Delivery:
     def __init__(self, settings: Settings, transport: Transport) -> None:
         self._settings = settings
         self.transport = transport
-        self._backlog: deque[EncodedRun] = deque()
+        self._backlog: deque[_Held] = deque()
         self._bytes = 0
         self._lock = threading.Lock()  # add() may come from another thread than send_next()
+        self._codec = memory_codec()
+        self._boundary = new_boundary()
+        # Set when a batch comes back to be retried, cleared when one is delivered:
+        # while set, runs waiting at the back are sealed a batch at a time.
+        self._sealing = False
+        self._unsealed = 0  # EncodedRuns at the back of the backlog, after the last sealed batch
+        self._unsealed_bytes = 0
+        self._sealed_count = 0  # SealedBatches in the backlog
         self.spool = Spool(settings.spool_dir, settings.spool_max_bytes) if settings.spool_dir else None
         self._spool_may_have_files = self.spool is not None
 
@@ -74,16 +100,29 @@ class Delivery:
         """Encoded bytes waiting for delivery (read without the lock: an estimate is enough)."""
         return self._bytes
 
+    @property
+    def sealing(self) -> bool:
+        """True while the service is not taking runs (the last batch came back to be retried)."""
+        return self._sealing
+
     def add(self, run: EncodedRun) -> bool:
         """Queue one encoded run; False (and one rate-limited warning) past the byte cap."""
         cap = self._settings.max_queue_bytes
         with self._lock:
-            if self._bytes + run.size > cap:
+            # Past the cap, sealing what waits may make room (a slow service, not only a down one).
+            if self._bytes + run.size > cap and not self._seal_tail(cap - run.size):
                 full = True
             else:
                 self._backlog.append(run)
                 self._bytes += run.size
+                self._unsealed += 1
+                self._unsealed_bytes += run.size
                 full = False
+                if self._sealing and (
+                    self._unsealed >= self._settings.max_export_batch_size
+                    or self._unsealed_bytes >= self._settings.max_batch_bytes
+                ):
+                    self._seal_tail(0)
         if full:
             _rl.warning(
                 "queue_bytes_full",
@@ -92,21 +131,51 @@ class Delivery:
             )
         return not full
 
-    def send_next(self, deadline: float) -> Outcome | None:
-        """Send one batch before ``deadline``; None when the backlog is empty."""
+    def send_next(self, deadline: float, *, paced: bool = False) -> Outcome | None:
+        """Send one batch before ``deadline``; None when the backlog is empty.
+
+        ``paced``: a 429 puts the batch straight back (``throttled`` in the
+        outcome) for the caller to come back later with a larger one.
+        """
         batch = self._take_batch()
-        if not batch:
+        if batch is None:
             return None
-        result = self.transport.send(batch, deadline)
+        if isinstance(batch, SealedBatch):
+            result = self.transport.send_sealed(batch, deadline, paced=paced)
+        else:
+            result = self.transport.send(batch, deadline, paced=paced)
         outcome = _outcome(result)
-        if result.retry:
+        if result.delivered or result.delivered_sealed is not None:
+            self._sealing = False
+        if result.retry_sealed is not None:
+            self._sealing = True
+            self._put_back_sealed(result.retry_sealed)
+            outcome.retry_later = True
+        if result.retry and paced and result.throttled:
+            # Refused for our rate, not because the service is down: back as runs, neither
+            # sealed nor spooled, so the next request carries them with what came since.
+            self._put_back_open(result.retry)
+            outcome.retry_later = True
+        elif result.retry:
             if self.spool is not None and not result.interrupted and self._to_spool(result.retry):
                 outcome.spooled = result.retry
             else:
+                self._sealing = True
                 self._put_back(result.retry)
                 outcome.retry_later = True
         self._take_spool_losses(outcome)
         return outcome
+
+    def full_batch_ready(self) -> bool:
+        """Whether the next batch is as large as batches get (a sealed one is sent whole)."""
+        with self._lock:
+            if not self._backlog:
+                return False
+            return (
+                isinstance(self._backlog[0], SealedBatch)
+                or len(self._backlog) >= self._settings.max_export_batch_size
+                or self._bytes >= self._settings.max_batch_bytes
+            )
 
     def replay_next(self, deadline: float) -> Outcome | None:
         """Send the oldest spool file; None when there is none (or no spool)."""
@@ -122,7 +191,11 @@ class Delivery:
         path, runs = claimed
         result = self.transport.send(runs, deadline)
         # These runs left memory when they were spooled: their fate is counted on the spool's side.
-        outcome = Outcome(replayed=sum(1 for r in result.delivered if r.completes))
+        outcome = Outcome(
+            replayed=sum(1 for r in result.delivered if r.completes),
+            throttled=result.throttled,
+            retry_after_s=result.retry_after_s,
+        )
         for reason, dropped in result.dropped.items():
             outcome.spool_dropped[reason] = sum(1 for r in dropped if r.completes)
         if result.retry:
@@ -139,10 +212,7 @@ class Delivery:
         outcome = Outcome()
         if self.spool is None:
             return outcome
-        with self._lock:
-            runs = list(self._backlog)
-            self._backlog.clear()
-            self._bytes = 0
+        runs = self.take_all()
         if runs:
             if self._to_spool(runs):
                 outcome.spooled = runs
@@ -153,16 +223,24 @@ class Delivery:
                     self.spool.dir,
                 )
             else:
-                self._put_back(runs)
+                with self._lock:  # the disk refused: they stay, as they were, within the cap
+                    for run in runs:
+                        self._backlog.append(run)
+                        self._bytes += run.size
+                    self._unsealed += len(runs)
+                    self._unsealed_bytes += sum(r.size for r in runs)
         self._take_spool_losses(outcome)
         return outcome
 
     def take_all(self) -> list[EncodedRun]:
-        """Empty the backlog and return what it held (at shutdown, to count what is given up)."""
+        """Empty the backlog and return what it held, sealed batches opened (at shutdown)."""
         with self._lock:
-            runs = list(self._backlog)
+            held = list(self._backlog)
             self._backlog.clear()
-            self._bytes = 0
+            self._bytes = self._unsealed = self._unsealed_bytes = self._sealed_count = 0
+        runs: list[EncodedRun] = []
+        for item in held:
+            runs.extend(item.open() if isinstance(item, SealedBatch) else (item,))
         return runs
 
     def close(self) -> None:
@@ -170,28 +248,82 @@ class Delivery:
 
     # --- internals -----------------------------------------------------------------
 
-    def _take_batch(self) -> list[EncodedRun]:
+    def _take_batch(self) -> list[EncodedRun] | SealedBatch | None:
+        """The next batch: a sealed one whole, else runs up to the batch limits (never past a sealed one)."""
         batch: list[EncodedRun] = []
         size = 0
         max_items = self._settings.max_export_batch_size
         max_bytes = self._settings.max_batch_bytes
         with self._lock:
             backlog = self._backlog
+            if backlog and isinstance(backlog[0], SealedBatch):
+                sealed = backlog.popleft()
+                self._bytes -= sealed.size
+                self._sealed_count -= 1
+                return sealed
             while backlog and len(batch) < max_items:
                 run = backlog[0]
-                if batch and size + run.size > max_bytes:
+                if isinstance(run, SealedBatch) or (batch and size + run.size > max_bytes):
                     break
                 backlog.popleft()
                 batch.append(run)
                 size += run.size
             self._bytes -= size
-        return batch
+            if not self._sealed_count:
+                self._unsealed = len(backlog)
+                self._unsealed_bytes = self._bytes
+        return batch or None
 
     def _put_back(self, runs: list[EncodedRun]) -> None:
+        """Runs to retry go back to the front, sealed: they wait for a service that is down."""
+        if not runs:
+            return
+        sealed = seal(runs, self._boundary, self._codec)
+        self._put_back_sealed(sealed)
+
+    def _put_back_open(self, runs: list[EncodedRun]) -> None:
         with self._lock:
             for run in reversed(runs):
                 self._backlog.appendleft(run)
                 self._bytes += run.size
+            if not self._sealed_count:
+                self._unsealed += len(runs)
+                self._unsealed_bytes += sum(r.size for r in runs)
+
+    def _put_back_sealed(self, sealed: SealedBatch) -> None:
+        with self._lock:
+            self._backlog.appendleft(sealed)
+            self._bytes += sealed.size
+            self._sealed_count += 1
+
+    def _seal_tail(self, room_for: int) -> bool:
+        """Seal the runs at the back of the backlog, a batch at a time (under the lock).
+
+        True when the backlog then holds at most ``room_for`` bytes (always, with 0).
+        """
+        n = self._unsealed
+        if n:
+            backlog = self._backlog
+            runs = [backlog.pop() for _ in range(n)]  # type: ignore[misc]  # all EncodedRuns: the unsealed tail
+            runs.reverse()
+            max_items = self._settings.max_export_batch_size
+            max_bytes = self._settings.max_batch_bytes
+            start = size = 0
+            for i, run in enumerate(runs):
+                if i > start and (i - start >= max_items or size + run.size > max_bytes):
+                    self._append_sealed(runs[start:i])
+                    start, size = i, 0
+                size += run.size
+            self._append_sealed(runs[start:])
+            self._bytes -= self._unsealed_bytes
+            self._unsealed = self._unsealed_bytes = 0
+        return room_for <= 0 or self._bytes <= room_for
+
+    def _append_sealed(self, runs: list[EncodedRun]) -> None:
+        sealed = seal(runs, self._boundary, self._codec)
+        self._backlog.append(sealed)
+        self._bytes += sealed.size
+        self._sealed_count += 1
 
     def _to_spool(self, runs: list[EncodedRun]) -> bool:
         assert self.spool is not None
@@ -213,4 +345,12 @@ class Delivery:
 
 
 def _outcome(result: SendResult) -> Outcome:
-    return Outcome(delivered=result.delivered, dropped=result.dropped, interrupted=result.interrupted)
+    sealed = [result.delivered_sealed] if result.delivered_sealed is not None else []
+    return Outcome(
+        delivered=result.delivered,
+        dropped=result.dropped,
+        interrupted=result.interrupted,
+        delivered_sealed=sealed,
+        throttled=result.throttled,
+        retry_after_s=result.retry_after_s,
+    )

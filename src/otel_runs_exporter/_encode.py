@@ -199,7 +199,8 @@ def encode_run(op: str, run: dict[str, Any], max_value_chars: int = 0, completes
     """Serialize a run dict into multipart parts.
 
     ``inputs``, ``outputs`` and ``events`` go to their own parts, sent only when
-    present; everything else forms the main part. The dict is not modified.
+    present and not empty; everything else forms the main part. The dict is not
+    modified.
     """
     run_id = str(run["id"])
     separate = [key for key in _SEPARATE if key in run]
@@ -215,7 +216,9 @@ def encode_run(op: str, run: dict[str, Any], max_value_chars: int = 0, completes
     parts = [(prefix, dumps(main, max_value_chars, _IDENTITY))]
     for key in separate:
         value = run[key]
-        if value is not None:
+        # Empty is absent (spec 4.4: "sent only when present"): an empty ``{}`` part
+        # and its headers cost more bytes than a small run's whole main part.
+        if value:
             parts.append((f"{prefix}.{key}", dumps(value, max_value_chars)))
     return encoded(op, run_id, parts, str(run.get("dotted_order") or ""), completes)
 

@@ -219,9 +219,10 @@ _DECLS: dict[str, _Decl] = {
     ),
     "compression": _Decl(
         (ev.OTEL_EXPORTER_RUNS_COMPRESSION,),
-        "none",
-        _choice("none", "gzip", "zstd"),
-        "Request body compression; zstd needs the [zstd] extra.",
+        "auto",
+        _choice("auto", "none", "gzip", "zstd"),
+        "Request body compression. auto: zstd when the zstandard package is installed (the [zstd] "
+        "extra) and the service's /info offers it, else none; gzip only when chosen.",
     ),
     "id_scheme": _Decl(
         (ev.OTEL_EXPORTER_RUNS_ID_SCHEME,),
@@ -235,6 +236,14 @@ _DECLS: dict[str, _Decl] = {
         0.2,
         _millis_to_seconds,
         "Milliseconds between flushes (OTel's variable; our default is 200 ms so runs show quickly).",
+    ),
+    "max_schedule_delay_s": _Decl(
+        (ev.OTEL_EXPORTER_RUNS_MAX_SCHEDULE_DELAY,),
+        10.0,
+        _millis_to_seconds,
+        "Milliseconds, like OTEL_BSP_SCHEDULE_DELAY: the longest the time between flushes grows to "
+        "while the service answers 429 (fewer, larger requests under a rate limit shared with other "
+        "processes). At or below the schedule delay it never grows.",
     ),
     "max_queue_size": _Decl(
         (ev.OTEL_BSP_MAX_QUEUE_SIZE,),
@@ -263,7 +272,7 @@ _DECLS: dict[str, _Decl] = {
     ),
     "max_queue_bytes": _Decl(
         (ev.OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES,),
-        256 * MiB,
+        128 * MiB,
         _positive_int,
         "Most bytes held for delivery (including during an outage): spans waiting to be converted, "
         "at an estimated size, plus encoded runs; past it the newest are dropped.",
@@ -385,6 +394,7 @@ class Settings:
     compression: str
     id_scheme: str
     schedule_delay_s: float
+    max_schedule_delay_s: float
     max_queue_size: int
     max_export_batch_size: int
     export_timeout_s: float

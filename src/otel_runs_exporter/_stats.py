@@ -44,9 +44,12 @@ class ExporterStats:
     ``created == delivered + dropped_total + spooled + queued`` always.
 
     ``sent`` counts operations delivered (an early post and its patch are two);
-    ``requests``, ``retried`` and ``failed`` count HTTP requests. ``held`` and
-    ``orphaned`` are the exporter path's spans waiting for their parents and
-    spans sent as roots because their parents never came.
+    ``requests``, ``retried`` and ``failed`` count HTTP requests, ``throttled``
+    those the service answered 429. ``held`` and ``orphaned`` are the exporter
+    path's spans waiting for their parents and spans sent as roots because their
+    parents never came. ``interval_s`` is the processor's current time between
+    flushes: ``schedule_delay_s``, longer while it adapts to 429s (``_pacing``);
+    None on the exporter path, where the SDK's batch processor keeps the time.
     """
 
     created: int = 0
@@ -60,8 +63,10 @@ class ExporterStats:
     requests: int = 0
     retried: int = 0
     failed: int = 0
+    throttled: int = 0
     held: int = 0
     orphaned: int = 0
+    interval_s: float | None = None
 
     @property
     def dropped_total(self) -> int:
@@ -79,11 +84,12 @@ class ExporterStats:
 
 @dataclass
 class RequestCounts:
-    """HTTP requests made, retried and failed; kept by the HTTP client, read by :class:`Ledger`."""
+    """HTTP requests made, retried, failed and refused with 429; kept by the HTTP client, read by :class:`Ledger`."""
 
     requests: int = 0
     retried: int = 0
     failed: int = 0
+    throttled: int = 0
 
 
 class Ledger:
@@ -150,11 +156,11 @@ class Ledger:
 
     def record(self, outcome: "Outcome") -> None:
         """Apply what one delivery step reports; only completing operations move runs."""
-        delivered = _completing(outcome.delivered)
+        delivered = _completing(outcome.delivered) + sum(b.completing for b in outcome.delivered_sealed)
         spooled = _completing(outcome.spooled)
         dropped = {reason: _completing(runs) for reason, runs in outcome.dropped.items()}
         with self._lock:
-            self._sent += len(outcome.delivered)
+            self._sent += len(outcome.delivered) + sum(b.ops for b in outcome.delivered_sealed)
             self._delivered += delivered
             self._spooled += spooled
             if self._gave_up is None:
@@ -185,7 +191,9 @@ class Ledger:
         with self._lock:
             return sum(self._dropped.values()) + self._spooled
 
-    def snapshot(self, requests: RequestCounts | None = None, held: int = 0) -> ExporterStats:
+    def snapshot(
+        self, requests: RequestCounts | None = None, held: int = 0, interval_s: float | None = None
+    ) -> ExporterStats:
         """The one place an :class:`ExporterStats` is built."""
         r = requests or RequestCounts()
         with self._lock:
@@ -201,8 +209,10 @@ class Ledger:
                 requests=r.requests,
                 retried=r.retried,
                 failed=r.failed,
+                throttled=r.throttled,
                 held=held,
                 orphaned=self._orphaned,
+                interval_s=interval_s,
             )
 
 

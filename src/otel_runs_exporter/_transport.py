@@ -8,6 +8,9 @@ What each answer does (the retry matrix, pinned by ``tests/test_transport.py``):
 connection error,       deadline; 429's Retry-After is honoured (and 429 backs off
 timeout                 even without it). At the deadline the runs are handed
                         back to be kept and retried on a later flush.
+429 on a paced send     handed back at once, for the worker's pacer (``_pacing``)
+                        to send fewer, larger requests; Retry-After stays the
+                        floor of the next request
 413                     the batch is split in halves, each sent on its own; a
                         single run that is still too large is dropped (too_large)
 400, 422                the batch is bisected to find the runs the service
@@ -25,6 +28,12 @@ other 4xx               dropped (http_<status>)
 
 Our own requests are never traced: instrumentation is suppressed while we send.
 
+Besides the status, what an answer says about our request rate is noted for a
+caller that paces itself (``SendResult.throttled``): a 429 with its
+Retry-After, and a successful answer whose rate-limit headers say no request is
+left in the window (see :func:`quota_left` for the headers read; the interface
+names none, so the 429 alone must be, and is, enough).
+
 :class:`HttpClient` is the one retry loop (backoff, jitter, Retry-After,
 deadline, interruption, same-origin redirects). :class:`Transport` builds run
 requests on it; the API clients (``otel_runs_exporter.api``) use it too.
@@ -32,21 +41,25 @@ requests on it; the API clients (``otel_runs_exporter.api``) use it too.
 
 from __future__ import annotations
 
-import gzip
 import logging
 import math
 import random
+import re
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 from urllib.parse import urljoin, urlsplit
 
+import orjson
 import requests
 from opentelemetry import context as otel_context
 
 from ._clock import SYSTEM_CLOCK, Clock
+from ._codec import Codec, codec, zstd_available
 from ._encode import EncodedRun, basic_body, multipart_body, new_boundary
+from ._seal import SealedBatch
 from ._logging import RateLimitedLog
 from ._settings import US_ENDPOINT, Settings
 from ._stats import RequestCounts
@@ -59,6 +72,7 @@ __all__ = [
     "Transport",
     "USER_AGENT",
     "new_session",
+    "quota_left",
     "read_bounded",
     "retry_after_seconds",
 ]
@@ -94,6 +108,13 @@ class SendResult:
     # True when the retry runs were handed back because the caller woke us, not
     # because the retry budget ran out (only the latter sends them to the spool).
     interrupted: bool = False
+    # A sealed batch (see ``send_sealed``) delivered whole, or handed back whole.
+    delivered_sealed: SealedBatch | None = None
+    retry_sealed: SealedBatch | None = None
+    # The service told us to slow down during this send (a 429, or no request left in the
+    # window), and the wait it asked for, as honoured; for the worker's pacer.
+    throttled: bool = False
+    retry_after_s: float | None = None
 
     def drop(self, reason: str, runs: Sequence[EncodedRun]) -> None:
         self.dropped.setdefault(reason, []).extend(runs)
@@ -139,9 +160,16 @@ class HttpClient:
         wake: threading.Event | None = None,
         clock: Clock = SYSTEM_CLOCK,
         max_wait_s: float | None = None,
+        finish_in_flight: bool = False,
     ) -> None:
         """``max_wait_s`` caps one wait, Retry-After included: a service asking for hours
-        is honoured up to that, and the caller's runs wait for a later cycle meanwhile."""
+        is honoured up to that, and the caller's runs wait for a later cycle meanwhile.
+
+        The deadline bounds when a request may start. By default a request is also cut
+        off at the deadline; with ``finish_in_flight`` (a background sender nobody
+        waits on) a request once sent may take its whole ``timeout_s`` to be answered:
+        cut off, a request the service was still storing would be sent again, and
+        its runs stored twice."""
         self.session = session
         # requests lets REQUESTS_CA_BUNDLE override a session's CA bundle; a bundle
         # the user configured for this exporter must win, so it goes on each request.
@@ -154,7 +182,12 @@ class HttpClient:
         self._attempt = 0
         self._not_before = 0.0
         self._max_wait_s = max_wait_s
+        self._finish_in_flight = finish_in_flight
         self.counts = RequestCounts()
+        # For a caller that paces itself: how many answers told us to slow down (429s, and
+        # answers saying no request is left), and the wait the last one asked for, capped.
+        self.slow_downs = 0
+        self.slow_down_wait_s: float | None = None
 
     def reset_backoff(self) -> None:
         self._attempt = 0
@@ -171,6 +204,7 @@ class HttpClient:
         params: dict[str, Any] | None = None,
         retry: bool = True,
         stream: bool = False,
+        paced: bool = False,
     ) -> requests.Response:
         """Send one request, retrying what is worth retrying until ``deadline``.
 
@@ -180,7 +214,9 @@ class HttpClient:
         as it is, and a connection error raises :class:`RetryLater` at once.
         With ``stream=True`` the body is left unread for the caller (see
         :meth:`request_bounded`); the bodies of retried answers are then read
-        only up to a small bound.
+        only up to a small bound. With ``paced=True`` a 429 raises
+        :class:`RetryLater` at once, its Retry-After kept as the earliest time
+        of the next request: the caller's pacer decides when to come back.
         """
         url = self.base + path
         counts = self.counts
@@ -192,7 +228,9 @@ class HttpClient:
             retry_after: float | None = None
             last: requests.Response | None = None
             try:
-                resp = self._follow(method, url, body, headers or {}, params, min(self._timeout_s, remaining), stream)
+                bounded = min(self._timeout_s, remaining)
+                timeout: Any = (bounded, self._timeout_s) if self._finish_in_flight else bounded
+                resp = self._follow(method, url, body, headers or {}, params, timeout, stream)
                 counts.requests += 1
             except requests.RequestException as exc:
                 counts.requests += 1
@@ -201,16 +239,30 @@ class HttpClient:
                     counts.failed += 1
                     raise RetryLater() from None
             else:
-                if resp.status_code not in _RETRYABLE or not retry:
-                    if resp.status_code < 400:
+                status = resp.status_code
+                if status == 429:
+                    counts.throttled += 1
+                if status not in _RETRYABLE or not retry:
+                    if status < 400:
                         self.reset_backoff()
+                        left, reset = quota_left(resp.headers)
+                        if left == 0:
+                            self._slow_down(reset)
                     else:
                         counts.failed += 1
                     return resp
                 retry_after = retry_after_seconds(resp)
-                _rl.warning("status_%d" % resp.status_code, "the service answered %d; retrying", resp.status_code)
                 _let_go(resp, stream)
                 last = resp
+                if status == 429:
+                    self._slow_down(retry_after)
+                    if paced:
+                        # Not a retry here: the pacer sends again later, with a larger batch.
+                        counts.failed += 1
+                        counts.retried += 1
+                        self._not_before = self._clock.now() + self._capped(retry_after or 0.0)
+                        raise RetryLater(resp)
+                _rl.warning("status_%d" % status, "the service answered %d; retrying", status)
             counts.failed += 1
             counts.retried += 1  # now, or on a later call if the wait passes the deadline
             delay = self._backoff(retry_after)
@@ -229,6 +281,13 @@ class HttpClient:
         body, whole = read_bounded(resp)
         return Answer(resp.status_code, resp.headers, body, truncated=not whole)
 
+    def _capped(self, wait: float) -> float:
+        return wait if self._max_wait_s is None else min(wait, self._max_wait_s)
+
+    def _slow_down(self, wait: float | None) -> None:
+        self.slow_downs += 1
+        self.slow_down_wait_s = self._capped(wait) if wait is not None else None
+
     def _backoff(self, retry_after: float | None) -> float:
         # Exponential with "equal jitter": never less than half the step, so a
         # crowd of clients spreads out without any of them hammering.
@@ -237,9 +296,7 @@ class HttpClient:
         delay = step / 2 + random.uniform(0, step / 2)
         if retry_after is not None:
             delay = max(delay, retry_after)
-        if self._max_wait_s is not None:
-            delay = min(delay, self._max_wait_s)
-        return delay
+        return self._capped(delay)
 
     def _wait_until(self, when: float, deadline: float) -> None:
         while True:
@@ -258,7 +315,7 @@ class HttpClient:
         body: bytes | None,
         headers: dict[str, str],
         params: dict[str, Any] | None,
-        timeout: float,
+        timeout: Any,
         stream: bool = False,
     ) -> requests.Response:
         """One request; redirects followed only within our own origin."""
@@ -306,6 +363,7 @@ class Transport:
         wake: threading.Event | None = None,
         clock: Clock = SYSTEM_CLOCK,
         session: requests.Session | None = None,
+        finish_in_flight: bool = False,
     ) -> None:
         self._settings = settings
         self._wake = wake or threading.Event()
@@ -317,6 +375,7 @@ class Transport:
             wake=self._wake,
             clock=clock,
             max_wait_s=settings.export_timeout_s,
+            finish_in_flight=finish_in_flight,
         )
         self._base = self._http.base
         self._boundary = new_boundary()
@@ -324,7 +383,18 @@ class Transport:
         self._auth_failed = False
         self._fallback_untold = 0  # the status that made us fall back to basic, until that is logged
         self._lock = threading.Lock()  # one send at a time: the backoff state is shared
-        self._compress = _compressor(settings.compression)
+        self._paced = False  # whether the send in progress is paced (set under the lock)
+        # The wire's Content-Encoding. "auto" asks /info first (see _decide_codec).
+        self._codec: Codec | None = None
+        self._codec_decided = settings.compression != "auto"
+        self._next_probe = 0.0
+        if settings.compression in ("gzip", "zstd"):
+            self._codec = codec(settings.compression)
+            if self._codec is None:
+                logger.warning(
+                    "zstd compression needs the zstandard package (pip install 'otel-runs-exporter[zstd]'); "
+                    "sending uncompressed"
+                )
 
     @property
     def counts(self) -> RequestCounts:
@@ -338,24 +408,34 @@ class Transport:
     def mode(self) -> str:
         return "basic" if self._basic else "multipart"
 
+    @property
+    def wire_codec(self) -> str:
+        """The Content-Encoding runs are sent with (``none`` while "auto" has not asked /info yet)."""
+        return self._codec.name if self._codec is not None else "none"
+
     def close(self) -> None:
         self._http.session.close()
 
     # --- the public entry point ------------------------------------------------
 
-    def send(self, runs: Sequence[EncodedRun], deadline: float) -> SendResult:
-        """Deliver ``runs`` before ``deadline`` (a ``clock()`` value); never raises."""
+    def send(self, runs: Sequence[EncodedRun], deadline: float, *, paced: bool = False) -> SendResult:
+        """Deliver ``runs`` before ``deadline`` (a ``clock()`` value); never raises.
+
+        ``paced``: a 429 hands the runs back at once instead of waiting to retry
+        them (the caller paces itself; see ``_pacing``).
+        """
         result = SendResult()
         if not runs:
             return result
         token = otel_context.attach(suppressed_context())
         try:
-            with self._lock:
+            with self._lock, self._noting_rate(paced, result):
                 if self._auth_failed:
                     result.drop("unauthorized", runs)
                 elif self._basic:
                     self._send_basic(list(runs), deadline, result)
                 else:
+                    self._decide_codec(deadline)
                     self._send_multipart(list(runs), deadline, result)
         except Exception:  # noqa: BLE001 - a bug of ours must not lose the batch or reach the app
             logger.exception("unexpected error while sending %d runs; they will be retried", len(runs))
@@ -364,6 +444,100 @@ class Transport:
         finally:
             otel_context.detach(token)
         return result
+
+    def send_sealed(self, batch: SealedBatch, deadline: float, *, paced: bool = False) -> SendResult:
+        """Deliver a sealed batch before ``deadline``; never raises.
+
+        Sent as it is (decompressed first only when the wire's encoding is
+        another); delivered or handed back whole. Any other answer opens the
+        batch into its runs and judges them as :meth:`send` would, without
+        sending it again (413 splits, 422 bisects, 404/405 falls back).
+        ``paced`` as for :meth:`send`.
+        """
+        result = SendResult()
+        token = otel_context.attach(suppressed_context())
+        try:
+            with self._lock, self._noting_rate(paced, result):
+                if self._auth_failed:
+                    result.drop("unauthorized", batch.open())
+                elif self._basic:
+                    self._send_basic(batch.open(), deadline, result)
+                else:
+                    self._decide_codec(deadline)
+                    self._send_sealed(batch, deadline, result)
+        except Exception:  # noqa: BLE001 - a bug of ours must not lose the batch or reach the app
+            logger.exception("unexpected error while sending %d sealed runs; they will be retried", batch.ops)
+            if result.delivered or result.dropped or result.delivered_sealed is not None:
+                # Opened and partly judged: what is left goes back as runs.
+                done = {r.run_id + r.op for r in result.delivered} | {
+                    r.run_id + r.op for rs in result.dropped.values() for r in rs
+                }
+                result.retry = [r for r in batch.open() if r.run_id + r.op not in done]
+            else:
+                result.retry_sealed = batch
+        finally:
+            otel_context.detach(token)
+        return result
+
+    def _send_sealed(self, batch: SealedBatch, deadline: float, result: SendResult) -> None:
+        wire = self._codec
+        headers = {"Content-Type": batch.content_type}
+        if wire is not None and wire.name == batch.codec.name:
+            body = batch.data
+            headers["Content-Encoding"] = wire.name
+        else:
+            body = batch.body()
+            if wire is not None:
+                body = wire.compress(body)
+                headers["Content-Encoding"] = wire.name
+        try:
+            resp = self._http.request_bounded(
+                "POST", "/runs/multipart", deadline, body=body, headers=headers, paced=self._paced
+            )
+        except RetryLater as later:
+            result.retry_sealed = batch
+            result.interrupted |= later.interrupted
+            return
+        if 200 <= resp.status_code < 300:
+            result.delivered_sealed = batch
+        else:
+            self._judge_multipart(resp, batch.open(), deadline, result)
+
+    # --- the wire's encoding -----------------------------------------------------
+
+    _PROBE_EVERY_S = 60.0  # while /info cannot be read (the service is down), ask again this often
+    _PROBE_TIMEOUT_S = 3.0
+
+    def _decide_codec(self, deadline: float) -> None:
+        """compression=auto: zstd when ``zstandard`` is installed and ``GET /info`` says
+        ``instance_flags.zstd_compression_enabled`` (as the service's own SDK decides);
+        otherwise none. /info has no flag for gzip, so gzip only when configured.
+        Until /info has answered, runs go uncompressed."""
+        if self._codec_decided or self._clock.now() < self._next_probe:
+            return
+        if not zstd_available():
+            self._codec_decided = True
+            return
+        self._next_probe = self._clock.now() + self._PROBE_EVERY_S
+        try:
+            resp = self._http.request_bounded(
+                "GET", "/info", min(deadline, self._clock.now() + self._PROBE_TIMEOUT_S), retry=False
+            )
+        except RetryLater:
+            return  # unreachable for now: ask again later
+        if resp.status_code in _RETRYABLE:
+            return
+        self._codec_decided = True
+        flags: Any = None
+        if 200 <= resp.status_code < 300:
+            try:
+                info = orjson.loads(resp.body)
+            except orjson.JSONDecodeError:
+                info = None
+            flags = info.get("instance_flags") if isinstance(info, dict) else None
+        if isinstance(flags, dict) and flags.get("zstd_compression_enabled") is True:
+            self._codec = codec("zstd")
+            logger.debug("the service takes zstd (/info); compressing request bodies with it")
 
     # --- multipart -------------------------------------------------------------
 
@@ -375,9 +549,18 @@ class Transport:
             result.retry.extend(runs)
             result.interrupted |= later.interrupted
             return
+        self._judge_multipart(resp, runs, deadline, result)
+
+    def _judge_multipart(self, resp: "Answer", runs: list[EncodedRun], deadline: float, result: SendResult) -> None:
+        """What the answer to a multipart request of ``runs`` does with them (the matrix above)."""
         status = resp.status_code
         if 200 <= status < 300:
             result.delivered.extend(runs)
+        elif status == 415 and self._codec is not None and self._settings.compression == "auto":
+            # The service advertised an encoding it then refused: stop compressing, send again.
+            logger.warning("the service refused %s request bodies (415); sending them uncompressed", self._codec.name)
+            self._codec = None
+            self._send_multipart(runs, deadline, result)
         elif status == 413:
             if len(runs) == 1:
                 _rl.warning("too_large", "run %s is too large for the service (413); dropped", runs[0].run_id)
@@ -487,11 +670,26 @@ class Transport:
 
     def _request(self, method: str, path: str, body: bytes, content_type: str, deadline: float) -> "Answer":
         headers = {"Content-Type": content_type}
-        if self._compress is not None:
-            encoding, compress = self._compress
-            body = compress(body)
-            headers["Content-Encoding"] = encoding
-        return self._http.request_bounded(method, path, deadline, body=body, headers=headers)
+        wire = self._codec
+        if wire is not None:
+            body = wire.compress(body)
+            headers["Content-Encoding"] = wire.name
+        return self._http.request_bounded(method, path, deadline, body=body, headers=headers, paced=self._paced)
+
+    @contextmanager
+    def _noting_rate(self, paced: bool, result: SendResult) -> Iterator[None]:
+        """For one send (under the lock): its requests are paced or not, and what the
+        service said about our rate meanwhile goes into ``result``."""
+        http = self._http
+        before = http.slow_downs
+        self._paced = paced
+        try:
+            yield
+        finally:
+            self._paced = False
+            if http.slow_downs > before:
+                result.throttled = True
+                result.retry_after_s = http.slow_down_wait_s
 
 
 def _origin(url: str) -> str:
@@ -516,6 +714,57 @@ def retry_after_seconds(resp: requests.Response) -> float | None:
         except (TypeError, ValueError):
             return None
         return max(0.0, when.timestamp() - time.time())
+
+
+_RATELIMIT_PARAM = re.compile(r";\s*([rt])\s*=\s*([0-9]+)")
+_UNIX_TIME = 1e9  # an X-RateLimit-Reset above this is a date (seconds since 1970), not a delay
+
+
+def quota_left(headers: Any) -> tuple[int | None, float | None]:
+    """Requests left in the rate-limit window, and seconds until it resets, from an answer's headers.
+
+    The interface names no rate-limit headers, so these are the ones services
+    commonly send, read in this order, first found wins:
+    ``RateLimit: "policy";r=<left>;t=<seconds>`` (IETF draft
+    ``draft-ietf-httpapi-ratelimit-headers``, 07 and later; of several policies,
+    the one with the fewest left), ``RateLimit-Remaining`` and ``RateLimit-Reset``
+    (its earlier drafts, seconds), ``X-RateLimit-Remaining`` and
+    ``X-RateLimit-Reset`` (common practice; a reset above 10^9 is a Unix time).
+    ``(None, None)`` when there are none or they do not parse.
+
+    >>> quota_left({"RateLimit": '"multipart";r=0;t=4'})
+    (0, 4.0)
+    >>> quota_left({"X-RateLimit-Remaining": "12"})
+    (12, None)
+    """
+    structured = headers.get("RateLimit")
+    if structured:
+        best: tuple[int, float | None] | None = None
+        for member in structured.split(","):
+            params = dict(_RATELIMIT_PARAM.findall(member))
+            if "r" in params and (best is None or int(params["r"]) < best[0]):
+                best = (int(params["r"]), float(params["t"]) if "t" in params else None)
+        if best is not None:
+            return best
+    for prefix in ("RateLimit-", "X-RateLimit-"):
+        raw = headers.get(prefix + "Remaining")
+        if raw is None:
+            continue
+        try:
+            left = int(str(raw).strip())
+        except ValueError:
+            return None, None
+        reset: float | None = None
+        try:
+            reset = float(str(headers.get(prefix + "Reset", "")).strip())
+        except ValueError:
+            pass
+        if reset is not None and not math.isfinite(reset):
+            reset = None
+        if reset is not None and reset > _UNIX_TIME:
+            reset = reset - time.time()
+        return max(0, left), (max(0.0, reset) if reset is not None else None)
+    return None, None
 
 
 def _detail(resp: "Answer") -> str:
@@ -589,19 +838,4 @@ def new_session(settings: Settings) -> requests.Session:
             (settings.client_certificate, settings.client_key) if settings.client_key else settings.client_certificate
         )
     return session
-
-
-def _compressor(kind: str) -> tuple[str, Callable[[bytes], bytes]] | None:
-    if kind == "gzip":
-        return "gzip", lambda body: gzip.compress(body, compresslevel=5)
-    if kind == "zstd":
-        try:
-            import zstandard
-        except ImportError:
-            logger.warning("zstd compression needs the zstandard package (pip install 'otel-runs-exporter[zstd]'); sending uncompressed")
-            return None
-        # Sends are serialized by the transport's lock, so one compressor is safe to share.
-        compressor = zstandard.ZstdCompressor(level=3)
-        return "zstd", compressor.compress
-    return None
 

@@ -7,8 +7,11 @@ before its post was converted), hands the encoded runs to :class:`Delivery`,
 asks it to send, and records each :class:`Outcome` in the :class:`Ledger`.
 Calls go one way: worker -> delivery -> transport.
 
-Lifecycle: started in the constructor; woken by the Event or every schedule
-delay; ``force_flush`` queues a flush request and waits for it; ``shutdown``
+Lifecycle: started in the constructor; woken by the Event or when the
+:class:`~otel_runs_exporter._pacing.Pacer`'s interval has passed (the schedule
+delay, longer while the service answers 429: fewer, larger requests, each
+outcome telling the pacer how the service answered); ``force_flush`` queues a
+flush request and waits for it, never for a grown interval; ``shutdown``
 makes a last bounded attempt, then spools or gives up what is left and reports
 it in one line; after ``fork`` the child gets an empty queue, a new worker and
 a new HTTP session, so nothing is sent twice.
@@ -18,7 +21,9 @@ Memory is bounded twice: the queue of span operations in items
 (``OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES``): the queued operations at an estimated
 size each plus the encoded backlog awaiting delivery (which also holds what
 failed and waits to be retried) at its exact size. Past either bound the newest
-are dropped and counted.
+are dropped and counted. While the service is down everything queued is
+converted at once and sealed by :class:`Delivery` into compressed batches, so a
+long outage holds ~80 bytes a small run rather than its SDK span.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from ._delivery import Delivery, Outcome
 from ._encode import EncodedRun, encode_run
 from ._fork import renew_in_child
 from ._logging import RateLimitedLog
+from ._pacing import Pacer
 from ._settings import Settings
 from ._stats import ExporterStats, Ledger
 from ._transport import Transport, suppressed_context
@@ -50,6 +56,8 @@ _rl = RateLimitedLog(logger)
 
 _MAX_EARLY = 100_000  # runs awaiting their patch; a span that never ends must not grow this forever
 _YIELD_EVERY_S = 0.002
+# Past this many batches of queued operations the producer is outpacing us: stop yielding early.
+_CATCH_UP_BATCHES = 8
 # What one queued span operation holds in memory, estimated: a small SDK span with
 # its ReadableSpan measured ~3.1 KB for its two operations (tracemalloc, SDK 1.45).
 # The estimate keeps the hot path to one multiplication; payload strings are
@@ -91,7 +99,14 @@ class Worker:
         self._stopping = False
         self._stopped = False
         self._stop_deadline = 0.0
-        self._delivery = Delivery(self._settings, Transport(self._settings, wake=self._wake, clock=self._clock))
+        # The worker's requests run to their answer (finish_in_flight): nobody waits on
+        # them but force_flush and shutdown, which keep their own deadlines.
+        transport = Transport(self._settings, wake=self._wake, clock=self._clock, finish_in_flight=True)
+        self._delivery = Delivery(self._settings, transport)
+        self._pacer = Pacer(self._settings.schedule_delay_s, self._settings.max_schedule_delay_s, clock=self._clock)
+        # Queued operations that make a full batch: a span's start and end are two operations
+        # that make one run when it ended before conversion, and runs left waiting count too.
+        self._wake_at = 2 * self._settings.max_export_batch_size
         self._worker: threading.Thread | None = None
 
     def _start_worker(self) -> None:
@@ -146,7 +161,7 @@ class Worker:
             # Only now may the worker merge the post with the end: the patch is sure to be queued.
             node.state = RunNode.ENDED
         queue.append((kind, span, node))
-        if len(queue) >= settings.max_export_batch_size and not self._wake.is_set():
+        if len(queue) >= self._wake_at and not self._wake.is_set():
             self._wake.set()
 
     def force_flush(self, timeout_s: float) -> bool:
@@ -194,7 +209,7 @@ class Worker:
         self._delivery.close()
 
     def stats(self) -> ExporterStats:
-        return self._ledger.snapshot(self._delivery.transport.counts)
+        return self._ledger.snapshot(self._delivery.transport.counts, interval_s=self._pacer.interval)
 
     # --- shutdown ------------------------------------------------------------------
 
@@ -234,10 +249,11 @@ class Worker:
 
     def _run(self) -> None:
         otel_context.attach(suppressed_context())
-        delay = self._settings.schedule_delay_s
+        spent = 0.0
         while True:
-            self._wake.wait(delay)
+            woken = self._wake.wait(self._pacer.next_wait(spent))
             self._wake.clear()
+            began = time.monotonic()
             try:
                 if self._stopping:
                     self._finish()
@@ -250,9 +266,15 @@ class Worker:
                         r.ok = ok
                         r.done.set()
                 else:
-                    self._cycle(self._clock.now() + self._settings.export_timeout_s)
+                    self._cycle(self._clock.now() + self._settings.export_timeout_s, paced=True, early=woken)
+                    # A full batch never waits for the interval, counting the runs a flush left
+                    # waiting; not the runs just refused, which wait out their Retry-After.
+                    delivery, pacer = self._delivery, self._pacer
+                    left = len(delivery) if pacer.adapting and not pacer.owes_wait and not delivery.sealing else 0
+                    self._wake_at = 2 * max(1, self._settings.max_export_batch_size - left)
             except Exception:  # noqa: BLE001 - the worker must survive any bug of ours
                 logger.exception("unexpected error in the export worker; continuing")
+            spent = time.monotonic() - began
 
     def _flush(self, deadline: float) -> bool:
         """Send until nothing is left or the deadline; False also when runs were lost meanwhile."""
@@ -265,14 +287,26 @@ class Worker:
             self._wake.clear()
         return result is _Cycle.DONE and self._ledger.lost() == lost_before
 
-    def _cycle(self, deadline: float) -> _Cycle:
-        """Convert what is queued and send it, batch by batch, until nothing is left or the deadline."""
-        self._convert_some()
+    def _cycle(self, deadline: float, paced: bool = False, early: bool = False) -> _Cycle:
+        """Convert what is queued and send it, batch by batch, until nothing is left or the deadline.
+
+        ``paced`` (the regular flush, not ``force_flush`` or shutdown): a 429 ends
+        the cycle at once. While the pacer has lengthened the interval, a flush
+        sends what waited for it, in as few requests as the batch limits allow,
+        and nothing that arrives meanwhile; ``early`` (woken by a full batch
+        before the interval was over) it sends only full batches.
+        """
         delivery = self._delivery
+        adapting = paced and self._pacer.adapting
+        # While the service is down, convert everything at once: a converted run is
+        # sealed into a compressed batch (~80 B), a queued span holds its SDK objects (~3 KB).
+        self._convert_some(everything=delivery.sealing or adapting)
         while True:
-            outcome = delivery.send_next(deadline)
+            if adapting and early and not delivery.full_batch_ready():
+                return _Cycle.LATER
+            outcome = delivery.send_next(deadline, paced=paced)
             if outcome is None:
-                if not self._queue:
+                if not self._queue or adapting:
                     break
                 self._convert_some()
                 continue
@@ -281,10 +315,13 @@ class Worker:
                 return _Cycle.INTERRUPTED if outcome.interrupted else _Cycle.LATER
             if self._clock.now() >= deadline:
                 return _Cycle.LATER
-            # Take what arrived meanwhile, a batch at a time, so a fast producer
-            # is sent alongside instead of after.
-            self._convert_some()
-        self._replay(deadline)
+            if not adapting:
+                # Take what arrived meanwhile, a batch at a time, so a fast producer
+                # is sent alongside instead of after.
+                self._convert_some()
+        if not adapting:
+            # Under a rate limit the key's requests go to new runs first; the spool waits its turn.
+            self._replay(deadline)
         return _Cycle.DONE if not self._queue and not len(delivery) else _Cycle.LATER
 
     def _replay(self, deadline: float) -> None:
@@ -300,6 +337,10 @@ class Worker:
 
     def _record(self, outcome: Outcome) -> None:
         self._ledger.record(outcome)
+        if outcome.throttled:
+            self._pacer.on_throttled(outcome.retry_after_s)
+        elif outcome.delivered or outcome.delivered_sealed or outcome.replayed:
+            self._pacer.on_success()
         for runs in outcome.dropped.values():
             for run in runs:
                 if not run.completes:
@@ -313,8 +354,10 @@ class Worker:
         converting forever without sending.
         """
         queue = self._queue
-        budget = len(queue) if everything else min(len(queue), self._settings.max_export_batch_size)
+        # Two operations per run, as in submit(): a batch of runs.
+        budget = len(queue) if everything else min(len(queue), 2 * self._settings.max_export_batch_size)
         last_yield = time.perf_counter()
+        catch_up = _CATCH_UP_BATCHES * self._settings.max_export_batch_size
         for _ in range(budget):
             try:
                 kind, span, node = queue.popleft()
@@ -334,11 +377,18 @@ class Worker:
                     # The early post did not fit: forget it, so the patch goes out as a whole post.
                     self._early.pop(encoded.run_id, None)
             now = time.perf_counter()
-            if now - last_yield > _YIELD_EVERY_S:
+            if now - last_yield > _YIELD_EVERY_S and len(queue) < catch_up:
                 # Let application threads waiting for the GIL in, instead of after the
                 # 5 ms switch interval (their p99). Not after every span: under a
                 # producer that never pauses, each yield costs the worker a whole
                 # switch interval, and per-span yields starved sending entirely.
+                # Not while the queue is long: then the producer is outpacing us, and
+                # each queued span holds ~3 KB of SDK objects until converted (~80 B
+                # once sealed in an outage). Yielding every 2 ms, the worker got ~11 %
+                # of the interpreter in a 100k-span burst with the service down: +224 MB
+                # and 17 % dropped at the queue's bound; every 4-4.5 ms, +99 to +164 MB;
+                # not at all (the interpreter still switches every 5 ms), +49 to +55 MB
+                # and nothing dropped (two runs each on a loaded machine; BENCHMARKS.md (c) has the clean figure).
                 time.sleep(0)
                 last_yield = time.perf_counter()
 

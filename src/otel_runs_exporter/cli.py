@@ -85,6 +85,13 @@ def _add_db(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", default=None, help=f"SQLite database (default: ${ENV_SERVER_DB} or the user data dir)")
 
 
+def _positive(text: str) -> float:
+    value = float(text)
+    if not 0.0 < value < float("inf"):
+        raise argparse.ArgumentTypeError("a number greater than 0")
+    return value
+
+
 def _rate(text: str) -> float:
     value = float(text)
     if not 0.0 <= value <= 1.0:
@@ -105,6 +112,24 @@ def register_serve(sub: Any) -> None:
     _add_db(p)
     p.add_argument("--lenient", action="store_true", help="record rule violations but store the runs")
     p.add_argument("--rate-limits", action="store_true", help="enforce the service's rate limits (429 + Retry-After)")
+    p.add_argument(
+        "--rate-limit-scale",
+        type=_positive,
+        default=None,
+        metavar="K",
+        help="divide every rate limit's count by K, at least 1 (for tests: 200 makes multipart's 6000 / 10 s "
+        "30 / 10 s); implies --rate-limits",
+    )
+    p.add_argument(
+        "--rate-limit-window-scale",
+        type=_positive,
+        default=None,
+        metavar="W",
+        help="divide every rate limit's window by W (for quick tests: 10 makes 10 s windows 1 s); implies --rate-limits",
+    )
+    p.add_argument(
+        "--request-log", default=None, metavar="FILE", help="append one JSON line per answered request (time, path, status)"
+    )
     p.add_argument("--no-multipart", action="store_true", help="hide /runs/multipart so clients use basic tracing")
     p.add_argument("--max-body-bytes", type=int, default=None, help="answer larger request bodies with 413")
     faults = p.add_argument_group("fault injection (tracing requests only)")
@@ -132,6 +157,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     db = args.db or default_db_path()
     if not _db_usable("otel-runs serve", db):
         return 2
+    rate_limited = args.rate_limits or args.rate_limit_scale is not None or args.rate_limit_window_scale is not None
     service = LocalService(
         host=args.host,
         port=args.port,
@@ -139,7 +165,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         workspace_id=args.workspace_id,
         db=db,
         lenient=args.lenient,
-        rate_limits=args.rate_limits,
+        rate_limits=rate_limited,
+        rate_limit_scale=args.rate_limit_scale or 1.0,
+        rate_limit_window_scale=args.rate_limit_window_scale or 1.0,
+        request_log=args.request_log,
         multipart=not args.no_multipart,
         max_body_bytes=args.max_body_bytes,
         faults=faults,
@@ -154,8 +183,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         notes.append("api key required")
     if args.lenient:
         notes.append("lenient")
-    if args.rate_limits:
-        notes.append("rate limits on")
+    if rate_limited:
+        scale = [f"counts / {args.rate_limit_scale:g}"] if args.rate_limit_scale else []
+        scale += [f"windows / {args.rate_limit_window_scale:g}"] if args.rate_limit_window_scale else []
+        notes.append("rate limits on" + (f" ({', '.join(scale)})" if scale else ""))
     if faults.active:
         notes.append("faults on")
     print(f"Listening on {service.url}  (db {db}{'; ' + ', '.join(notes) if notes else ''})", flush=True)

@@ -40,6 +40,7 @@ SUBSET = [
     "tests/core/test_convert.py",
     "tests/core/test_processor.py",
     "tests/core/test_worker.py",
+    "tests/core/test_wire.py",
     "tests/core/test_odd_values.py",
     "tests/core/test_compiled_same_as_pure.py",
 ]

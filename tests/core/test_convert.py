@@ -56,6 +56,32 @@ def test_full_run_fields(capture):
     assert run["start_time"].endswith("+00:00") and run["end_time"] >= run["start_time"]
 
 
+def test_full_resource_on_the_root_run_only(capture):
+    # The resource is the process's, the same on every run of a trace: sent whole on
+    # the root, and as service.name plus a digest of it on the others.
+    tracer, exporter = capture
+    with tracer.start_as_current_span("root"):
+        with tracer.start_as_current_span("child"):
+            pass
+    spans = _by_name(exporter)
+    root_ids = span_ids(spans["root"], None)
+    root = span_to_run(spans["root"], root_ids, ConvertOptions())["extra"]["metadata"]
+    child = span_to_run(spans["child"], span_ids(spans["child"], root_ids), ConvertOptions())["extra"]["metadata"]
+    assert root["otel_resource"] == dict(spans["root"].resource.attributes)
+    assert root["otel_resource"]["telemetry.sdk.name"] == "opentelemetry"
+    assert "otel_resource" not in child and child["otel_service_name"] == "svc"
+    assert child["otel_resource_digest"] == root["otel_resource_digest"] and len(root["otel_resource_digest"]) == 16
+    # Another resource, another digest; a remote parent makes a root, which gets the whole resource.
+    other = TracerProvider(resource=Resource.create({"service.name": "svc", "host.name": "h2"}))
+    other.add_span_processor(SimpleSpanProcessor(exporter))
+    remote = SpanContext(0xABC, 0xDEF, is_remote=True, trace_flags=TraceFlags(1))
+    with other.get_tracer("s").start_as_current_span("served", context=trace.set_span_in_context(NonRecordingSpan(remote))):
+        pass
+    served = _by_name(exporter)["served"]
+    meta = span_to_run(served, span_ids(served, None), ConvertOptions())["extra"]["metadata"]
+    assert meta["otel_resource"]["host.name"] == "h2" and meta["otel_resource_digest"] != root["otel_resource_digest"]
+
+
 def test_child_ids_and_llm_run_type(capture):
     tracer, exporter = capture
     with tracer.start_as_current_span("root"):

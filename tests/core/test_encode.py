@@ -45,8 +45,19 @@ def test_boundary_inside_content_is_replaced():
 
 
 def test_basic_body_splices_parts_back():
-    run = encode_run("post", {"id": "r", "name": "n", "inputs": {"q": [1, 2]}, "outputs": {}, "events": []})
-    assert orjson.loads(basic_body(run)) == {"id": "r", "name": "n", "inputs": {"q": [1, 2]}, "outputs": {}, "events": []}
+    run = encode_run("post", {"id": "r", "name": "n", "inputs": {"q": [1, 2]}, "outputs": {"a": 1}, "events": [{"e": 1}]})
+    assert orjson.loads(basic_body(run)) == {
+        "id": "r", "name": "n", "inputs": {"q": [1, 2]}, "outputs": {"a": 1}, "events": [{"e": 1}]
+    }
+
+
+def test_empty_inputs_outputs_and_events_send_no_part():
+    # Spec 4.4: the separate parts are "sent only when present". An empty {} part with its
+    # headers is ~180 bytes, more than a small run's main part; the service reads absent
+    # inputs as {} (as the local service does).
+    run = encode_run("post", {"id": "r", "name": "n", "inputs": {}, "outputs": {}, "events": []})
+    assert [name for name, _ in run.parts] == ["post.r"]
+    assert orjson.loads(basic_body(run)) == {"id": "r", "name": "n"}
 
 
 json_values = st.recursive(
@@ -65,9 +76,10 @@ def test_every_body_parses_back_to_the_same_runs(items):
         run = {"id": f"run-{i}", "trace_id": "t", "dotted_order": "d", "inputs": inputs, "outputs": outputs}
         runs.append(encode_run(op, run))
         expected[f"{op}.run-{i}"] = {"id": f"run-{i}", "trace_id": "t", "dotted_order": "d"}
-        if inputs is not None:
+        # Empty values (None, {}, [], "", 0, False) send no part.
+        if inputs:
             expected[f"{op}.run-{i}.inputs"] = inputs
-        if outputs is not None:
+        if outputs:
             expected[f"{op}.run-{i}.outputs"] = outputs
     ctype, body = multipart_body(runs, "b0undary")
     parts = parse(body, ctype.split("boundary=")[1])

@@ -35,8 +35,11 @@ def test_hide_inputs_and_outputs_from_env(service, monkeypatch):
     _one_span(provider, **{"input.value": "private question", "output.value": "private answer"})
     provider.shutdown()
     (run,) = service.wait_for_runs(1)
-    assert run["inputs"] == {} and run["outputs"] == {}
+    # Hidden is empty, and empty sends no part: the service shows inputs {} and no outputs.
+    assert run["inputs"] == {} and run.get("outputs") is None
     assert "private" not in str(run)
+    part_names = [name for entry in service.requests() for name in entry.get("part_names") or ()]
+    assert part_names and not [n for n in part_names if n.endswith((".inputs", ".outputs"))]
 
 
 def test_callables_and_mask_apply_to_every_field(service):

@@ -46,7 +46,10 @@ def make_runs(n: int, op: str = "post", payload: str = "", trace: int = 1) -> li
 
 
 def transport_for(url: str, **settings) -> Transport:
+    # The retry matrix is judged on plain bodies; compression=auto (the default, which
+    # asks /info first) has its own tests in test_wire.py.
     settings.setdefault("api_key", KEY)
+    settings.setdefault("compression", "none")
     return Transport(resolve({"endpoint": url, **settings}, env={}))
 
 
@@ -318,3 +321,106 @@ def test_answers_are_read_bounded_and_small_ones_keep_the_connection():
     finally:
         server.shutdown()
         server.server_close()
+
+
+# --- what the service says about our request rate (read by the worker's pacer) ---
+
+
+def test_paced_429_hands_the_runs_back_at_once_and_keeps_retry_after_as_the_floor(service):
+    service.faults.update(status_sequence=[429], retry_after=7)
+    clock = FakeClock()
+    t = Transport(resolve({"endpoint": service.url, "api_key": KEY}, env={}), clock=clock)
+    runs = make_runs(3)
+    result = t.send(runs, clock.now() + 60, paced=True)
+    assert result.retry == runs and not result.delivered and not result.interrupted
+    assert result.throttled and result.retry_after_s == 7.0
+    assert clock.waits == []  # not waited here: the pacer decides when to come back
+    assert (t.counts.throttled, t.counts.retried) == (1, 1)
+    assert [r["status"] for r in service.requests() if r["path"] == "/runs/multipart"] == [429]
+    # The next send, paced or not, still waits out what the service asked for.
+    again = t.send(runs, clock.now() + 60)
+    assert len(again.delivered) == 3 and not again.throttled
+    assert clock.waits == [7.0]
+
+
+def test_a_429_retried_within_the_send_is_reported_too(service):
+    service.faults.update(status_sequence=[429, 429], retry_after=2)
+    clock = FakeClock()
+    t = Transport(resolve({"endpoint": service.url, "api_key": KEY}, env={}), clock=clock)
+    result = t.send(make_runs(2), clock.now() + 60)
+    assert len(result.delivered) == 2
+    assert result.throttled and result.retry_after_s == 2.0 and t.counts.throttled == 2
+
+
+def test_a_paced_retry_after_is_capped_at_the_export_timeout(service):
+    service.faults.update(status_sequence=[429], retry_after=10**9)
+    clock = FakeClock()
+    t = Transport(resolve({"endpoint": service.url, "api_key": KEY, "export_timeout_s": 30}, env={}), clock=clock)
+    result = t.send(make_runs(1), clock.now() + 60, paced=True)
+    assert result.throttled and result.retry_after_s == 30.0
+
+
+def test_other_statuses_are_retried_as_before_on_a_paced_send(service):
+    service.faults.update(status_sequence=[503, 502], retry_after=None)
+    t = transport_for(service.url)
+    result = t.send(make_runs(2), time.monotonic() + 10, paced=True)
+    assert len(result.delivered) == 2 and not result.throttled and t.counts.retried == 2
+
+
+class _QuotaHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    headers_to_send: dict = {}
+
+    def do_POST(self):  # noqa: N802 - http.server's naming
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(202)
+        for name, value in type(self).headers_to_send.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_GET(self):  # noqa: N802 - /info: no flags, so no compression to decide
+        self.send_response(404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize(
+    ("headers", "throttled", "wait"),
+    [
+        ({"RateLimit": '"multipart";r=0;t=4'}, True, 4.0),
+        ({"RateLimit": '"burst";r=3;t=1, "multipart";r=0;t=6'}, True, 6.0),
+        ({"RateLimit-Remaining": "0", "RateLimit-Reset": "5"}, True, 5.0),
+        ({"X-RateLimit-Remaining": "0"}, True, None),
+        ({"X-RateLimit-Remaining": "17", "X-RateLimit-Reset": "3"}, False, None),
+        ({}, False, None),
+    ],
+)
+def test_an_answer_saying_no_request_is_left_counts_as_a_slow_down(headers, throttled, wait):
+    _QuotaHandler.headers_to_send = headers
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _QuotaHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        t = transport_for(f"http://127.0.0.1:{server.server_address[1]}", mode="multipart")
+        result = t.send(make_runs(2), time.monotonic() + 5, paced=True)
+        assert len(result.delivered) == 2  # delivered all the same: only the next request is in doubt
+        assert result.throttled is throttled and result.retry_after_s == wait
+        assert t.counts.throttled == 0  # not a 429
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_quota_headers_that_do_not_parse_are_ignored():
+    from otel_runs_exporter._transport import quota_left
+
+    assert quota_left({"RateLimit": "garbage"}) == (None, None)
+    assert quota_left({"RateLimit-Remaining": "lots"}) == (None, None)
+    assert quota_left({"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "soon"}) == (0, None)
+    assert quota_left({"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "inf"}) == (0, None)
+    # A Unix time (GitHub's way) becomes the seconds left until it.
+    left, reset = quota_left({"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(time.time()) + 30)})
+    assert left == 0 and 25 <= reset <= 31

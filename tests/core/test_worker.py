@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 import pytest
@@ -121,3 +122,70 @@ def test_bad_paths_are_config_errors_at_setup(monkeypatch, tmp_path, var):
     with pytest.raises(ConfigError) as err:
         RunsSpanProcessor(endpoint="http://127.0.0.1:9")
     assert var in str(err.value) and bad in str(err.value)
+
+
+# --- pacing under a rate limit (the rule itself: test_pacing.py) ---
+
+
+def _until(condition, timeout: float = 20.0) -> None:
+    """Wait for the worker to get somewhere (a bound on waiting, not on how fast)."""
+    give_up = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < give_up, "the worker never got there"
+        time.sleep(0.01)
+
+
+def test_a_429_on_the_regular_flush_grows_the_interval_and_keeps_the_runs(service, tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="otel_runs_exporter._pacing")
+    service.faults.update(status_sequence=[429], retry_after=None)
+    provider, processor = processor_provider(service.url, max_schedule_delay_s=1.0, spool_dir=str(tmp_path))
+    _spans(provider, 5)
+    # Sent again by a regular flush: no force_flush here.
+    _until(lambda: processor.stats().delivered == 5)
+    stats = processor.stats()
+    assert stats.throttled == 1 and stats.delivered == 5
+    assert stats.spooled == 0  # a throttled batch is kept in memory, not written to the spool
+    assert 0.05 < stats.interval_s <= 0.1  # doubled once, then a step or two back per success
+    statuses = [r["status"] for r in service.requests() if r["path"] == "/runs/multipart"]
+    assert statuses[0] == 429 and 202 in statuses
+    assert [r.getMessage() for r in caplog.records if "429" in r.getMessage()] != []
+
+
+def test_force_flush_skips_the_grown_interval_and_waits_out_retry_after_only(service):
+    # One 429 asking for 3000 s: regular flushes are now at least 3000 s apart (real time).
+    # force_flush does not wait for that; it waits only the Retry-After, on the fake clock.
+    service.faults.update(status_sequence=[429], retry_after=3000)
+    clock = FakeClock()
+    provider, processor = processor_provider(
+        service.url, clock=clock, max_schedule_delay_s=3600, export_timeout_s=4000
+    )
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("early"):
+        pass
+    _until(lambda: processor.stats().throttled == 1)
+    stats = processor.stats()
+    assert stats.interval_s == 3000.0 and stats.queued == 1
+    with tracer.start_as_current_span("late"):
+        pass
+    result: list[bool] = []
+    flusher = threading.Thread(target=lambda: result.append(processor.force_flush(3_600_000)), daemon=True)
+    flusher.start()
+    flusher.join(60)  # had it waited for the interval, this would be 3000 s
+    assert result == [True]
+    assert clock.waits == [3000.0]
+    assert sorted(r["name"] for r in service.wait_for_runs(2)) == ["early", "late"]
+    assert processor.stats().throttled == 1
+
+
+def test_exporter_path_reports_429s_and_no_interval(service):
+    service.faults.update(status_sequence=[429], retry_after=None)
+    exporter = RunsSpanExporter(endpoint=service.url, api_key="k")
+    provider = TracerProvider()
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    created.append(provider)
+    _spans(provider, 1)
+    assert provider.force_flush(10_000)
+    stats = exporter.stats()
+    assert stats.throttled == 1 and stats.delivered == 1 and stats.interval_s is None

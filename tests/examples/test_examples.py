@@ -428,6 +428,8 @@ COVERED = {
     "zero_code/run.py": "test_zero_code",
     "zero_code/app.py": "test_zero_code",
     "hosted_service.md": "test_hosted_service_notes_match_the_settings",
+    "collector/loadbalancer.yaml": "test_collector_configs",
+    "collector/gateway.yaml": "test_collector_configs",
 }
 
 
@@ -466,3 +468,45 @@ def test_client_example_without_the_extra_says_what_to_install(relpath: str, mod
                           text=True, timeout=TIMEOUT_S)
     assert proc.returncode == 1
     assert proc.stderr.strip() == f"This example needs the {module} client: pip install 'otel-runs-exporter[examples]'"
+
+
+# --------------------------------------------------------------------------- the Collector route
+
+
+def _doc_pipelines() -> dict[str, dict[str, list[str]]]:
+    """The pipeline table of docs/collector.md: file -> receiver, processors, exporter, as written."""
+    rows: dict[str, dict[str, list[str]]] = {}
+    for line in (ROOT / "docs" / "collector.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[1].startswith("`examples/collector/"):
+            names = [[n.strip(" `") for n in cell.split(",")] for cell in cells[2:]]
+            rows[cells[1].strip("`")] = dict(zip(("receivers", "processors", "exporters"), names))
+    return rows
+
+
+def test_collector_configs() -> None:
+    # No Collector binary here: the files are parsed and checked against what the doc describes.
+    import yaml
+
+    described = _doc_pipelines()
+    assert set(described) == {f"examples/collector/{p}" for p in ("loadbalancer.yaml", "gateway.yaml")}
+    configs = {}
+    for relpath, pipeline in described.items():
+        config = yaml.safe_load((ROOT / relpath).read_text())
+        configs[relpath] = config
+        traces = config["service"]["pipelines"]["traces"]
+        assert {k: traces[k] for k in pipeline} == pipeline, relpath
+        for kind in pipeline:
+            for name in traces[kind]:
+                assert name in config[kind], f"{relpath}: {kind} {name} is used but not defined"
+        for name in config["service"].get("extensions", []):
+            assert name in config["extensions"]
+    balancer = configs["examples/collector/loadbalancer.yaml"]["exporters"]["loadbalancing"]
+    assert balancer["routing_key"] == "traceID"  # whole traces on one gateway, for tail sampling
+    gateway = configs["examples/collector/gateway.yaml"]
+    policies = {p["type"] for p in gateway["processors"]["tail_sampling"]["policies"]}
+    assert policies == {"status_code", "latency", "probabilistic"}
+    runs = gateway["exporters"]["otlphttp/runs"]
+    assert runs["traces_endpoint"].endswith("/otel/v1/traces")  # spec 4.5
+    assert runs["headers"] == {"x-api-key": "${env:OTEL_EXPORTER_RUNS_API_KEY}"}  # never a key in the file
+    assert runs["sending_queue"]["storage"] in gateway["extensions"]

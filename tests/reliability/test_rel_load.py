@@ -11,7 +11,7 @@ from reliability.rel_helpers import processor_provider, report
 # 20k spans in batches of 50 make as many requests (~600+) as 200k in batches of 512, so every
 # fault fires as often; RELIABILITY.md's 200k figure: OTEL_RUNS_REL_SOAK_SPANS=200000.
 SOAK_SPANS = int(os.environ.get("OTEL_RUNS_REL_SOAK_SPANS", "20000"))
-SOAK_BATCH = max(50, SOAK_SPANS // 400)
+SOAK_BATCH = max(40, SOAK_SPANS // 500)  # at least 500 full batches: enough requests for 2 % faults
 SOAK_THREADS = 8
 TRACE_SIZE = 5  # a root with four children: early posts, patches and merged posts all occur
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -50,6 +51,33 @@ def test_serve_subprocess_start_post_sigint(tmp_path: Path) -> None:
     with sqlite3.connect(db) as conn:
         ids = {row[0] for row in conn.execute("SELECT id FROM runs WHERE posted = 1")}
     assert ids == {trace.root_id, trace.child_id}
+
+
+def test_serve_with_scaled_rate_limits_says_so_and_logs_requests(tmp_path: Path) -> None:
+    log = tmp_path / "requests.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "otel_runs_exporter.cli", "serve", "--port", "0", "--db", str(tmp_path / "s.db"),
+         "--rate-limit-scale", "3000", "--request-log", str(log)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "rate limits on (counts / 3000)" in line, line
+        svc = LocalService()
+        svc.host, svc.port = "127.0.0.1", int(line.split()[2].rsplit(":", 1)[1].rstrip(")"))
+        codes = [post_multipart(svc, good_trace_body(Trace()), **{"x-api-key": "k"}).status_code for _ in range(3)]
+        assert codes == [202, 202, 429]  # 6000 / 3000 per 10 s, without --rate-limits
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    assert [json.loads(entry)["status"] for entry in log.read_text().splitlines()] == [202, 202, 429]
 
 
 def test_serve_stops_on_sigterm(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import socket
 import threading
 import time
@@ -110,6 +111,22 @@ def test_custom_rate_rules_for_ingest() -> None:
     with LocalService(rate_limits=rules) as svc:
         codes = [post_multipart(svc, _root_only(Trace()), **{"x-api-key": "k"}).status_code for _ in range(3)]
         assert codes == [202, 202, 429]
+
+
+def test_scaled_rate_limits_and_the_request_log(tmp_path) -> None:
+    # Counts / 2000 and windows / 10: multipart's 6000 / 10 s becomes 3 / 1 s, and the
+    # default's 1000 / 10 s (1 / 1 s) does not also count against multipart.
+    log = tmp_path / "requests.jsonl"
+    with LocalService(rate_limits=True, rate_limit_scale=2000, rate_limit_window_scale=10, request_log=str(log)) as svc:
+        answers = [post_multipart(svc, _root_only(Trace()), **{"x-api-key": "k"}) for _ in range(4)]
+        assert [a.status_code for a in answers] == [202, 202, 202, 429]
+        assert answers[3].headers["Retry-After"] == "1"
+        assert "3 requests per 1s" in answers[3].json()["detail"]
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(e["path"], e["status"], e["runs"]) for e in lines] == [("/runs/multipart", 202, 1)] * 3 + [
+        ("/runs/multipart", 429, 0)
+    ]
+    assert all(isinstance(e["at"], float) and e["at"] > 1.7e9 for e in lines)
 
 
 # --- faults --------------------------------------------------------------------------------

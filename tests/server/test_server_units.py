@@ -6,7 +6,7 @@ import pytest
 
 from otel_runs_exporter.server._faults import FaultConfig
 from otel_runs_exporter.server._multipart import MultipartError, boundary_from_content_type, parse
-from otel_runs_exporter.server._ratelimit import RateLimiter
+from otel_runs_exporter.server._ratelimit import DEFAULT_RULES, SPEC_RULES, RateLimiter, scaled
 from otel_runs_exporter.server._validate import parse_timestamp
 
 
@@ -113,6 +113,23 @@ def test_rate_limit_window_and_retry_after() -> None:
     assert refusal is not None and refusal.retry_after == 3
     clock.now += 3
     assert limiter.hit("POST", "/runs/query", key, "ip") is None
+
+
+def test_scaled_limits_divide_counts_and_windows_and_keep_the_precedence() -> None:
+    rules, defaults = scaled(SPEC_RULES, 200), scaled(DEFAULT_RULES, 200)
+    by_category = {r.category: r for r in rules}
+    assert (by_category["Multipart ingest"].count, by_category["Multipart ingest"].interval) == (30, 10.0)
+    assert by_category["Run query (API)"].count == 1  # 15 / 200: at least one request
+    assert [(r.count, r.interval) for r in scaled(defaults, 1, 10)] == [(5, 1.0), (5, 1.0), (1, 6.0)]
+    clock = _Clock()
+    limiter = RateLimiter(rules, defaults, clock=clock)
+    key = {"x-api-key": "k"}
+    # The specific rule wins: multipart gets its 30, not also the default's 5.
+    assert all(limiter.hit("POST", "/runs/multipart", key, "ip") is None for _ in range(30))
+    refusal = limiter.hit("POST", "/runs/multipart", key, "ip")
+    assert refusal is not None and refusal.rule.category == "Multipart ingest" and refusal.retry_after == 10
+    with pytest.raises(ValueError):
+        scaled(SPEC_RULES, 0)
 
 
 def test_fault_draw_is_seeded_and_updatable() -> None:

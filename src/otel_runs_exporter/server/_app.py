@@ -34,7 +34,7 @@ from ._faults import FaultConfig, FaultDecision
 from ._multipart import MultipartError, boundary_from_content_type, parse
 from ._projects import NO_WORKSPACE, api_project, parse_project_create, parse_project_list, parse_project_read
 from ._query import QueryError, api_run, page_body, parse_run_query
-from ._ratelimit import DEFAULT_RULES, SPEC_RULES, RateLimiter, RateRule
+from ._ratelimit import DEFAULT_RULES, SPEC_RULES, RateLimiter, RateRule, scaled
 from ._run_stats import parse_stats_query, run_stats
 from ._store import ProjectExists, RunStore
 from ._validate import (
@@ -547,7 +547,13 @@ class LocalService:
     ``x-api-key``, 403 for a missing or wrong ``x-tenant-id``). ``lenient`` records
     rule violations and stores the runs anyway instead of answering 422.
     ``rate_limits`` is True for spec 8.1's table or a sequence of :class:`RateRule`
-    to use instead. ``clock_speed`` runs bulk exports, deployments and auth waits
+    to use instead; ``rate_limit_scale`` divides every rule's count and
+    ``rate_limit_window_scale`` its window, so a test reaches in seconds, with a
+    few clients, what takes a fleet in production. ``request_log`` names a file
+    to which each answered request is appended as one JSON line (``at``: Unix
+    time it arrived, ``method``, ``path``, ``status``, ``runs`` and
+    ``run_ids`` stored, ``body_bytes``, ``duration``, ``client_port``), for measuring a client's pacing from another
+    process. ``clock_speed`` runs bulk exports, deployments and auth waits
     (:attr:`control`, a :class:`~._control.ControlPlane`) that many times faster than
     real time; ``deploy_delay_s`` is how long a revision takes to reach DEPLOYED;
     ``bearer_token`` is accepted as ``Authorization: Bearer`` on ``/v2`` paths.
@@ -565,6 +571,9 @@ class LocalService:
         db: str = ":memory:",
         lenient: bool = False,
         rate_limits: bool | Sequence[RateRule] = False,
+        rate_limit_scale: float = 1.0,
+        rate_limit_window_scale: float = 1.0,
+        request_log: str | None = None,
         multipart: bool = True,
         max_body_bytes: int | None = None,
         faults: FaultConfig | None = None,
@@ -584,12 +593,15 @@ class LocalService:
         self.faults = faults if faults is not None else FaultConfig()
         self._bearer_token = bearer_token
         self.control = ControlPlane(ServiceClock(clock_speed), deploy_delay_s=deploy_delay_s)
+        k, w = rate_limit_scale, rate_limit_window_scale
         if rate_limits is True:
-            self.rate_limiter: RateLimiter | None = RateLimiter(SPEC_RULES, DEFAULT_RULES)
+            self.rate_limiter: RateLimiter | None = RateLimiter(scaled(SPEC_RULES, k, w), scaled(DEFAULT_RULES, k, w))
         elif rate_limits:
-            self.rate_limiter = RateLimiter(rate_limits, ())
+            self.rate_limiter = RateLimiter(scaled(rate_limits, k, w), ())
         else:
             self.rate_limiter = None
+        self._request_log_path = request_log
+        self._request_log: Any = None
         self._store: RunStore | None = None
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -617,11 +629,16 @@ class LocalService:
             return self
         self._stopping.clear()
         self._store = RunStore(self.db)
+        if self._request_log_path is not None and self._request_log is None:
+            self._request_log = open(self._request_log_path, "a", encoding="utf-8", buffering=1)
         try:
             self._server = _Server((self.host, self.port), self)
         except BaseException:
             self._store.close()
             self._store = None
+            if self._request_log is not None:
+                self._request_log.close()
+                self._request_log = None
             raise
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(
@@ -649,6 +666,10 @@ class LocalService:
         if self._store is not None:
             self._store.close()
             self._store = None
+        with self._log_lock:
+            if self._request_log is not None:
+                self._request_log.close()
+                self._request_log = None
         logger.info("local service stopped")
 
     def __enter__(self) -> LocalService:
@@ -794,6 +815,19 @@ class LocalService:
     def _log_request(self, entry: dict[str, Any]) -> None:
         with self._log_lock:
             self._log.append(entry)
+            if self._request_log is not None:
+                line = {
+                    "at": round(time.time() - (entry.get("duration") or 0.0), 6),
+                    "method": entry["method"],
+                    "path": entry["path"],
+                    "status": entry["status"],
+                    "runs": len(entry["run_ids"]),
+                    "run_ids": entry["run_ids"],
+                    "body_bytes": entry["body_bytes"],
+                    "duration": entry.get("duration"),
+                    "client_port": entry["client_port"],
+                }
+                self._request_log.write(orjson.dumps(line).decode() + "\n")
 
     # --- the read API (runs and projects) -------------------------------------------
 

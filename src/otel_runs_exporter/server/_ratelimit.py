@@ -11,7 +11,17 @@ also counting it against the 1000/10 default, which would contradict the spec's
 
 Windows are fixed: a key's window starts at its first request and the count
 resets ``interval`` seconds later; a refused request gets ``Retry-After`` with the
-seconds left in the window.
+seconds left in the window (whole seconds, at least 1, as HTTP writes it). A
+refused request does not count.
+
+For tests, :func:`scaled` divides every count (``otel-runs serve
+--rate-limit-scale``) and every window (``--rate-limit-window-scale``), so a
+handful of processes reach a limit that takes a fleet in production::
+
+    >>> multipart = next(r for r in SPEC_RULES if r.category == "Multipart ingest")
+    >>> small = scaled([multipart], count_divisor=200)[0]
+    >>> (small.count, small.interval)
+    (30, 10.0)
 """
 
 from __future__ import annotations
@@ -21,10 +31,10 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
-__all__ = ["RateRule", "RateLimiter", "SPEC_RULES", "DEFAULT_RULES", "Refusal"]
+__all__ = ["RateRule", "RateLimiter", "SPEC_RULES", "DEFAULT_RULES", "Refusal", "scaled"]
 
 Identity = Literal["ip", "api_key", "user_ip"]
 _UUID = r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}"
@@ -95,6 +105,21 @@ DEFAULT_RULES: tuple[RateRule, ...] = (
     _rule("Public (catch-all)", "ip", 100, 60, r""),
 )
 """Rows that apply only when no specific row does, in that order."""
+
+
+def scaled(rules: Sequence[RateRule], count_divisor: float = 1.0, window_divisor: float = 1.0) -> tuple[RateRule, ...]:
+    """``rules`` with each count divided by ``count_divisor`` (rounded down, at least 1)
+    and each window divided by ``window_divisor``."""
+    if count_divisor <= 0 or window_divisor <= 0:
+        raise ValueError("divisors must be greater than 0")
+    return tuple(
+        replace(
+            rule,
+            count=max(1, math.floor(rule.count / count_divisor)),
+            interval=float(rule.interval) / window_divisor,
+        )
+        for rule in rules
+    )
 
 
 @dataclass(frozen=True)

@@ -177,6 +177,10 @@ def merge_run(post: Mapping[str, Any] | None, patch: Mapping[str, Any] | None) -
     merged: dict[str, Any] = dict(post or {})
     if patch:
         _merge_into(merged, patch)
+    if post is not None and "inputs" not in merged:
+        # Clients leave out an empty inputs part (spec 4.4: parts are "sent only when
+        # present"); the service's runs always have inputs, as the SDK's Run model requires.
+        merged["inputs"] = {}
     return merged
 
 

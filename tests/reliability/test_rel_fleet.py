@@ -1,0 +1,46 @@
+"""A fleet on one API key, in seconds: real processes against one rate-limited local service.
+
+``bench/fleet.py --quick`` (the simulation reported in BENCHMARKS.md, scaled
+down): 4 processes x 50 spans/s for 8 s, each a ``RunsSpanProcessor`` in its
+own interpreter with the same key, against ``otel-runs serve`` whose multipart
+limit is 6 requests per 2 s window; each process alone would send 10 requests
+a second. Only counts are asserted, never times: nothing lost or sent twice,
+every process slowed down, and the slowed-down fleet is seldom refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_a_fleet_converges_to_a_shared_limit_without_losing_runs(tmp_path):
+    out = tmp_path / "fleet.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LANGSMITH_", "LANGCHAIN_"))}
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", "fleet.py"), "--quick", "--variants", "adaptive", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    (fleet,) = json.loads(out.read_text())["results"]
+    assert fleet["delivered"] == fleet["created"] == 4 * 50 * 8
+    assert fleet["duplicates"] == 0
+    assert fleet["flushed"] == 4
+    for stats in fleet["stats"]:
+        assert stats["dropped"] == {} and stats["spooled"] == 0
+        # Each process met the limit and lengthened its interval (from 0.2 s), and still has it longer.
+        assert stats["throttled"] >= 1
+        assert stats["interval_s"] > 0.5
+    # Refusals come while the fleet learns; once it has (after the first 3 s), few.
+    # Each process at 0.2 s would have sent ~200 requests; the limit allows 24 in 8 s.
+    assert fleet["steady_requests"] > 0
+    assert fleet["steady_429_share"] <= 0.25, fleet["per_second"]
+    assert fleet["requests_total"] < 100
