@@ -290,8 +290,9 @@ def _exception_text(event: SpanEvent) -> str:
     return f"{head}\n\n{trace}"
 
 
-# SpanKind.name is an enum property lookup; a dict answers it in one step.
-_KIND_NAMES: dict[Any, str] = {kind: kind.name for kind in SpanKind}
+# SpanKind members are singletons that live as long as this module, so their ids are
+# stable keys: the lookup skips Enum.__hash__ and the .name property (Python code both).
+_KIND_NAMES: dict[int, str] = {id(kind): kind.name for kind in SpanKind}
 
 
 def _add_otel_metadata(metadata: dict[str, Any], span: Any, ids: RunIds) -> None:
@@ -300,7 +301,7 @@ def _add_otel_metadata(metadata: dict[str, Any], span: Any, ids: RunIds) -> None
     metadata["otel_trace_id"] = "%032x" % ctx.trace_id
     metadata["otel_span_id"] = "%016x" % ctx.span_id
     kind = span.kind
-    metadata["otel_span_kind"] = _KIND_NAMES.get(kind) or str(kind)
+    metadata["otel_span_kind"] = _KIND_NAMES[id(kind)] if isinstance(kind, SpanKind) else str(kind)
     parent = span.parent
     if parent is not None:
         metadata["otel_parent_span_id"] = "%016x" % parent.span_id

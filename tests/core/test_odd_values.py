@@ -98,6 +98,7 @@ CASES: dict[str, Callable[[Any], None]] = {
     "events named None and timed oddly": lambda t: _odd_events(t),
     "status with odd description": lambda t: _odd_status(t),
     "start time a float": lambda t: _span(t, start_time=1.7e18).end(),
+    "kind not a SpanKind, not even hashable": lambda t: _span(t, kind=["odd"]).end(),
 }
 
 
