@@ -37,8 +37,11 @@ import sysconfig
 import tempfile
 from typing import Any, Iterator
 
-from setuptools import build_meta as _setuptools
-from setuptools.build_meta import *  # noqa: F401,F403 - the rest of the backend is setuptools' own
+try:
+    from setuptools import build_meta as _setuptools
+    from setuptools.build_meta import *  # noqa: F401,F403 - the rest of the backend is setuptools' own
+except ImportError:  # imported by the tests or the benchmark where setuptools is absent (Python 3.12+ venvs)
+    _setuptools = None  # type: ignore[assignment]
 
 SWITCH = "OTEL_RUNS_EXPORTER_MYPYC"
 #: The mypy the compiled build was written and tested against; a major release may change mypyc.
@@ -155,6 +158,8 @@ def build_ext_class() -> Any:
 
 def missing_toolchain() -> str | None:
     """Why the compiled modules cannot be built here, or None when they can."""
+    if _setuptools is None:
+        return "setuptools is not installed (pip install setuptools)"
     try:
         import mypyc  # noqa: F401
     except ImportError:
