@@ -11,29 +11,17 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RUN = os.path.join(ROOT, "bench", "run.py")
+from bench_script import ROOT, run_bench
 
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = tmp_path_factory.mktemp("bench") / "results.json"
-    # Settings must come from the bench's arguments, not from a developer's shell.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LANGSMITH_", "LANGCHAIN_"))}
-    proc = subprocess.run(
-        [sys.executable, RUN, "--smoke", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env=env,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    run_bench("run.py", "--smoke", "--json", str(out), timeout=180)
     return json.loads(out.read_text())
 
 

@@ -11,25 +11,13 @@ every process slowed down, and the slowed-down fleet is seldom refused.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench_script import run_bench
 
 
 def test_a_fleet_converges_to_a_shared_limit_without_losing_runs(tmp_path):
     out = tmp_path / "fleet.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LANGSMITH_", "LANGCHAIN_"))}
-    proc = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "bench", "fleet.py"), "--quick", "--variants", "adaptive", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env=env,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    run_bench("fleet.py", "--quick", "--variants", "adaptive", "--json", str(out), timeout=240)
     (fleet,) = json.loads(out.read_text())["results"]
     assert fleet["delivered"] == fleet["created"] == 4 * 50 * 8
     assert fleet["duplicates"] == 0
