@@ -347,28 +347,20 @@ def _origin_metadata(scope: Any, resource: Any) -> tuple[dict[str, Any], dict[st
     return on_root, on_others
 
 
-_resource_cache: tuple[Any, dict[str, Any], dict[str, Any]] = (None, {}, {})
-
-
 def _resource_forms(resource: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The resource's metadata on a root run, and on the other runs of its trace.
 
     A trace's runs come from one process, so the whole resource (``otel_resource``,
     often ~200 bytes of SDK and host attributes) is sent on the root only; every
     run carries ``service.name`` and a digest of the whole resource, which names
-    the root's resource when runs of several processes share a trace. Built once
-    per resource (all spans of a provider share one); the cache holds the
-    resource itself, so its identity cannot be reused while cached.
+    the root's resource when runs of several processes share a trace. Called on a
+    miss of :func:`_origin_metadata`'s cache only, so not cached itself.
 
     >>> from opentelemetry.sdk.resources import Resource
     >>> root, other = _resource_forms(Resource({"service.name": "api", "host.name": "h1"}))
     >>> sorted(root), sorted(other)
     (['otel_resource', 'otel_resource_digest'], ['otel_resource_digest', 'otel_service_name'])
     """
-    global _resource_cache
-    cached_resource, root_form, short_form = _resource_cache
-    if cached_resource is resource:
-        return root_form, short_form
     attributes = dict(resource.attributes)
     digest = resource_digest(attributes)
     root_form = {"otel_resource": attributes, "otel_resource_digest": digest}
@@ -376,7 +368,6 @@ def _resource_forms(resource: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     service = attributes.get("service.name")
     if service is not None:
         short_form["otel_service_name"] = service
-    _resource_cache = (resource, root_form, short_form)
     return root_form, short_form
 
 
