@@ -212,7 +212,8 @@ class Delivery:
         outcome = Outcome()
         if self.spool is None:
             return outcome
-        runs = self.take_all()
+        held = self._take_held()
+        runs = _opened(held)
         if runs:
             if self._to_spool(runs):
                 outcome.spooled = runs
@@ -223,30 +224,40 @@ class Delivery:
                     self.spool.dir,
                 )
             else:
-                with self._lock:  # the disk refused: they stay, as they were, within the cap
-                    for run in runs:
-                        self._backlog.append(run)
-                        self._bytes += run.size
-                    self._unsealed += len(runs)
-                    self._unsealed_bytes += sum(r.size for r in runs)
+                with self._lock:  # the disk refused: they stay, as they were (sealed ones sealed)
+                    self._backlog.extendleft(reversed(held))
+                    self._recount()
         self._take_spool_losses(outcome)
         return outcome
 
     def take_all(self) -> list[EncodedRun]:
         """Empty the backlog and return what it held, sealed batches opened (at shutdown)."""
-        with self._lock:
-            held = list(self._backlog)
-            self._backlog.clear()
-            self._bytes = self._unsealed = self._unsealed_bytes = self._sealed_count = 0
-        runs: list[EncodedRun] = []
-        for item in held:
-            runs.extend(item.open() if isinstance(item, SealedBatch) else (item,))
-        return runs
+        return _opened(self._take_held())
 
     def close(self) -> None:
         self.transport.close()
 
     # --- internals -----------------------------------------------------------------
+
+    def _take_held(self) -> list[_Held]:
+        with self._lock:
+            held = list(self._backlog)
+            self._backlog.clear()
+            self._bytes = self._unsealed = self._unsealed_bytes = self._sealed_count = 0
+        return held
+
+    def _recount(self) -> None:
+        """Derive the counters from the backlog (under the lock; at shutdown only: it reads it all)."""
+        backlog = self._backlog
+        self._bytes = sum(item.size for item in backlog)
+        self._sealed_count = sum(1 for item in backlog if isinstance(item, SealedBatch))
+        tail = 0
+        for item in reversed(backlog):
+            if isinstance(item, SealedBatch):
+                break
+            tail += 1
+        self._unsealed = tail
+        self._unsealed_bytes = sum(backlog[-i].size for i in range(1, tail + 1))
 
     def _take_batch(self) -> list[EncodedRun] | SealedBatch | None:
         """The next batch: a sealed one whole, else runs up to the batch limits (never past a sealed one)."""
@@ -342,6 +353,13 @@ class Delivery:
         if self.spool is not None:
             for reason, runs in self.spool.take_losses().items():
                 outcome.spool_dropped[reason] = outcome.spool_dropped.get(reason, 0) + runs
+
+
+def _opened(held: list[_Held]) -> list[EncodedRun]:
+    runs: list[EncodedRun] = []
+    for item in held:
+        runs.extend(item.open() if isinstance(item, SealedBatch) else (item,))
+    return runs
 
 
 def _outcome(result: SendResult) -> Outcome:

@@ -294,3 +294,28 @@ def test_a_slow_answer_past_the_export_timeout_is_waited_for_not_sent_twice(serv
     assert len(service.runs()) == 20 and service.duplicate_posts() == {}
     assert processor.stats().delivered == 20
     provider.shutdown()
+
+
+def test_what_the_spool_refuses_at_shutdown_stays_as_it_was(service, tmp_path, monkeypatch):
+    # Sealed batches stay sealed and the byte count stays true, so the runs are still sent.
+    service.faults.update(outage=True)
+    clock = FakeClock()
+    delivery = _delivery(service.url, clock, spool_dir=str(tmp_path))
+    runs = make_runs(120)
+    for run in runs[:50]:
+        delivery.add(run)
+    monkeypatch.setattr(delivery.spool, "write", lambda runs: False)  # the disk refuses (as on OSError)
+    assert delivery.send_next(clock.now() + 1).retry_later and delivery.sealing
+    for run in runs[50:]:
+        delivery.add(run)  # 50 sealed as they filled a batch, 20 still open at the back
+    before = (len(delivery), delivery.bytes_held)
+    assert not delivery.spool_all().spooled
+    assert (len(delivery), delivery.bytes_held) == before
+    assert [type(item).__name__ for item in delivery._backlog] == ["SealedBatch"] * 2 + ["EncodedRun"] * 20
+    service.faults.update(outage=False)
+    ledger = Ledger()
+    ledger.admit(120)
+    while (outcome := delivery.send_next(clock.now() + 5)) is not None:
+        ledger.record(outcome)
+    assert ledger.snapshot().delivered == 120 and delivery.bytes_held == 0
+    assert len(service.runs()) == 120 and service.duplicate_posts() == {}
