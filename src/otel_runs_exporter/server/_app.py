@@ -389,8 +389,13 @@ class _Handler(BaseHTTPRequestHandler):
         if len(self.headers.get_all("x-api-key") or []) > 1:
             self._discard_body()
             raise _Reply(400, _detail("more than one x-api-key header; send exactly one"), close=True)
-        if route not in _PUBLIC_ROUTES:
-            self._authenticate(service, headers, control_plane=urlsplit(self.path).path.startswith("/v2/"))
+        if route in _PUBLIC_ROUTES:
+            # No key is asked here, so no body is decoded either: a zstd bomb sent to /info
+            # would otherwise be decompressed (to the body limit) for anyone.
+            self._discard_body()
+            status, body = self._route(service, method, route, headers, b"", entry)
+            return status, body, {}, False
+        self._authenticate(service, headers, control_plane=urlsplit(self.path).path.startswith("/v2/"))
 
         tracing = _is_tracing(method, route)
         decision = service.faults.decide() if tracing else FaultDecision()
