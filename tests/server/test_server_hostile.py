@@ -297,3 +297,65 @@ def test_a_5000_digit_integer_parameter_is_a_422():
         r = requests.get(svc.url + "/v2/auth/wait/abc?timeout=" + "9" * 5000, headers={"x-api-key": KEY}, timeout=10)
         assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "timeout"], r.text
 
+
+def _multipart_with_part_header(header: str) -> bytes:
+    rid = str(uuid.uuid4())
+    run = orjson.dumps(
+        {
+            "id": rid,
+            "trace_id": rid,
+            "dotted_order": "20240101T000000000000Z" + rid,
+            "name": "n",
+            "run_type": "chain",
+            "start_time": "2024-01-01T00:00:00.000000Z",
+            "session_name": "p",
+        }
+    )
+    head = f'--b\r\nContent-Disposition: form-data; name="post.{rid}"\r\n{header}\r\n\r\n'.encode()
+    return head + run + b"\r\n--b--\r\n"
+
+
+def _cursor(position: int) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(orjson.dumps(["desc", "x", position])).decode().rstrip("=")
+
+
+# Each was a 500: int() refusing "²" (which str.isdigit() accepts) or 4,301 digits, or
+# SQLite refusing a number past 64 bits.
+@pytest.mark.parametrize(
+    "method, path, body, content_type",
+    [
+        ("GET", "/sessions?limit=%C2%B2", None, None),
+        ("GET", "/sessions?offset=" + "9" * 5000, None, None),
+        ("GET", "/sessions?offset=18446744073709551616", None, None),
+        ("POST", "/runs/query", {"filter": "eq(latency, " + "9" * 5000 + ")"}, None),
+        ("POST", "/runs/query", {"filter": "gt(latency, 99999999999999999999999)"}, None),
+        ("POST", "/runs/query", {"cursor": _cursor(2**64 - 1)}, None),
+        ("POST", "/runs/multipart", _multipart_with_part_header("Content-Length: \u00b2"), "multipart"),
+        ("POST", "/runs/multipart", _multipart_with_part_header("Content-Length: " + "9" * 5000), "multipart"),
+        ("POST", "/runs/multipart", _multipart_with_part_header("Content-Type: application/json; length=\u00b2"), "multipart"),
+        ("POST", "/runs/multipart", _multipart_with_part_header("Content-Type: application/json; length=" + "9" * 5000), "multipart"),
+    ],
+    ids=[
+        "limit-superscript",
+        "offset-5000-digits",
+        "offset-past-64-bits",
+        "filter-5000-digits",
+        "filter-past-64-bits",
+        "cursor-past-64-bits",
+        "part-length-superscript",
+        "part-length-5000-digits",
+        "length-param-superscript",
+        "length-param-5000-digits",
+    ],
+)
+def test_malformed_parameters_are_422_never_5xx(svc, method, path, body, content_type):
+    headers = {"x-api-key": KEY}
+    if content_type == "multipart":
+        headers["Content-Type"] = "multipart/form-data; boundary=b"
+        r = requests.request(method, svc.url + path, data=body, headers=headers, timeout=10)
+    else:
+        r = requests.request(method, svc.url + path, json=body, headers=headers, timeout=10)
+    assert r.status_code == 422, r.text[:300]
+

@@ -194,6 +194,17 @@ class _Lit:
 _Node = _Call | _Ident | _Lit
 
 
+_SQL_INT_MAX = 2**63 - 1
+
+
+def _sql_int(raw: str) -> int | None:
+    """``raw`` as an int SQLite can bind, else None."""
+    if len(raw.lstrip("-")) > 19:
+        return None
+    value = int(raw)
+    return value if -_SQL_INT_MAX - 1 <= value <= _SQL_INT_MAX else None
+
+
 @dataclass
 class _Token:
     kind: str
@@ -226,7 +237,10 @@ def _tokens(text: str, key: str) -> list[_Token]:
         elif kind == "sq":
             value, kind = re.sub(r"\\(.)", r"\1", raw[1:-1], flags=re.DOTALL), "str"
         elif kind == "num":
-            value = float(raw) if any(c in raw for c in ".eE") else int(raw)
+            value = float(raw) if any(c in raw for c in ".eE") else _sql_int(raw)
+            if value is None:
+                # int() refuses past 4,300 digits, SQLite past 64 bits: a 422, not a 500.
+                raise QueryError(("body", key), f"{key} (at position {start}): {raw[:40]!r} is out of range")
         out.append(_Token(kind, raw, start, value))
         pos = match.end()
 
@@ -638,6 +652,7 @@ def _decode_cursor(cursor: Any, order: str) -> tuple[str, int]:
         or not isinstance(decoded[1], str)
         or isinstance(decoded[2], bool)
         or not isinstance(decoded[2], int)
+        or not 0 <= decoded[2] <= _SQL_INT_MAX  # a forged one past 64 bits would reach SQLite
     ):
         raise bad
     if decoded[0] != order:

@@ -231,7 +231,8 @@ def check_part_length(part: Part, run_id: str | None, loc: Loc) -> list[Violatio
         declared.append(("Content-Length", part.declared_length))
     if "length" in part.params:
         raw = part.params["length"]
-        declared.append(("length parameter", int(raw) if raw.isdigit() else None))
+        # Not raw.isdigit(): it accepts "²", which int() refuses, as it refuses 4,301 digits.
+        declared.append(("length parameter", int(raw) if _LENGTH.fullmatch(raw) else None))
     if not declared:
         return [Violation(run_id, "part_length", "part has no Content-Length", loc)]
     out = []
@@ -251,6 +252,7 @@ def check_part_length(part: Part, run_id: str | None, loc: Loc) -> list[Violatio
 # orjson reads 1,024 levels of nesting but writes only 255, so a deeper value would be
 # accepted here and then fail in the store; the exporter itself cuts values at 100.
 MAX_JSON_DEPTH = 200
+_LENGTH = re.compile(r"[0-9]{1,19}")
 
 
 def json_depth_exceeds(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
