@@ -359,3 +359,20 @@ def test_malformed_parameters_are_422_never_5xx(svc, method, path, body, content
         r = requests.request(method, svc.url + path, json=body, headers=headers, timeout=10)
     assert r.status_code == 422, r.text[:300]
 
+
+def test_deep_json_is_a_422_on_the_control_plane_too(svc):
+    """Bulk exports and deployments keep their bodies and write them back as JSON: too deep, 422.
+
+    A deployment 300 levels deep was stored, then the connection closed without an
+    answer (orjson could not write it back); an export's was a 500.
+    """
+    h = {"x-api-key": KEY, "Content-Type": "application/json"}
+    export = {
+        "start_time": "2015-01-01T00:00:00Z",
+        "end_time": "2015-01-05T00:00:00Z",
+        "destination": {"type": "s3", "bucket_name": "b"},
+    }
+    r = requests.post(svc.url + "/api/v1/bulk-exports", data=_with_deep(export, "destination"), headers=h, timeout=10)
+    assert r.status_code == 422 and "200 levels" in r.text, r.text[:300]
+    r = requests.post(svc.url + "/v2/deployments", data=_with_deep({"name": "d"}, "source_config"), headers=h, timeout=10)
+    assert r.status_code == 422 and "200 levels" in r.text, r.text[:300]

@@ -22,6 +22,8 @@ from typing import Any, Callable, Mapping
 
 import orjson
 
+from ._validate import MAX_JSON_DEPTH, json_depth_exceeds
+
 __all__ = ["ServiceClock", "ControlRequest", "ControlReply", "Part", "Refuse", "invalid", "not_allowed", "iso", "json_body", "number"]
 
 
@@ -153,6 +155,11 @@ def number(local: Mapping[str, Any], name: str, default: float) -> float:
 def json_body(data: bytes) -> Any:
     """The request body as JSON (None when empty), else a 422."""
     try:
-        return orjson.loads(data) if data else None
+        value = orjson.loads(data) if data else None
     except orjson.JSONDecodeError as exc:
         raise invalid(["body"], f"body is not valid JSON ({exc})", "json_invalid") from None
+    # orjson reads 1,024 levels but writes 255: a deeper body would be accepted here and
+    # fail (500) where it is stored again as JSON.
+    if json_depth_exceeds(value):
+        raise invalid(["body"], f"JSON nested more than {MAX_JSON_DEPTH} levels deep", "json_depth")
+    return value
