@@ -382,3 +382,24 @@ def test_deep_json_is_a_422_on_the_control_plane_too(svc):
     assert r.status_code == 422 and "200 levels" in r.text, r.text[:300]
     r = requests.post(svc.url + "/v2/deployments", data=_with_deep({"name": "d"}, "source_config"), headers=h, timeout=10)
     assert r.status_code == 422 and "200 levels" in r.text, r.text[:300]
+
+
+def test_connections_past_the_worker_limit_get_a_503_not_a_reset():
+    """Idle connections held open (found: 2,000 of them made 2,000 threads): past the limit, 503 + Retry-After."""
+    with LocalService(api_key=KEY, max_connections=4) as svc:
+        host, port = svc.url.removeprefix("http://").split(":")
+        idle = [socket.create_connection((host, int(port)), timeout=5) for _ in range(4)]
+        try:
+            for conn in idle:
+                conn.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\n")  # a head never finished holds its thread
+            time.sleep(0.2)
+            # A body the refusal must drain, not reset: the client reads the 503 after sending it all.
+            r = requests.post(svc.url + "/runs", data=b"x" * 2_000_000, headers={"x-api-key": KEY}, timeout=10)
+            assert r.status_code == 503 and r.headers["Retry-After"] == "1", r.text
+        finally:
+            for conn in idle:
+                conn.close()
+        deadline = time.monotonic() + 5
+        while requests.get(svc.url + "/ok", timeout=5).status_code != 200:
+            assert time.monotonic() < deadline  # the slots come back as the idle connections close
+            time.sleep(0.05)

@@ -16,6 +16,7 @@ import hmac
 import io
 import logging
 import re
+import selectors
 import socket
 import threading
 import time
@@ -155,6 +156,79 @@ def decode_body(data: bytes, content_encoding: str | None, limit: int | None) ->
     return data
 
 
+_BUSY_BODY = b'{"detail":"the local service is serving as many connections as it can"}'
+_BUSY_ANSWER = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+    b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY)
+)
+# How long a refused connection is drained before it is closed, and how many are drained at once.
+_BUSY_DRAIN_S = 5.0
+_BUSY_DRAIN_MAX = 1024
+
+
+class _Refuser:
+    """Answers connections past the worker limit with a 503, without a thread each.
+
+    The answer goes out at once (it fits in the socket's send buffer); the request is
+    then read and thrown away until the client closes, because closing a socket with
+    unread bytes sends a TCP reset, which can destroy the 503 before the client reads it.
+    """
+
+    def __init__(self) -> None:
+        self._selector = selectors.DefaultSelector()
+        self._lock = threading.Lock()
+        self._deadlines: dict[socket.socket, float] = {}
+        self._thread: threading.Thread | None = None
+
+    def refuse(self, conn: socket.socket) -> None:
+        try:
+            conn.setblocking(False)
+            conn.send(_BUSY_ANSWER)
+            conn.shutdown(socket.SHUT_WR)
+        except OSError:
+            conn.close()
+            return
+        with self._lock:
+            if len(self._deadlines) >= _BUSY_DRAIN_MAX:
+                conn.close()  # the last resort: bounded even under a flood
+                return
+            self._deadlines[conn] = time.monotonic() + _BUSY_DRAIN_S
+            self._selector.register(conn, selectors.EVENT_READ)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._drain, name="otel-runs-local-busy", daemon=True)
+                self._thread.start()
+
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                if not self._deadlines:
+                    self._thread = None
+                    return
+            for key, _ in self._selector.select(0.1):
+                try:
+                    more = key.fileobj.recv(_READ_CHUNK)  # type: ignore[union-attr]
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    more = b""
+                if not more:
+                    self._forget(key.fileobj)  # type: ignore[arg-type]
+            now = time.monotonic()
+            with self._lock:
+                late = [conn for conn, deadline in self._deadlines.items() if deadline < now]
+            for conn in late:
+                self._forget(conn)
+
+    def _forget(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._deadlines.pop(conn, None)
+            try:
+                self._selector.unregister(conn)
+            except (KeyError, ValueError):
+                pass
+        conn.close()
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -162,11 +236,31 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 1024
     service: LocalService
 
-    def __init__(self, address: tuple[str, int], service: LocalService) -> None:
+    def __init__(self, address: tuple[str, int], service: LocalService, max_connections: int) -> None:
         self.service = service
         self._connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
+        # One thread per connection, up to this many; past it a 503 with Retry-After
+        # (which clients honour), so idle or slow connections cannot grow the threads without bound.
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._refuser = _Refuser()
         super().__init__(address, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self._refuser.refuse(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         with self._connections_lock:
@@ -565,6 +659,8 @@ class LocalService:
     ``multipart=False`` hides the multipart endpoint (404) so a client
     must fall back to basic tracing. ``max_body_bytes`` (default 20 MiB, what ``/info``
     advertises) answers larger bodies, raw or decompressed, with 413.
+    ``max_connections`` bounds the connections served at once (one thread each);
+    past it a connection is answered 503 with ``Retry-After: 1`` and closed.
     """
 
     def __init__(
@@ -585,6 +681,7 @@ class LocalService:
         clock_speed: float = 1.0,
         deploy_delay_s: float = 3.0,
         bearer_token: str | None = None,
+        max_connections: int = 512,
     ) -> None:
         self.host = host
         self.port = port
@@ -597,6 +694,7 @@ class LocalService:
         self.max_body_bytes = max_body_bytes if max_body_bytes is not None else _DEFAULT_SIZE_LIMIT
         self.faults = faults if faults is not None else FaultConfig()
         self._bearer_token = bearer_token
+        self.max_connections = max_connections
         self.control = ControlPlane(ServiceClock(clock_speed), deploy_delay_s=deploy_delay_s)
         k, w = rate_limit_scale, rate_limit_window_scale
         if rate_limits is True:
@@ -637,7 +735,7 @@ class LocalService:
         if self._request_log_path is not None and self._request_log is None:
             self._request_log = open(self._request_log_path, "a", encoding="utf-8", buffering=1)
         try:
-            self._server = _Server((self.host, self.port), self)
+            self._server = _Server((self.host, self.port), self, self.max_connections)
         except BaseException:
             self._store.close()
             self._store = None
