@@ -23,6 +23,8 @@ from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from viewer.viewer_helpers import ARTIFACTS, as_json, click, export, screenshot, wait_for  # noqa: E402
 
+pytestmark = pytest.mark.heavy(seconds=25)
+
 DEMO_TREE = ["answer_question", "retrieve", "chat demo-model", "flaky_tool", "word_count"]
 
 
