@@ -86,6 +86,24 @@ def test_flush_keeps_sending_through_retryable_failures_until_its_deadline(servi
     assert sorted(r["name"] for r in service.runs()) == [f"s{i}" for i in range(5)]
 
 
+@pytest.mark.parametrize("failures, flushed", [(1, True), (2, False)])
+def test_a_backoff_past_the_deadline_still_gets_one_last_try_before_it(service, monkeypatch, failures, flushed):
+    # Backoff waits of 15-30 s against a 10 s flush: the next retry would come after the
+    # deadline. The flush used to give up at once, with 9 s still to go; it tries once more
+    # a second before the deadline, and gives up only if that fails too.
+    from otel_runs_exporter._transport import HttpClient
+
+    monkeypatch.setattr(HttpClient, "backoff_base_s", 30.0)
+    monkeypatch.setattr(HttpClient, "backoff_max_s", 30.0)
+    service.faults.update(status_sequence=[500] * failures, retry_after=None)
+    clock, provider, processor = _on_fake_clock(service)
+    _spans(provider, 3)
+    assert processor.force_flush(10_000) is flushed
+    assert [w for w in clock.waits if w > 0] == [pytest.approx(10 - HttpClient.last_try_margin_s)]
+    stats = processor.stats()
+    assert (stats.delivered, stats.queued) == ((3, 0) if flushed else (0, 3))
+
+
 def test_flush_past_its_deadline_is_false_and_keeps_the_runs(service):
     service.faults.update(outage=True, retry_after=5.0)
     clock, provider, processor = _on_fake_clock(service)
