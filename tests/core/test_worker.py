@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 
@@ -129,13 +130,43 @@ def test_exporter_path_reports_drops_from_force_flush_too():
         assert dict(stats.dropped) == {"unauthorized": 2} and stats.settled() and stats.created == 2
 
 
-@pytest.mark.parametrize("var", ["OTEL_EXPORTER_RUNS_SPOOL_DIR", "OTEL_EXPORTER_RUNS_CERTIFICATE"])
-def test_bad_paths_are_config_errors_at_setup(monkeypatch, tmp_path, var):
-    from otel_runs_exporter import ConfigError
-
+def _bad_path(tmp_path, var: str, how: str) -> str:
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
-    bad = str(blocker / "below-a-file") if var.endswith("SPOOL_DIR") else str(tmp_path / "missing.pem")
+    if how == "below a file":
+        return str(blocker / "below-a-file")
+    if how == "missing":
+        return str(tmp_path / "missing.pem")
+    if how == "a directory":
+        return str(tmp_path)
+    locked = tmp_path / ("locked-dir" if var.endswith("SPOOL_DIR") else "locked.pem")
+    if var.endswith("SPOOL_DIR"):
+        locked.mkdir()
+    else:
+        locked.write_text("x")
+    locked.chmod(0o500 if var.endswith("SPOOL_DIR") else 0)
+    return str(locked)
+
+
+@pytest.mark.parametrize(
+    "var, how",
+    [
+        ("OTEL_EXPORTER_RUNS_SPOOL_DIR", "below a file"),
+        ("OTEL_EXPORTER_RUNS_SPOOL_DIR", "without permission"),
+        ("OTEL_EXPORTER_RUNS_CERTIFICATE", "missing"),
+        ("OTEL_EXPORTER_RUNS_CERTIFICATE", "a directory"),
+        ("OTEL_EXPORTER_RUNS_CERTIFICATE", "without permission"),
+        ("OTEL_EXPORTER_RUNS_CLIENT_CERTIFICATE", "missing"),
+        ("OTEL_EXPORTER_RUNS_CLIENT_KEY", "missing"),
+        ("OTEL_EXPORTER_RUNS_CLIENT_KEY", "without permission"),
+    ],
+)
+def test_bad_paths_are_config_errors_at_setup(monkeypatch, tmp_path, var, how):
+    from otel_runs_exporter import ConfigError
+
+    if how == "without permission" and os.geteuid() == 0:
+        pytest.skip("root reads and writes whatever the permissions say")
+    bad = _bad_path(tmp_path, var, how)
     monkeypatch.setenv(var, bad)
     with pytest.raises(ConfigError) as err:
         RunsSpanProcessor(endpoint="http://127.0.0.1:9")
