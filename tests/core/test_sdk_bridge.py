@@ -83,8 +83,9 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 def test_three_levels_each_way_make_one_tree(tmp_path):
     db = str(tmp_path / "runs.db")
     with LocalService(api_key=KEY, db=db) as svc:
+        # The two senders are set to different projects: one tree lives in one project, its root's.
         for body, way in ((SDK_FIRST, "a"), (OTEL_FIRST, "b")):
-            proc = _run(svc, body, way)
+            proc = _run(svc, body, way, OTEL_EXPORTER_RUNS_PROJECT="otel-side")
             assert proc.returncode == 0, proc.stderr
             assert json.loads(proc.stdout.strip().splitlines()[-1]) == {}
         assert svc.wait_for_runs(8)
@@ -96,7 +97,8 @@ def test_three_levels_each_way_make_one_tree(tmp_path):
         assert shapes == sorted(
             [
                 [(0, "sdk-a-1", "mixed"), (1, "otel-a-2", "mixed"), (2, "sdk-a-2", "mixed"), (3, "otel-a-3", "mixed")],
-                [(0, "otel-b-1", "mixed"), (1, "sdk-b-2", "mixed"), (2, "otel-b-3", "mixed"), (3, "sdk-b-4", "mixed")],
+                [(0, "otel-b-1", "otel-side"), (1, "sdk-b-2", "otel-side"), (2, "otel-b-3", "otel-side"),
+                 (3, "sdk-b-4", "otel-side")],
             ]
         )
         by_id = {r["id"]: r for r in runs}
@@ -114,14 +116,6 @@ def test_three_levels_each_way_make_one_tree(tmp_path):
     rows = [(len(line) - len(line.lstrip()), line.split()[1]) for line in tree.stdout.splitlines()[1:] if line.strip()]
     assert [name for _, name in rows] == ["otel-b-1", "sdk-b-2", "otel-b-3", "sdk-b-4"], tree.stdout
     assert [indent for indent, _ in rows] == sorted({indent for indent, _ in rows}), tree.stdout
-
-
-def test_a_tree_started_by_the_sdk_keeps_the_sdk_project():
-    with LocalService(api_key=KEY) as svc:
-        proc = _run(svc, SDK_FIRST, "a", OTEL_EXPORTER_RUNS_PROJECT="otel-side")
-        assert proc.returncode == 0, proc.stderr
-        assert svc.wait_for_runs(4)
-        assert {r["session_name"] for r in svc.runs()} == {"mixed"}  # one tree, one project: the root's
 
 
 @pytest.mark.parametrize("env", [{"OTEL_EXPORTER_RUNS_LANGSMITH_BRIDGE": "false"}, {"LANGSMITH_OTEL_ENABLED": "true"}])
