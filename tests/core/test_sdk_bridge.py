@@ -167,3 +167,28 @@ def test_a_failing_hook_warns_once_and_gives_the_sdk_its_own_parent(caplog):
         assert hook(BrokenExtra()) is sdk_parent
     lines = [r for r in caplog.records if "could not nest" in r.getMessage()]
     assert len(lines) == 1 and lines[0].exc_info is not None
+
+
+def test_the_pinned_sdk_is_a_version_the_hook_was_tested_with():
+    # A bump of the test extra's langsmith pin must come with a look at the internal hook.
+    from otel_runs_exporter._sdk_bridge import TESTED_VERSIONS, _version
+
+    assert _version() in TESTED_VERSIONS
+
+
+def test_an_untested_sdk_version_gets_no_hook_and_one_warning(monkeypatch, caplog):
+    """The internal function may have changed shape in another release: leave it alone, say so once."""
+    import types
+
+    from otel_runs_exporter import _sdk_bridge
+
+    original = lambda langsmith_extra, config=None: None  # noqa: E731
+    run_helpers = types.SimpleNamespace(_get_parent_run=original)
+    monkeypatch.setattr(_sdk_bridge, "_version", lambda: (0, 99))
+    monkeypatch.setattr(_sdk_bridge, "_once", _sdk_bridge.RateLimitedLog(_sdk_bridge.logger, interval_s=float("inf")))
+    with caplog.at_level("WARNING", logger="otel_runs_exporter"):
+        assert _sdk_bridge.install_parent_hook(run_helpers) is False
+        assert _sdk_bridge.install_parent_hook(run_helpers) is False
+    assert run_helpers._get_parent_run is original
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "langsmith 0.99 is not a version the run-tree bridge was tested with (0.15)" in lines[0]
