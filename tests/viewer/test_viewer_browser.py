@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 import pytest
+import requests
 from opentelemetry.trace import Status, StatusCode
 
 from otel_runs_exporter.server import LocalService, RateRule, viewer_link
@@ -232,6 +233,34 @@ def test_a_rate_limited_page_backs_off_and_says_so(page: Any) -> None:
         assert len(refused_at) == 1  # it waits out the Retry-After instead of asking again each second
         assert [r["col-name"] for r in trace_rows(page)] == ["limited"]  # what it had stays
         screenshot(page, "viewer-rate-limited")
+
+
+def test_a_trace_refused_midway_by_rate_limits_still_opens_then_loads_whole(page: Any) -> None:
+    def work(tracer: Any) -> None:
+        with tracer.start_as_current_span("limited_trace", attributes={"langsmith.span.kind": "chain"}):
+            for i in range(249):
+                with tracer.start_as_current_span(f"child-{i:03d}"):
+                    pass
+
+    # Counts are refused throughout and the trace's third page of runs at first: neither may leave it unshown or half loaded.
+    rules = [
+        RateRule("Stats (test)", "ip", 1, 600, "POST", r"^/runs/stats/?$"),
+        RateRule("Run query (test)", "ip", 2, 2, "POST", r"^/runs/query/?$"),
+    ]
+    with LocalService(rate_limits=rules) as service:
+        export(service.url, work)
+        runs = service.wait_for_runs(250)
+        root = next(r for r in runs if r["name"] == "limited_trace")
+        assert requests.post(service.url + "/runs/stats", json={}, timeout=5).status_code == 200  # the one count allowed
+        page.get(viewer_link(service.url, root["trace_id"]))
+        wait_for(lambda: row_names(page)[:2] == ["limited_trace", "child-000"], what="the tree without its counts")
+        view = page.find_element(By.CSS_SELECTOR, ".trace-view")
+        wait_for(lambda: view.get_attribute("data-runs") == "250", timeout=20, what="every page after the 429")
+        refused = {e["path"] for e in service.requests() if e["status"] == 429}
+        assert refused == {"/runs/query", "/runs/stats"}
+        facts = page.find_element(By.CSS_SELECTOR, ".facts").text
+        assert "runs 250" in facts.replace("\n", " ") and "tokens …" in facts.replace("\n", " ")
+        screenshot(page, "viewer-trace-rate-limited")
 
 
 BIG_CHILDREN = 99
