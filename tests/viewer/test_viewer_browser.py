@@ -235,6 +235,47 @@ def test_a_rate_limited_page_backs_off_and_says_so(page: Any) -> None:
         screenshot(page, "viewer-rate-limited")
 
 
+READS = ("/sessions", "/runs/query", "/runs/stats")
+
+
+def page_reads(service: LocalService) -> int:
+    """How many of the page's reads the service has answered (the exporter's writes are not among them)."""
+    return sum(1 for e in service.requests() if e["path"] in READS or (e["method"] == "GET" and e["path"].startswith("/runs/")))
+
+
+def test_the_list_filters_by_project_and_shows_new_traces_without_reloading_at_one_read_a_second(page: Any) -> None:
+    def trace(name: str) -> Any:
+        def work(tracer: Any) -> None:
+            with tracer.start_as_current_span(name, attributes={"langsmith.span.kind": "chain"}):
+                pass
+
+        return work
+
+    with LocalService() as service:
+        export(service.url, trace("first"), project="alpha")
+        export(service.url, trace("elsewhere"), project="beta")
+        service.wait_for_runs(2)
+        page.get(service.url + "/#/?project=alpha")
+        wait_for(lambda: [(r["col-name"], r["col-runs"]) for r in trace_rows(page)] == [("first", "1")], what="alpha's trace")
+        page.execute_script("const s = document.getElementById('project'); s.value = 'beta'; s.dispatchEvent(new Event('change'));")
+        wait_for(lambda: [r["col-name"] for r in trace_rows(page)] == ["elsewhere"], what="beta's trace only")
+        assert "project=beta" in page.current_url
+        page.execute_script("const s = document.getElementById('project'); s.value = 'alpha'; s.dispatchEvent(new Event('change'));")
+        wait_for(lambda: [(r["col-name"], r["col-runs"]) for r in trace_rows(page)] == [("first", "1")], what="alpha's trace again")
+
+        page.execute_script("window.notReloaded = true")
+        export(service.url, trace("second"), project="alpha")
+        wait_for(lambda: [r["col-name"] for r in trace_rows(page)] == ["second", "first"], what="the new trace on top")
+        assert page.execute_script("return window.notReloaded") is True
+        screenshot(page, "viewer-new-trace")
+
+        began, reads = time.monotonic(), page_reads(service)
+        time.sleep(3)
+        elapsed, polled = time.monotonic() - began, page_reads(service) - reads
+        # One background read a second at most (one may have been under way when the clock started).
+        assert 1 <= polled <= elapsed + 1, (polled, elapsed)
+
+
 def test_a_trace_refused_midway_by_rate_limits_still_opens_then_loads_whole(page: Any) -> None:
     def work(tracer: Any) -> None:
         with tracer.start_as_current_span("limited_trace", attributes={"langsmith.span.kind": "chain"}):
