@@ -123,6 +123,8 @@ def test_run_contents_are_text_and_run_no_script(page: Any) -> None:
             "langsmith.span.kind": "chain",
             "input.value": as_json({"question": HOSTILE, "note": CLOSER}),
             "output.value": as_json({"messages": [{"role": "assistant", "content": f"{HOSTILE} {CLOSER}"}]}),
+            "langsmith.span.tags": ["checked", HOSTILE],
+            "langsmith.metadata.note": HOSTILE,
         }
         with tracer.start_as_current_span(HOSTILE, attributes=attributes) as span:
             span.add_event("retry", {"reason": HOSTILE})
@@ -139,6 +141,11 @@ def test_run_contents_are_text_and_run_no_script(page: Any) -> None:
         text = detail_text(page)
         assert HOSTILE in text and CLOSER in text
         assert row_names(page)[0] == HOSTILE
+        assert [t.text for t in page.find_elements(By.CSS_SELECTOR, ".detail .tags .tag")] == ["checked", HOSTILE]
+        metadata = page.execute_script(
+            "return [...document.querySelectorAll('.detail .block')].find(b => b.querySelector('h2').textContent === 'Metadata').textContent"
+        )
+        assert f"note: {HOSTILE}" in metadata
         events = page.find_element(By.CSS_SELECTOR, ".detail .events").text
         assert "retry" in events and HOSTILE in events
         assert page.find_elements(By.TAG_NAME, "img") == []
