@@ -15,6 +15,24 @@ from otel_runs_exporter.server import LocalService
 _PREFIXES = ("OTEL_", "LANGSMITH_", "LANGCHAIN_")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The heaviest modules first, so the two workers finish together.
+
+    The suite runs with ``--dist loadfile`` (a module's tests on one worker, so a
+    module-scoped fixture starts once): a worker takes the next module when it
+    is free. A 60 s module taken last would run on alone; taken first, the other
+    worker spends that time on the many short ones. A module says what it costs
+    with ``pytestmark = pytest.mark.heavy(seconds=N)``; unmarked ones keep their
+    order after the marked ones.
+    """
+    cost: dict[str, float] = {}
+    for item in items:
+        mark = item.get_closest_marker("heavy")
+        if mark is not None:
+            cost[item.nodeid.split("::")[0]] = float(mark.kwargs["seconds"])
+    items.sort(key=lambda item: -cost.get(item.nodeid.split("::")[0], 0.0))  # stable: order within a module kept
+
+
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Settings come from the environment; no test may see another's (or the machine's)."""

@@ -17,6 +17,10 @@ import pytest
 
 from bench_script import ROOT, run_bench
 
+# Weighed below its ~35 s so that it starts after test_compiled_build.py has compiled: both
+# use the one cached build, and the second to ask would wait for the first's compile.
+pytestmark = pytest.mark.heavy(seconds=24)
+
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> dict:

@@ -70,9 +70,19 @@ class RunsSpanProcessor(SpanProcessor):
         return self._settings
 
     def run_ids(self, span_id: int) -> RunIds | None:
-        """The run ids this processor gave the open or recently ended span ``span_id``, or None."""
+        """The run ids this processor gave the open or recently ended span ``span_id``, or None.
+
+        ``project`` is always filled in for a named project: whoever nests a run under
+        this one (the langsmith SDK bridge) must put it in the same project, and None
+        would leave it to pick its own.
+        """
         node = self._open.get(span_id) or self._recent.get(span_id)
-        return node.resolve(self._settings.id_scheme) if node is not None else None
+        if node is None:
+            return None
+        ids = node.resolve(self._settings.id_scheme)
+        if ids.project is None and not self._settings.project_id:
+            ids = ids._replace(project=self._settings.project)
+        return ids
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         batcher = self._worker

@@ -17,7 +17,8 @@ here imports ``langsmith``: the processor calls in only once the application
 has imported it.
 
 The bridge stays off with ``OTEL_EXPORTER_RUNS_LANGSMITH_BRIDGE=false``, and
-when the SDK runs in its own OTel mode (``LANGSMITH_OTEL_ENABLED=true``): its
+when the SDK runs in its own OTel mode (``LANGSMITH_OTEL_ENABLED=true``,
+``LANGSMITH_TRACING_MODE=otel`` ...; ``_settings`` reads it as the SDK does): its
 spans then come through us already, and bridging would send them twice.
 """
 

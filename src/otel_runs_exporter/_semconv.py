@@ -160,6 +160,7 @@ _MODEL_KEYS = ("gen_ai.request.model", "gen_ai.provider.name", "gen_ai.system", 
 _MODEL_NAME_KEYS = (
     "gen_ai.request.model",
     "llm.request.model_name",
+    # doc: llm.model_name -> metadata.ls_model_name. "Model name from OpenInference"
     "llm.model_name",
     "embedding.model_name",
     "reranker.model_name",
@@ -167,7 +168,14 @@ _MODEL_NAME_KEYS = (
     "llm.response.model_name",
 )
 #: ``metadata["ls_provider"]``.
-_PROVIDER_KEYS = ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system")
+_PROVIDER_KEYS = (
+    "gen_ai.provider.name",
+    # doc: gen_ai.system -> metadata.ls_provider. 'The GenAI system (e.g., "openai", "anthropic")'
+    "gen_ai.system",
+    "llm.provider",
+    # doc: llm.system -> metadata.ls_provider. "LLM system provider"
+    "llm.system",
+)
 
 #: The attributes that place the run in its tree; read by ``_convert``/``_ids``,
 #: consumed here so they are not repeated in metadata.
@@ -190,6 +198,8 @@ _METADATA_KEYS: tuple[tuple[str, str], ...] = (
     ("session.id", "session_id"),
     ("user.id", "user_id"),
 )
+#: doc: metadata -> metadata.*. "JSON string of metadata to be merged" (OpenInference: one JSON object).
+_METADATA_OBJECT_KEY = "metadata"
 #: Prefixes whose remainder is a metadata key. ``langsmith.metadata.`` comes
 #: last so explicit metadata wins over everything derived.
 #: doc: traceloop.association.properties.{key} -> metadata.{key}. "Custom metadata with traceloop prefix"
@@ -201,8 +211,16 @@ _JSON_METADATA_PREFIXES = frozenset({"langsmith.metadata."})
 
 #: ``gen_ai.request.*`` becomes invocation params under its remainder, renamed
 #: where the OpenAI-style parameter name differs.
-#: doc: gen_ai.request.{model,temperature,top_p,max_tokens,frequency_penalty,presence_penalty,seed,top_k,
-#: encoding_formats} -> invocation_params.{same}; gen_ai.request.stop_sequences -> invocation_params.stop.
+#: doc: gen_ai.request.model -> invocation_params.model. "The model name used for the request"
+#: doc: gen_ai.request.temperature -> invocation_params.temperature. "Temperature setting"
+#: doc: gen_ai.request.top_p -> invocation_params.top_p. "Top-p sampling setting"
+#: doc: gen_ai.request.max_tokens -> invocation_params.max_tokens. "Maximum tokens setting"
+#: doc: gen_ai.request.frequency_penalty -> invocation_params.frequency_penalty. "Frequency penalty setting"
+#: doc: gen_ai.request.presence_penalty -> invocation_params.presence_penalty. "Presence penalty setting"
+#: doc: gen_ai.request.seed -> invocation_params.seed. "Random seed used for generation"
+#: doc: gen_ai.request.stop_sequences -> invocation_params.stop. "Sequences that stop generation"
+#: doc: gen_ai.request.top_k -> invocation_params.top_k. "Top-k sampling parameter"
+#: doc: gen_ai.request.encoding_formats -> invocation_params.encoding_formats. "Output encoding formats"
 _PARAM_PREFIX = "gen_ai.request."
 _PARAM_RENAMES = {"stop_sequences": "stop", "choice.count": "n"}
 #: Whole-object invocation params (OpenInference), merged under the above.
@@ -236,8 +254,17 @@ _PARAM_FIELDS: tuple[tuple[str, str, str], ...] = (
 #: ``(path in usage_metadata, attributes in precedence order)``: the GenAI
 #: names first, then traceloop's and OpenInference's.
 _USAGE_FIELDS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    # doc: gen_ai.usage.input_tokens -> usage_metadata.input_tokens. "Number of input tokens used"
+    # doc: gen_ai.usage.prompt_tokens -> usage_metadata.input_tokens. "Number of input tokens used (deprecated)"
+    # doc: llm.token_count.prompt -> usage_metadata.input_tokens. "Prompt token count"
     (("input_tokens",), ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")),
+    # doc: gen_ai.usage.output_tokens -> usage_metadata.output_tokens. "Number of output tokens used"
+    # doc: gen_ai.usage.completion_tokens -> usage_metadata.output_tokens. "Number of output tokens used (deprecated)"
+    # doc: llm.token_count.completion -> usage_metadata.output_tokens. "Completion token count"
     (("output_tokens",), ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion")),
+    # doc: gen_ai.usage.total_tokens -> usage_metadata.total_tokens. "Total number of tokens used"
+    # doc: llm.usage.total_tokens -> usage_metadata.total_tokens. "Alternative total token count"
+    # doc: llm.token_count.total -> usage_metadata.total_tokens. "Total token count"
     (("total_tokens",), ("gen_ai.usage.total_tokens", "llm.usage.total_tokens", "llm.token_count.total")),
     (
         ("input_token_details", "cache_read"),
@@ -311,6 +338,10 @@ _FLAT_PREFIXES = (
     _FUNCTIONS_PREFIX,
     _PARAM_PREFIX,
 ) + _METADATA_PREFIXES
+#: doc: retrieval.documents.{n}.document.content -> outputs.documents[n].page_content. "Content of the nth
+#: retrieved document"
+#: doc: retrieval.documents.{n}.document.metadata -> outputs.documents[n].metadata. "Metadata of the nth retrieved
+#: document (JSON)"
 _DOCUMENT_PREFIXES = ("retrieval.documents.", "reranker.output_documents.")
 #: Of those, the ones whose next segment must be an index (``gen_ai.prompt.name``
 #: is not a prompt message).
@@ -806,26 +837,46 @@ def _read_tool_parameters(ctx: _Ctx, key: str) -> dict[str, Any] | None:
 #: Inputs, first present wins (the issue's order, then the retrieval query and
 #: the tool-call arguments for spans that carry nothing else).
 _INPUT_SOURCES: tuple[tuple[_Reader, str], ...] = (
+    # doc: gen_ai.input.messages -> inputs.messages. "Array of input messages"
     (_read_genai_input, "gen_ai.input.messages"),
+    # doc: llm.input_messages -> inputs.messages. "Input messages"
     (_read_flat_messages, "llm.input_messages."),
+    # doc: gen_ai.prompt.{n}.role -> inputs.messages[n].role. "Role for the nth input message"
+    # doc: gen_ai.prompt.{n}.content -> inputs.messages[n].content. "Content for the nth input message"
+    # doc: gen_ai.prompt.{n}.message.role -> inputs.messages[n].role. "Alternative format for role"
+    # doc: gen_ai.prompt.{n}.message.content -> inputs.messages[n].content. "Alternative format for content"
     (_read_flat_messages, "gen_ai.prompt."),
+    # The message and content events (their rows are with _MESSAGE_EVENT_ROLES and _CONTENT_EVENTS), then
+    # doc: gen_ai.prompt -> inputs. "The input prompt sent to the model" (the same attribute on the span).
     (_read_events, "in"),
+    # doc: input.value -> inputs. "Full input value, can be string or JSON"
     (_read_value, "input.value"),
+    # doc: traceloop.entity.input -> inputs. "Full input value from TraceLoop"
     (_read_value, "traceloop.entity.input"),
     (_read_embedding_texts, "embedding.embeddings."),
     (_read_query, "gen_ai.retrieval.query.text"),
     (_read_value, "gen_ai.tool.call.arguments"),
     (_read_tool_parameters, "tool.parameters"),
-    (_read_logfire_prompt, _LOGFIRE_PROMPT),
+    (_read_logfire_prompt, _LOGFIRE_PROMPT),  # its row is at _LOGFIRE_PROMPT
     (_read_logfire_events, "in"),
 )
 #: Outputs, first present wins.
 _OUTPUT_SOURCES: tuple[tuple[_Reader, str], ...] = (
+    # doc: gen_ai.output.messages -> outputs.messages. "Array of output messages"
     (_read_genai_messages, "gen_ai.output.messages"),
+    # doc: llm.output_messages -> outputs.messages. "Output messages"
     (_read_flat_messages, "llm.output_messages."),
+    # doc: gen_ai.completion.{n}.role -> outputs.messages[n].role. "Role for the nth output message"
+    # doc: gen_ai.completion.{n}.content -> outputs.messages[n].content. "Content for the nth output message"
+    # doc: gen_ai.completion.{n}.message.role -> outputs.messages[n].role. "Alternative format for role"
+    # doc: gen_ai.completion.{n}.message.content -> outputs.messages[n].content. "Alternative format for content"
     (_read_flat_messages, "gen_ai.completion."),
+    # The choice and message events, then
+    # doc: gen_ai.completion -> outputs. "The output generated by the model" (the same attribute on the span).
     (_read_events, "out"),
+    # doc: output.value -> outputs. "Full output value, can be string or JSON"
     (_read_value, "output.value"),
+    # doc: traceloop.entity.output -> outputs. "Full output value from TraceLoop"
     (_read_value, "traceloop.entity.output"),
     (_read_value, "gen_ai.tool.call.result"),
     (_read_logfire_all_messages, _LOGFIRE_ALL_MESSAGES),
@@ -1113,10 +1164,10 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
         if value is not None:
             metadata[target] = value
             consumed.add(key)
-    extra = _json_value(attributes.get("metadata"))  # OpenInference: one JSON object
+    extra = _json_value(attributes.get(_METADATA_OBJECT_KEY))
     if isinstance(extra, dict):
         metadata.update(extra)
-        consumed.add("metadata")
+        consumed.add(_METADATA_OBJECT_KEY)
     for prefix in _METADATA_PREFIXES:
         group = ctx.take_flat(prefix)
         if group:
@@ -1145,9 +1196,18 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
     return out
 
 
+#: Tags, merged in this order, duplicates dropped.
+_TAG_KEYS = (
+    # doc: langsmith.span.tags -> Tags. "Custom tags attached to the span (comma-separated)"
+    "langsmith.span.tags",
+    # OpenInference's tags (an attribute array).
+    "tag.tags",
+)
+
+
 def _tags(attributes: Mapping[str, Any], consumed: set[str]) -> list[str] | None:
     tags: list[str] = []
-    for key in ("langsmith.span.tags", "tag.tags"):
+    for key in _TAG_KEYS:
         raw = attributes.get(key)
         if not raw:
             continue

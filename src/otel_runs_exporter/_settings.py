@@ -145,6 +145,35 @@ class _Decl:
     default: Any
     parse: Callable[[str], Any]
     doc: str
+    #: Reads the environment itself, for a setting that is not "the first variable set wins".
+    read: Callable[[Mapping[str, str]], Any] | None = None
+
+
+def _sdk_var(env: Mapping[str, str], name: str) -> str | None:
+    # The langsmith SDK's lookup (utils.get_env_var): LANGSMITH_ first, then LANGCHAIN_, blanks unset.
+    for prefix in ("LANGSMITH_", "LANGCHAIN_"):
+        raw = env.get(prefix + name)
+        if raw is not None and raw.strip() != "":
+            return raw
+    return None
+
+
+def _sdk_otel_mode(env: Mapping[str, str]) -> bool:
+    """Whether the langsmith SDK sends through OTel ("hybrid" or "otel" mode), by its own rules.
+
+    Read as the SDK's ``client._resolve_tracing_mode`` reads it (0.15): TRACING_MODE
+    wins, else OTEL_ONLY or OTEL_ENABLED, truthy only as "true" or "1". Mirrored
+    rather than asked, since asking would import the SDK into apps without it;
+    and never a ConfigError: these are the SDK's variables, not ours to refuse.
+    """
+    mode = _sdk_var(env, "TRACING_MODE")
+    if mode is not None:
+        return mode.strip().lower() in ("hybrid", "otel")
+    for name in ("OTEL_ONLY", "OTEL_ENABLED"):
+        raw = _sdk_var(env, name)
+        if raw is not None and (raw.lower() == "true" or raw == "1"):
+            return True
+    return False
 
 
 # The declarations. The order of ``env`` is the order of precedence.
@@ -360,11 +389,20 @@ _DECLS: dict[str, _Decl] = {
         "@traceable runs under the current span, so mixed code gives one tree. false: off.",
     ),
     "langsmith_otel_enabled": _Decl(
-        (ev.LANGSMITH_OTEL_ENABLED,),
+        (
+            ev.LANGSMITH_TRACING_MODE,
+            ev.LANGCHAIN_TRACING_MODE,
+            ev.LANGSMITH_OTEL_ONLY,
+            ev.LANGCHAIN_OTEL_ONLY,
+            ev.LANGSMITH_OTEL_ENABLED,
+            ev.LANGCHAIN_OTEL_ENABLED,
+        ),
         False,
         _bool,
-        "The SDK's own switch for its OTel mode; read so the bridge stays off then "
+        "Whether the SDK runs in its own OTel mode (its TRACING_MODE hybrid/otel, or OTEL_ONLY / "
+        "OTEL_ENABLED, read as the SDK reads them); read so the bridge stays off then "
         "(the SDK's spans already come through this exporter).",
+        read=_sdk_otel_mode,
     ),
     "disabled": _Decl(
         (ev.OTEL_SDK_DISABLED,),
@@ -460,6 +498,9 @@ def resolve(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] |
                 values[name] = _parse(decl, raw, f"argument {name}")
             else:
                 values[name] = raw
+            continue
+        if decl.read is not None:
+            values[name] = decl.read(env)
             continue
         for var in decl.env:
             raw = env.get(var)

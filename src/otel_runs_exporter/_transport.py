@@ -150,6 +150,7 @@ class HttpClient:
 
     backoff_base_s = 0.5
     backoff_max_s = 30.0
+    last_try_margin_s = 1.0
 
     def __init__(
         self,
@@ -265,10 +266,13 @@ class HttpClient:
                 _rl.warning("status_%d" % status, "the service answered %d; retrying", status)
             counts.failed += 1
             counts.retried += 1  # now, or on a later call if the wait passes the deadline
-            delay = self._backoff(retry_after)
-            self._not_before = self._clock.now() + delay
+            now = self._clock.now()
+            self._not_before = now + self._backoff(retry_after)
             if self._not_before >= deadline:
-                raise RetryLater(last)
+                last_try = self._last_try(now, retry_after, deadline)
+                if last_try is None:
+                    raise RetryLater(last)
+                self._not_before = last_try
 
     def request_bounded(self, method: str, path: str, deadline: float, **kwargs: Any) -> "Answer":
         """:meth:`request`, reading at most :data:`BODY_LIMIT` bytes of the answer.
@@ -280,6 +284,19 @@ class HttpClient:
         resp = self.request(method, path, deadline, stream=True, **kwargs)
         body, whole = read_bounded(resp)
         return Answer(resp.status_code, resp.headers, body, truncated=not whole)
+
+    def _last_try(self, now: float, retry_after: float | None, deadline: float) -> float | None:
+        """When to try once more, now that the backoff would pass the deadline; None: give up.
+
+        The jitter is ours to shorten, the service's Retry-After is not. Without
+        this, a 60 s force_flush whose backoff had grown to 15-30 s gave up at 45 s,
+        its time not over, and returned False for runs the next attempt delivered.
+        The last try starts ``last_try_margin_s`` before the deadline so its answer
+        can still come in time; once that has passed, the caller gets the runs back.
+        """
+        last = deadline - self.last_try_margin_s
+        earliest = now + (self._capped(retry_after) if retry_after is not None else 0.0)
+        return last if now < last and earliest <= last else None
 
     def _capped(self, wait: float) -> float:
         return wait if self._max_wait_s is None else min(wait, self._max_wait_s)

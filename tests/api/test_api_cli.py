@@ -19,6 +19,8 @@ from api.api_helpers import API_KEY, export_body
 from otel_runs_exporter import cli as cli_module
 from otel_runs_exporter.server import LocalService
 
+pytestmark = pytest.mark.heavy(seconds=30)
+
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 Main = Callable[..., tuple[int, str, str]]
 FAST = ("--poll-interval", "0.01")

@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.heavy(seconds=30)
+
 
 APPS = Path(__file__).parent / "apps"
 BIN = Path(sys.executable).parent

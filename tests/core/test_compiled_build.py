@@ -5,7 +5,7 @@ hot modules (``build_support/otel_runs_build.py``; cached by a hash of their
 sources under the temp dir, so only a change to them compiles again: ~20 s on
 2 cores, then nothing), puts a copy of the package with them first on
 ``PYTHONPATH``, and runs in a subprocess the tests that exercise them: the rules
-of ids, mapping and encoding, the processor and worker, values of odd types
+of ids, mapping and encoding, the processor end to end, values of odd types
 (``test_odd_values.py``), and the comparison of both builds on odd inputs
 (``test_compiled_same_as_pure.py``, which only runs here).
 
@@ -29,7 +29,10 @@ import otel_runs_build  # noqa: E402
 sys.path.remove(str(ROOT / "build_support"))
 
 MISSING = otel_runs_build.missing_toolchain()
-pytestmark = pytest.mark.skipif(MISSING is not None, reason=f"the compiled build cannot be made here: {MISSING}")
+pytestmark = [
+    pytest.mark.heavy(seconds=60),  # cold: the compile, then the subset in one process
+    pytest.mark.skipif(MISSING is not None, reason=f"the compiled build cannot be made here: {MISSING}"),
+]
 
 # The tests that run the compiled modules' code; each file is part of the default (pure) run too.
 SUBSET = [
@@ -39,8 +42,6 @@ SUBSET = [
     "tests/core/test_semconv.py",
     "tests/core/test_convert.py",
     "tests/core/test_processor.py",
-    "tests/core/test_worker.py",
-    "tests/core/test_wire.py",
     "tests/core/test_odd_values.py",
     "tests/core/test_compiled_same_as_pure.py",
 ]

@@ -83,8 +83,9 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 def test_three_levels_each_way_make_one_tree(tmp_path):
     db = str(tmp_path / "runs.db")
     with LocalService(api_key=KEY, db=db) as svc:
+        # The two senders are set to different projects: one tree lives in one project, its root's.
         for body, way in ((SDK_FIRST, "a"), (OTEL_FIRST, "b")):
-            proc = _run(svc, body, way)
+            proc = _run(svc, body, way, OTEL_EXPORTER_RUNS_PROJECT="otel-side")
             assert proc.returncode == 0, proc.stderr
             assert json.loads(proc.stdout.strip().splitlines()[-1]) == {}
         assert svc.wait_for_runs(8)
@@ -96,7 +97,8 @@ def test_three_levels_each_way_make_one_tree(tmp_path):
         assert shapes == sorted(
             [
                 [(0, "sdk-a-1", "mixed"), (1, "otel-a-2", "mixed"), (2, "sdk-a-2", "mixed"), (3, "otel-a-3", "mixed")],
-                [(0, "otel-b-1", "mixed"), (1, "sdk-b-2", "mixed"), (2, "otel-b-3", "mixed"), (3, "sdk-b-4", "mixed")],
+                [(0, "otel-b-1", "otel-side"), (1, "sdk-b-2", "otel-side"), (2, "otel-b-3", "otel-side"),
+                 (3, "sdk-b-4", "otel-side")],
             ]
         )
         by_id = {r["id"]: r for r in runs}
@@ -114,14 +116,6 @@ def test_three_levels_each_way_make_one_tree(tmp_path):
     rows = [(len(line) - len(line.lstrip()), line.split()[1]) for line in tree.stdout.splitlines()[1:] if line.strip()]
     assert [name for _, name in rows] == ["otel-b-1", "sdk-b-2", "otel-b-3", "sdk-b-4"], tree.stdout
     assert [indent for indent, _ in rows] == sorted({indent for indent, _ in rows}), tree.stdout
-
-
-def test_a_tree_started_by_the_sdk_keeps_the_sdk_project():
-    with LocalService(api_key=KEY) as svc:
-        proc = _run(svc, SDK_FIRST, "a", OTEL_EXPORTER_RUNS_PROJECT="otel-side")
-        assert proc.returncode == 0, proc.stderr
-        assert svc.wait_for_runs(4)
-        assert {r["session_name"] for r in svc.runs()} == {"mixed"}  # one tree, one project: the root's
 
 
 @pytest.mark.parametrize("env", [{"OTEL_EXPORTER_RUNS_LANGSMITH_BRIDGE": "false"}, {"LANGSMITH_OTEL_ENABLED": "true"}])
@@ -173,3 +167,28 @@ def test_a_failing_hook_warns_once_and_gives_the_sdk_its_own_parent(caplog):
         assert hook(BrokenExtra()) is sdk_parent
     lines = [r for r in caplog.records if "could not nest" in r.getMessage()]
     assert len(lines) == 1 and lines[0].exc_info is not None
+
+
+def test_the_pinned_sdk_is_a_version_the_hook_was_tested_with():
+    # A bump of the test extra's langsmith pin must come with a look at the internal hook.
+    from otel_runs_exporter._sdk_bridge import TESTED_VERSIONS, _version
+
+    assert _version() in TESTED_VERSIONS
+
+
+def test_an_untested_sdk_version_gets_no_hook_and_one_warning(monkeypatch, caplog):
+    """The internal function may have changed shape in another release: leave it alone, say so once."""
+    import types
+
+    from otel_runs_exporter import _sdk_bridge
+
+    original = lambda langsmith_extra, config=None: None  # noqa: E731
+    run_helpers = types.SimpleNamespace(_get_parent_run=original)
+    monkeypatch.setattr(_sdk_bridge, "_version", lambda: (0, 99))
+    monkeypatch.setattr(_sdk_bridge, "_once", _sdk_bridge.RateLimitedLog(_sdk_bridge.logger, interval_s=float("inf")))
+    with caplog.at_level("WARNING", logger="otel_runs_exporter"):
+        assert _sdk_bridge.install_parent_hook(run_helpers) is False
+        assert _sdk_bridge.install_parent_hook(run_helpers) is False
+    assert run_helpers._get_parent_run is original
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "langsmith 0.99 is not a version the run-tree bridge was tested with (0.15)" in lines[0]

@@ -137,3 +137,27 @@ def test_env_var_constants_match_the_declaration_table_and_the_readme():
         name for name in ev.ALL if name not in readme and "..._" + name.removeprefix("OTEL_EXPORTER_RUNS_") not in readme
     ]
     assert missing == []
+
+
+@pytest.mark.parametrize(
+    ("env", "sdk_otel"),
+    [
+        ({}, False),
+        ({"LANGSMITH_OTEL_ENABLED": "true"}, True),
+        ({"LANGSMITH_OTEL_ENABLED": "1"}, True),
+        ({"LANGSMITH_OTEL_ENABLED": "false"}, False),
+        ({"LANGSMITH_OTEL_ENABLED": "maybe"}, False),  # the SDK's own reading: not "true" or "1"
+        ({"LANGSMITH_OTEL_ONLY": "true"}, True),
+        ({"LANGCHAIN_OTEL_ENABLED": "true"}, True),
+        ({"LANGCHAIN_OTEL_ONLY": "TRUE"}, True),
+        ({"LANGSMITH_TRACING_MODE": "otel"}, True),
+        ({"LANGSMITH_TRACING_MODE": "Hybrid"}, True),
+        ({"LANGCHAIN_TRACING_MODE": "otel"}, True),
+        ({"LANGSMITH_TRACING_MODE": "langsmith", "LANGSMITH_OTEL_ENABLED": "true"}, False),  # the mode wins
+        ({"LANGSMITH_OTEL_ENABLED": " ", "LANGCHAIN_OTEL_ENABLED": "true"}, True),  # blank is unset
+    ],
+)
+def test_the_sdks_otel_mode_is_read_by_the_sdks_rules(env, sdk_otel):
+    # The bridge must stay off whenever the SDK sends through OTel, however the user switched that on.
+    assert resolve(env=env).langsmith_otel_enabled is sdk_otel
+    assert resolve({"langsmith_otel_enabled": not sdk_otel}, env=env).langsmith_otel_enabled is (not sdk_otel)

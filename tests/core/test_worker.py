@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 
@@ -86,6 +87,24 @@ def test_flush_keeps_sending_through_retryable_failures_until_its_deadline(servi
     assert sorted(r["name"] for r in service.runs()) == [f"s{i}" for i in range(5)]
 
 
+@pytest.mark.parametrize("failures, flushed", [(1, True), (2, False)])
+def test_a_backoff_past_the_deadline_still_gets_one_last_try_before_it(service, monkeypatch, failures, flushed):
+    # Backoff waits of 15-30 s against a 10 s flush: the next retry would come after the
+    # deadline. The flush used to give up at once, with 9 s still to go; it tries once more
+    # a second before the deadline, and gives up only if that fails too.
+    from otel_runs_exporter._transport import HttpClient
+
+    monkeypatch.setattr(HttpClient, "backoff_base_s", 30.0)
+    monkeypatch.setattr(HttpClient, "backoff_max_s", 30.0)
+    service.faults.update(status_sequence=[500] * failures, retry_after=None)
+    clock, provider, processor = _on_fake_clock(service)
+    _spans(provider, 3)
+    assert processor.force_flush(10_000) is flushed
+    assert [w for w in clock.waits if w > 0] == [pytest.approx(10 - HttpClient.last_try_margin_s)]
+    stats = processor.stats()
+    assert (stats.delivered, stats.queued) == ((3, 0) if flushed else (0, 3))
+
+
 def test_flush_past_its_deadline_is_false_and_keeps_the_runs(service):
     service.faults.update(outage=True, retry_after=5.0)
     clock, provider, processor = _on_fake_clock(service)
@@ -111,13 +130,43 @@ def test_exporter_path_reports_drops_from_force_flush_too():
         assert dict(stats.dropped) == {"unauthorized": 2} and stats.settled() and stats.created == 2
 
 
-@pytest.mark.parametrize("var", ["OTEL_EXPORTER_RUNS_SPOOL_DIR", "OTEL_EXPORTER_RUNS_CERTIFICATE"])
-def test_bad_paths_are_config_errors_at_setup(monkeypatch, tmp_path, var):
-    from otel_runs_exporter import ConfigError
-
+def _bad_path(tmp_path, var: str, how: str) -> str:
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
-    bad = str(blocker / "below-a-file") if var.endswith("SPOOL_DIR") else str(tmp_path / "missing.pem")
+    if how == "below a file":
+        return str(blocker / "below-a-file")
+    if how == "missing":
+        return str(tmp_path / "missing.pem")
+    if how == "a directory":
+        return str(tmp_path)
+    locked = tmp_path / ("locked-dir" if var.endswith("SPOOL_DIR") else "locked.pem")
+    if var.endswith("SPOOL_DIR"):
+        locked.mkdir()
+    else:
+        locked.write_text("x")
+    locked.chmod(0o500 if var.endswith("SPOOL_DIR") else 0)
+    return str(locked)
+
+
+@pytest.mark.parametrize(
+    "var, how",
+    [
+        ("OTEL_EXPORTER_RUNS_SPOOL_DIR", "below a file"),
+        ("OTEL_EXPORTER_RUNS_SPOOL_DIR", "without permission"),
+        ("OTEL_EXPORTER_RUNS_CERTIFICATE", "missing"),
+        ("OTEL_EXPORTER_RUNS_CERTIFICATE", "a directory"),
+        ("OTEL_EXPORTER_RUNS_CERTIFICATE", "without permission"),
+        ("OTEL_EXPORTER_RUNS_CLIENT_CERTIFICATE", "missing"),
+        ("OTEL_EXPORTER_RUNS_CLIENT_KEY", "missing"),
+        ("OTEL_EXPORTER_RUNS_CLIENT_KEY", "without permission"),
+    ],
+)
+def test_bad_paths_are_config_errors_at_setup(monkeypatch, tmp_path, var, how):
+    from otel_runs_exporter import ConfigError
+
+    if how == "without permission" and os.geteuid() == 0:
+        pytest.skip("root reads and writes whatever the permissions say")
+    bad = _bad_path(tmp_path, var, how)
     monkeypatch.setenv(var, bad)
     with pytest.raises(ConfigError) as err:
         RunsSpanProcessor(endpoint="http://127.0.0.1:9")

@@ -29,6 +29,8 @@ from otel_runs_exporter import _settings
 from otel_runs_exporter.server import LocalService
 from otel_runs_exporter.testing.fake_llm import FakeLLMAPI
 
+pytestmark = pytest.mark.heavy(seconds=12)
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 BIN = Path(sys.executable).parent

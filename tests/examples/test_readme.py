@@ -94,3 +94,15 @@ def test_settings_table_spells_out_the_default_addresses() -> None:
     # shows the same on real runs).
     assert "OTEL_EXPORTER_RUNS_PROJECT" in table and "LANGSMITH_PROJECT" in table
     assert "`OTEL_SERVICE_NAME` does not choose the project" in table
+
+
+def test_the_license_file_is_the_one_pyproject_declares_and_ships() -> None:
+    from importlib.metadata import metadata
+
+    declared = re.search(r'^license = "([^"]+)"$', (ROOT / "pyproject.toml").read_text(), re.M)
+    assert declared and declared.group(1) == "MIT"
+    text = (ROOT / "LICENSE").read_text()
+    assert text.startswith("MIT License\n") and "Permission is hereby granted, free of charge" in text
+    # What pip installed says so too, and names the file it carries.
+    installed = metadata("otel-runs-exporter")
+    assert installed["License-Expression"] == "MIT" and "LICENSE" in (installed.get_all("License-File") or [])

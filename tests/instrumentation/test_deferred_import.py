@@ -9,6 +9,8 @@ import textwrap
 
 import pytest
 
+pytestmark = pytest.mark.heavy(seconds=12)
+
 CODE = """
     import sys
     from opentelemetry.sdk.trace import TracerProvider

@@ -16,6 +16,7 @@ import textwrap
 import time
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
@@ -27,6 +28,8 @@ from otel_runs_exporter._encode import encode_run, multipart_body
 from otel_runs_exporter.server._multipart import boundary_from_content_type, parse
 
 from reliability.rel_helpers import processor_provider, report, tally
+
+pytestmark = pytest.mark.heavy(seconds=12)
 
 LIMIT = 1000
 

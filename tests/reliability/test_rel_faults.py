@@ -17,6 +17,8 @@ import pytest
 from otel_runs_exporter._clock import FakeClock
 from reliability.rel_helpers import assert_accounted, completed_names, processor_provider, report, spans, tally
 
+pytestmark = pytest.mark.heavy(seconds=18)
+
 # The issue asks for a 60-second outage. The env var exists only so CI can
 # shorten it when the whole suite would otherwise exceed its time budget
 # (see RELIABILITY.md for the measured decision); read at import because the

@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from bench_script import run_bench
+
+pytestmark = pytest.mark.heavy(seconds=12)
 
 
 def test_a_fleet_converges_to_a_shared_limit_without_losing_runs(tmp_path):

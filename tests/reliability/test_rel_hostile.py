@@ -21,6 +21,8 @@ from otel_runs_exporter import RunsSpanProcessor
 
 from reliability.rel_helpers import report
 
+pytestmark = pytest.mark.heavy(seconds=12)
+
 SPANS = 1_000
 SHUTDOWN_S = 0.5
 

@@ -6,7 +6,11 @@ import os
 import threading
 import time
 
+import pytest
+
 from reliability.rel_helpers import processor_provider, report
+
+pytestmark = pytest.mark.heavy(seconds=20)
 
 # 20k spans in batches of 50 make as many requests (~600+) as 200k in batches of 512, so every
 # fault fires as often; RELIABILITY.md's 200k figure: OTEL_RUNS_REL_SOAK_SPANS=200000.

@@ -18,6 +18,8 @@ from server.server_helpers import Trace, good_trace_body, multipart, post_multip
 from otel_runs_exporter import cli
 from otel_runs_exporter.server import LocalService
 
+pytestmark = pytest.mark.heavy(seconds=8)
+
 
 def test_serve_subprocess_start_post_sigint(tmp_path: Path) -> None:
     db = tmp_path / "serve.db"

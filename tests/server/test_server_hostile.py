@@ -16,6 +16,8 @@ import requests
 
 from otel_runs_exporter.server import LocalService
 
+pytestmark = pytest.mark.heavy(seconds=10)
+
 KEY = "sk-hostile-test"
 
 

@@ -8,6 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 import requests
 from server.server_helpers import Trace, good_trace_body, post_multipart
 
@@ -19,6 +20,8 @@ from otel_runs_exporter.testing import (  # noqa: F401 - the fixture is used by 
     run_local_service,
     show_runs,
 )
+
+pytestmark = pytest.mark.heavy(seconds=8)
 
 
 def test_fixture_gives_a_running_empty_service(local_service: LocalService) -> None:  # noqa: F811

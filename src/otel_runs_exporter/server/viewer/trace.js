@@ -106,40 +106,52 @@ export class TraceView {
   }
 
   async load() {
-    const generation = (this.generation = (this.generation || 0) + 1);
+    this.stats = null;
     // The counts decide whether the tree opens folded; asked for beside the first page, not before it.
-    const stats = this.loadStats();
-    stats.catch(() => {}); // a failure is reported where it is awaited, below
-    let folding = true;
-    let cursor = null;
-    let lastDraw = 0;
-    const loaded = new Map();
-    do {
-      const body = { trace: this.traceId, order: "asc", limit: PAGE, select: TREE_FIELDS };
-      if (cursor) body.cursor = cursor;
-      const answer = await api.query(body);
-      if (this.closed || generation !== this.generation) return; // closed, or a Reload started over
-      for (const run of answer.runs || []) loaded.set(run.id, run);
-      cursor = answer.cursors && answer.cursors.next;
-      if (folding) {
-        await stats;
-        if (this.closed || generation !== this.generation) return;
-        this.fold = this.stats.runs > FOLD_ABOVE;
-        folding = false;
-      }
-      // Oldest first, so the first page holds the root and its first children: draw it at once.
-      if (!cursor || !this.element.dataset.openedMs || performance.now() - lastDraw > REDRAW_EVERY_MS) {
-        this.runs = loaded;
-        this.rebuild();
-        lastDraw = performance.now();
-        if (!this.element.dataset.openedMs && this.nodes.length) {
-          // How long the trace took to show: since the view began, and since the page was requested.
-          this.element.dataset.openedMs = String(Math.round(performance.now() - this.started));
-          this.element.dataset.openedAt = String(Math.round(performance.now()));
+    // A refused count (/runs/stats is the most rate-limited read) must not keep the tree from showing.
+    const stats = this.loadStats().then(() => null, (error) => error);
+    this.pass = { cursor: null, loaded: new Map(), stats, folding: true, lastDraw: 0, running: false };
+    await this.continueLoad();
+  }
+
+  // Reads the rest of the trace from where the last page left off; a refused page (a 429 midway
+  // through a large trace) leaves the pass in place for the poller to resume after its back-off.
+  async continueLoad() {
+    const pass = this.pass;
+    pass.running = true;
+    try {
+      do {
+        const body = { trace: this.traceId, order: "asc", limit: PAGE, select: TREE_FIELDS };
+        if (pass.cursor) body.cursor = pass.cursor;
+        const answer = await api.query(body);
+        if (this.closed || pass !== this.pass) return; // closed, or a Reload started over
+        for (const run of answer.runs || []) pass.loaded.set(run.id, run);
+        pass.cursor = answer.cursors && answer.cursors.next;
+        if (pass.folding) {
+          await pass.stats;
+          if (this.closed || pass !== this.pass) return;
+          // Without the count, more than one page of runs is what a large trace looks like.
+          this.fold = this.stats ? this.stats.runs > FOLD_ABOVE : Boolean(pass.cursor);
+          pass.folding = false;
         }
-      }
-      this.progress.textContent = cursor ? `loading… ${fmtInt(loaded.size)} of ${fmtInt(this.stats.runs)} runs` : "";
-    } while (cursor);
+        // Oldest first, so the first page holds the root and its first children: draw it at once.
+        if (!pass.cursor || !this.element.dataset.openedMs || performance.now() - pass.lastDraw > REDRAW_EVERY_MS) {
+          this.runs = pass.loaded;
+          this.rebuild();
+          pass.lastDraw = performance.now();
+          if (!this.element.dataset.openedMs && this.nodes.length) {
+            // How long the trace took to show: since the view began, and since the page was requested.
+            this.element.dataset.openedMs = String(Math.round(performance.now() - this.started));
+            this.element.dataset.openedAt = String(Math.round(performance.now()));
+          }
+        }
+        const total = this.stats ? ` of ${fmtInt(this.stats.runs)}` : "";
+        this.progress.textContent = pass.cursor ? `loading… ${fmtInt(pass.loaded.size)}${total} runs` : "";
+      } while (pass.cursor);
+    } finally {
+      pass.running = false;
+    }
+    this.pass = null;
     this.element.dataset.loadedMs = String(Math.round(performance.now() - this.started));
     this.element.dataset.loadedAt = String(Math.round(performance.now()));
     this.element.dataset.runs = String(this.runs.size);
@@ -164,7 +176,15 @@ export class TraceView {
 
   // While the trace is still running, re-read it a page per tick and swap it in when whole.
   pollJob() {
-    if (!this.element.dataset.loadedMs) return null;
+    if (!this.element.dataset.loadedMs) {
+      // A load the service refused midway resumes here, so the poller's back-off paces it.
+      return this.pass && !this.pass.running ? this.continueLoad() : null;
+    }
+    if (!this.stats) {
+      return this.loadStats().then(() => {
+        if (!this.closed) this.renderHead();
+      });
+    }
     if (!this.refresh) {
       if (!this.isOpenTrace() || this.runs.size > REFRESH_UP_TO) return null;
       this.refresh = { cursor: null, runs: new Map(), statsDone: false };
@@ -370,13 +390,14 @@ export class TraceView {
     const run = root.run;
     replace(this.title, typeBadge(run.run_type), " ", run.name || "(unnamed)", " ", statusBadge(root.status));
     const latency = Number.isFinite(root.end) ? fmtDuration(root.end - root.start) : "still open";
-    const stats = this.stats || { runs: this.runs.size, tokens: 0, errors: 0 };
+    // Until the counts come (a rate-limited /runs/stats), what the loaded runs tell; tokens are not among them.
+    const stats = this.stats || { runs: this.runs.size, tokens: null, errors: this.nodes.filter((n) => n.status === "error").length };
     replace(
       this.facts,
       fact("start", fmtTime(root.start)),
       fact("latency", latency),
       fact("runs", fmtInt(Math.max(stats.runs, this.runs.size))),
-      fact("tokens", stats.tokens ? `${fmtInt(stats.tokens)} (in ${fmtInt(stats.prompt)}, out ${fmtInt(stats.completion)})` : "0"),
+      fact("tokens", stats.tokens === null ? "…" : stats.tokens ? `${fmtInt(stats.tokens)} (in ${fmtInt(stats.prompt)}, out ${fmtInt(stats.completion)})` : "0"),
       fact("failed runs", fmtInt(stats.errors)),
       h("span", { class: "fact" }, h("span", { class: "label" }, "trace id"), h("code", null, this.traceId), copyButton(this.traceId, "trace id")),
     );
