@@ -16,12 +16,12 @@ _PREFIXES = ("OTEL_", "LANGSMITH_", "LANGCHAIN_")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The heaviest modules first, so the two workers finish together.
+    """The heaviest modules first, so the workers finish together.
 
     The suite runs with ``--dist loadfile`` (a module's tests on one worker, so a
     module-scoped fixture starts once): a worker takes the next module when it
-    is free. A 60 s module taken last would run on alone; taken first, the other
-    worker spends that time on the many short ones. A module says what it costs
+    is free. A 35 s module taken last would run on alone; taken first, the other
+    workers spend that time on the many short ones. A module says what it costs
     with ``pytestmark = pytest.mark.heavy(seconds=N)``; unmarked ones keep their
     order after the marked ones.
     """
