@@ -426,6 +426,16 @@ def _nested(obj: Any, key: str) -> Any:
     return inner if inner is not None else obj
 
 
+def _position(part: str) -> int | None:
+    """A list position in a flattened key, or None when ``part`` is a name.
+
+    ASCII digits only, and a few: ``str.isdigit()`` also accepts "²" and
+    thousands of digits, which ``int()`` refuses, and a span carrying such a key
+    was lost as a convert_error.
+    """
+    return int(part) if len(part) <= 9 and part.isascii() and part.isdigit() else None
+
+
 def _unflatten(flat: Mapping[str, Any]) -> Any:
     """``{"0.message.role": "user"}`` -> ``[{"message": {"role": "user"}}]``.
 
@@ -437,7 +447,8 @@ def _unflatten(flat: Mapping[str, Any]) -> Any:
         node = root
         parts = path.split(".")
         for part in parts[:-1]:
-            key: Any = int(part) if part.isdigit() else part
+            position = _position(part)
+            key: Any = part if position is None else position
             child = node.get(key)
             if not isinstance(child, dict):
                 if child is not None:
@@ -446,7 +457,8 @@ def _unflatten(flat: Mapping[str, Any]) -> Any:
             node = child
         else:
             last = parts[-1]
-            node.setdefault(int(last) if last.isdigit() else last, value)
+            position = _position(last)
+            node.setdefault(last if position is None else position, value)
     return _listify(root)
 
 
@@ -1131,7 +1143,7 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
             for prefix in _FLAT_PREFIXES:
                 if key.startswith(prefix):
                     rest = key[len(prefix) :]
-                    if prefix not in _INDEXED_PREFIXES or rest[:1].isdigit():
+                    if prefix not in _INDEXED_PREFIXES or _position(rest.partition(".")[0]) is not None:
                         flat.setdefault(prefix, {})[rest] = value
                     break
     if events:

@@ -92,6 +92,16 @@ def _positive(text: str) -> float:
     return value
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("a whole number greater than 0") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("a whole number greater than 0")
+    return value
+
+
 def _rate(text: str) -> float:
     value = float(text)
     if not 0.0 <= value <= 1.0:
@@ -132,6 +142,13 @@ def register_serve(sub: Any) -> None:
     )
     p.add_argument("--no-multipart", action="store_true", help="hide /runs/multipart so clients use basic tracing")
     p.add_argument("--max-body-bytes", type=int, default=None, help="answer larger request bodies with 413")
+    p.add_argument(
+        "--max-connections",
+        type=_positive_int,
+        default=512,
+        metavar="N",
+        help="connections served at once, a thread each (default 512); past it a 503 with Retry-After",
+    )
     faults = p.add_argument_group("fault injection (tracing requests only)")
     faults.add_argument("--fault-rate-500", type=_rate, default=0.0, metavar="F", help="share answered 500")
     faults.add_argument("--fault-rate-429", type=_rate, default=0.0, metavar="F", help="share answered 429")
@@ -171,6 +188,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         request_log=args.request_log,
         multipart=not args.no_multipart,
         max_body_bytes=args.max_body_bytes,
+        max_connections=args.max_connections,
         faults=faults,
     )
     try:

@@ -277,6 +277,18 @@ def test_traceloop_tool_calls_and_json_content_blocks():
     ]
 
 
+@pytest.mark.parametrize("index", ["\u00b2", "1" * 5000, "\u0663"])
+def test_an_index_int_cannot_read_is_a_name_not_an_error(index):
+    # str.isdigit() says yes to "²" and to 5,000 digits, and int() refuses both: the span
+    # was lost as a convert_error. Only a short run of ASCII digits is a position.
+    m = map_span({
+        "gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": "hi",
+        f"gen_ai.prompt.{index}.role": "user", f"gen_ai.prompt.{index}.content": "odd",
+        f"gen_ai.completion.{index}": "odd",
+    })
+    assert m.inputs["messages"][0] == USER_HI
+
+
 def test_text_that_looks_like_a_list_stays_text():
     m = map_span({"gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": "[1, 2]"})
     assert m.inputs["messages"][0]["content"] == "[1, 2]"

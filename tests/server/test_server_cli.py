@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -100,6 +102,38 @@ def test_serve_stops_on_sigterm(tmp_path: Path) -> None:
             proc.kill()
             proc.wait(5)
     assert proc.returncode == 0
+
+
+def test_serve_max_connections_bounds_what_it_serves_at_once(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "otel_runs_exporter.cli", "serve", "--port", "0", "--db", str(tmp_path / "m.db"),
+         "--max-connections", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().split()[2]
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=5) as idle:
+            idle.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\n")  # an unfinished head holds the one slot
+            time.sleep(0.2)
+            r = requests.get(url + "/ok", timeout=5)
+            assert r.status_code == 503 and r.headers["Retry-After"] == "1", r.text
+        deadline = time.monotonic() + 5
+        while requests.get(url + "/ok", timeout=5).status_code != 200:  # the slot comes back
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        proc.terminate()
+        proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    bad = subprocess.run([sys.executable, "-m", "otel_runs_exporter.cli", "serve", "--max-connections", "0"],
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2 and "--max-connections: a whole number greater than 0" in bad.stderr, bad.stderr
 
 
 @pytest.fixture
