@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -12,6 +13,7 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import requests
@@ -23,33 +25,40 @@ from otel_runs_exporter.server import LocalService
 pytestmark = pytest.mark.heavy(seconds=8)
 
 
-def test_serve_subprocess_start_post_sigint(tmp_path: Path) -> None:
-    db = tmp_path / "serve.db"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+@contextlib.contextmanager
+def serving(db: Path, *args: str) -> Iterator[tuple[subprocess.Popen, str]]:
+    """``otel-runs serve --port 0 --db DB ARGS`` as a process; yields it and its first line. Killed if still up after."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "otel_runs_exporter.cli", "serve", "--port", "0", "--db", str(db),
-         "--api-key", "very-secret-key"],
+        [sys.executable, "-m", "otel_runs_exporter.cli", "serve", "--port", "0", "--db", str(db), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     try:
         assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("Listening on http://127.0.0.1:"), line
-        url = line.split()[2]
-        svc = LocalService()
-        svc.host, svc.port = "127.0.0.1", int(url.rsplit(":", 1)[1])
-        trace = Trace()
-        response = post_multipart(svc, good_trace_body(trace), **{"x-api-key": "very-secret-key"})
-        assert response.status_code == 202, response.text
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=10)
+        yield proc, proc.stdout.readline()
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(5)
+
+
+def _service_at(url: str) -> LocalService:
+    svc = LocalService()  # not started: an address for the helpers that post to one
+    svc.host, svc.port = "127.0.0.1", int(url.rstrip(")").rsplit(":", 1)[1])
+    return svc
+
+
+def test_serve_subprocess_start_post_sigint(tmp_path: Path) -> None:
+    db = tmp_path / "serve.db"
+    with serving(db, "--api-key", "very-secret-key") as (proc, line):
+        assert line.startswith("Listening on http://127.0.0.1:"), line
+        trace = Trace()
+        response = post_multipart(_service_at(line.split()[2]), good_trace_body(trace), **{"x-api-key": "very-secret-key"})
+        assert response.status_code == 202, response.text
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=10)
     assert proc.returncode == 0, err
     assert "very-secret-key" not in line + out + err
     with sqlite3.connect(db) as conn:
@@ -59,62 +68,27 @@ def test_serve_subprocess_start_post_sigint(tmp_path: Path) -> None:
 
 def test_serve_with_scaled_rate_limits_says_so_and_logs_requests(tmp_path: Path) -> None:
     log = tmp_path / "requests.jsonl"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "otel_runs_exporter.cli", "serve", "--port", "0", "--db", str(tmp_path / "s.db"),
-         "--rate-limit-scale", "3000", "--request-log", str(log)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
+    with serving(tmp_path / "s.db", "--rate-limit-scale", "3000", "--request-log", str(log)) as (proc, line):
         assert "rate limits on (counts / 3000)" in line, line
-        svc = LocalService()
-        svc.host, svc.port = "127.0.0.1", int(line.split()[2].rsplit(":", 1)[1].rstrip(")"))
+        svc = _service_at(line.split()[2])
         codes = [post_multipart(svc, good_trace_body(Trace()), **{"x-api-key": "k"}).status_code for _ in range(3)]
         assert codes == [202, 202, 429]  # 6000 / 3000 per 10 s, without --rate-limits
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
     assert [json.loads(entry)["status"] for entry in log.read_text().splitlines()] == [202, 202, 429]
 
 
 def test_serve_stops_on_sigterm(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "otel_runs_exporter.cli", "serve", "--port", "0", "--db", str(tmp_path / "t.db")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().split()[2]
-        assert requests.get(url + "/ok", timeout=5).status_code == 200
+    with serving(tmp_path / "t.db") as (proc, line):
+        assert requests.get(line.split()[2] + "/ok", timeout=5).status_code == 200
         proc.terminate()
         proc.communicate(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
     assert proc.returncode == 0
 
 
 def test_serve_max_connections_bounds_what_it_serves_at_once(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "otel_runs_exporter.cli", "serve", "--port", "0", "--db", str(tmp_path / "m.db"),
-         "--max-connections", "1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().split()[2]
+    with serving(tmp_path / "m.db", "--max-connections", "1") as (proc, line):
+        url = line.split()[2]
         host, port = url.removeprefix("http://").split(":")
         with socket.create_connection((host, int(port)), timeout=5) as idle:
             idle.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\n")  # an unfinished head holds the one slot
@@ -125,12 +99,6 @@ def test_serve_max_connections_bounds_what_it_serves_at_once(tmp_path: Path) -> 
         while requests.get(url + "/ok", timeout=5).status_code != 200:  # the slot comes back
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        proc.terminate()
-        proc.communicate(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
     bad = subprocess.run([sys.executable, "-m", "otel_runs_exporter.cli", "serve", "--max-connections", "0"],
                          capture_output=True, text=True, timeout=30)
     assert bad.returncode == 2 and "--max-connections: a whole number greater than 0" in bad.stderr, bad.stderr
