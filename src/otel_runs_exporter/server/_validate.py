@@ -226,16 +226,19 @@ def check_part_length(part: Part, run_id: str | None, loc: Loc) -> list[Violatio
     Real clients declare it either as a Content-Length header or, for file-backed
     attachments, as a ``length`` parameter of the content type.
     """
-    declared: list[tuple[str, int | None]] = []
+    declared: list[tuple[str, int]] = []
+    out = []
     if part.declared_length is not None:
         declared.append(("Content-Length", part.declared_length))
     if "length" in part.params:
         raw = part.params["length"]
         # Not raw.isdigit(): it accepts "²", which int() refuses, as it refuses 4,301 digits.
-        declared.append(("length parameter", int(raw) if _LENGTH.fullmatch(raw) else None))
-    if not declared:
+        if _LENGTH.fullmatch(raw):
+            declared.append(("length parameter", int(raw)))
+        else:
+            out.append(Violation(run_id, "part_length", f"length parameter {raw[:40]!r} is not a number", loc))
+    if not declared and not out:
         return [Violation(run_id, "part_length", "part has no Content-Length", loc)]
-    out = []
     for what, value in declared:
         if value != len(part.content):
             out.append(
