@@ -100,6 +100,23 @@ def test_decompression_bombs_cost_nothing_without_a_key_and_413_with_one(svc, bo
     assert _rss_mb() - before < 150  # three 1 GiB bombs took the server to ~4 GB before
 
 
+def test_a_zstd_window_past_8_mib_is_413_before_it_is_allocated(svc):
+    """A frame may ask its decoder for a 128 MiB window (libzstd's default limit) before any output."""
+    import zstandard
+
+    params = zstandard.ZstdCompressionParameters.from_level(3, window_log=24)  # 16 MiB
+    sink = io.BytesIO()
+    with zstandard.ZstdCompressor(compression_params=params).stream_writer(sink, closefd=False) as w:
+        w.write(b"x" * 1000)  # streamed: no content size, so the header keeps the whole window
+    headers = {"Content-Encoding": "zstd", "x-api-key": KEY, "Content-Type": "multipart/form-data; boundary=b"}
+    r = requests.post(svc.url + "/runs/multipart", data=sink.getvalue(), headers=headers, timeout=10)
+    assert r.status_code == 413 and "16777216-byte window" in r.text and r.json()["max_window_size"] == 1 << 23, r.text
+    # What real clients send (level 3, streamed or not) still decodes.
+    r = requests.post(svc.url + "/runs/multipart", data=zstandard.ZstdCompressor(level=19).compress(b"--b--\r\n"),
+                      headers=headers, timeout=10)
+    assert r.status_code != 413, r.text
+
+
 @pytest.mark.parametrize(
     "chunks, status",
     [

@@ -100,6 +100,12 @@ def _zstd_available() -> bool:
     return True
 
 
+# A zstd frame names the window its decoder must allocate before any output; libzstd
+# allows 128 MiB by default, so one small authenticated body could make us allocate that.
+# Levels 1-19 use at most 8 MiB (only --ultra levels ask for more).
+_ZSTD_MAX_WINDOW = 1 << 23
+
+
 def _decode_zstd(data: bytes, limit: int | None) -> bytes:
     try:
         import zstandard
@@ -108,9 +114,22 @@ def _decode_zstd(data: bytes, limit: int | None) -> bytes:
             415,
             _detail("Content-Encoding zstd needs the optional zstandard package: pip install 'otel-runs-exporter[zstd]'"),
         ) from None
+    try:
+        window = zstandard.get_frame_parameters(data).window_size
+    except zstandard.ZstdError as exc:
+        raise _Reply(400, _detail(f"body is not valid zstd: {exc}")) from None
+    if window > _ZSTD_MAX_WINDOW:
+        raise _Reply(
+            413,
+            _detail(f"zstd frame asks for a {window}-byte window; at most {_ZSTD_MAX_WINDOW} (zstd levels 1-19)",
+                    max_window_size=_ZSTD_MAX_WINDOW),
+            close=True,
+        )
     # A stream reader, because streaming compressors (the service's own client)
     # write frames without a content size, which ZstdDecompressor.decompress refuses.
-    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True)
+    reader = zstandard.ZstdDecompressor(max_window_size=_ZSTD_MAX_WINDOW).stream_reader(
+        io.BytesIO(data), read_across_frames=True
+    )
     out = bytearray()
     try:
         while True:
