@@ -244,6 +244,26 @@ def test_a_rate_limited_page_backs_off_and_says_so(page: Any) -> None:
         screenshot(page, "viewer-rate-limited")
 
 
+def test_a_first_read_refused_waits_as_long_as_the_notice_says(page: Any) -> None:
+    """The list's own first query refused: the next one waits out the wait the notice states.
+
+    Found: the notice said it waits, and the poller asked again at its next 1 s tick.
+    """
+    rule = RateRule("Run query (test)", "ip", 1, 60, "POST", r"^/runs/query/?$")
+    with LocalService(rate_limits=[rule]) as service:
+        export(service.url, lambda tracer: tracer.start_span("limited").end())
+        service.wait_for_runs(1)
+        assert requests.post(service.url + "/runs/query", json={}, timeout=5).status_code == 200  # the one allowed
+        page.get(service.url + "/")
+        notice = wait_for(
+            lambda: page.find_elements(By.CSS_SELECTOR, ".notice-warn"), timeout=15, what="the rate-limit notice"
+        )[0]
+        assert "waits 60 s" in notice.text, notice.text  # the service's Retry-After
+        time.sleep(2.5)  # two ticks of the 1 s poller
+        refused = [e for e in service.requests() if e["path"] == "/runs/query" and e["status"] == 429]
+        assert len(refused) == 1, refused
+
+
 READS = ("/sessions", "/runs/query", "/runs/stats")
 
 

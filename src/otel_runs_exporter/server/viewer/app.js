@@ -35,6 +35,17 @@ class Poller {
     this.timer = setTimeout(() => this.tick(generation), ms);
   }
 
+  // A view's own request failed: the next background request waits as long as the notice says
+  // (it used to come at the next 1 s tick, one more request than the notice promised).
+  backOff(error) {
+    const generation = this.generation;
+    this.delay = this.app.handleError(error, this.delay);
+    if (generation !== this.generation) return; // the key prompt stopped polling
+    clearTimeout(this.timer);
+    this.generation += 1; // a tick in flight schedules nothing after it: one chain of ticks
+    this.schedule(this.delay, this.generation);
+  }
+
   async tick(generation) {
     if (generation !== this.generation) return;
     const view = this.app.view;
@@ -117,6 +128,11 @@ class App {
   say(text, kind = "info") {
     this.notice.className = text ? `notice notice-${kind}` : "notice";
     this.notice.textContent = text;
+  }
+
+  // A view's request failed: say so, and the poller waits as the notice says.
+  failed(error) {
+    this.poller.backOff(error);
   }
 
   // What a failed request means for the page; returns the wait before the next background request.

@@ -101,13 +101,13 @@ export class ListView {
     history.replaceState(null, "", query ? `#/?${query}` : "#/");
     this.roots = [];
     this.render();
-    this.load().catch((error) => this.app.handleError(error, 1000));
+    this.load().catch((error) => this.app.failed(error));
   }
 
   async open() {
     this.app.setCrumbs(h("span", null, "Traces"));
     this.fillProjects(this.app.projects || []);
-    await this.load().catch((error) => this.app.handleError(error, 1000));
+    await this.load().catch((error) => this.app.failed(error));
   }
 
   fillProjects(projects) {

@@ -39,7 +39,7 @@ export class RunView {
         replace(this.element, h("p", { class: "empty" }, "The service is rate limiting this page (429). Select the run again in a moment."));
         return;
       }
-      this.app.handleError(error, 1000);
+      this.app.failed(error);
       replace(this.element, h("p", { class: "empty" }, `Cannot read run ${runId}: ${error.message}`));
       return;
     }

@@ -89,7 +89,7 @@ export class TraceView {
     try {
       await this.load();
     } catch (error) {
-      this.app.handleError(error, 1000);
+      this.app.failed(error);
     }
   }
 
@@ -101,7 +101,7 @@ export class TraceView {
     try {
       await this.load();
     } catch (error) {
-      this.app.handleError(error, 1000);
+      this.app.failed(error);
     }
   }
 
