@@ -33,6 +33,7 @@ import orjson
 from ._control import ControlPlane, ServiceClock, is_control_route
 from ._faults import FaultConfig, FaultDecision
 from ._multipart import MultipartError, boundary_from_content_type, parse
+from ._numbers import plain_int
 from ._projects import NO_WORKSPACE, api_project, parse_project_create, parse_project_list, parse_project_read
 from ._query import QueryError, api_run, page_body, parse_run_query
 from ._ratelimit import DEFAULT_RULES, SPEC_RULES, RateLimiter, RateRule, scaled
@@ -69,7 +70,6 @@ _DEFAULT_SIZE_LIMIT = 20 * 1024 * 1024
 # A refused request's body is read (to keep the connection) only up to this; past it the
 # connection is closed, so an unauthenticated client cannot make us read megabytes.
 _DISCARD_MAX = 64 * 1024
-_DIGITS = re.compile(r"[0-9]{1,19}")
 _HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
 _CHUNK_LINE_MAX = 64
 _MAX_TRAILERS = 32
@@ -367,11 +367,11 @@ class _Handler(BaseHTTPRequestHandler):
         if not values:
             return None
         raw = values[0].strip()
-        # ASCII digits only (str.isdigit() accepts "²", which int() refuses), and one value:
-        # two differing lengths are how request smuggling starts.
-        if len(set(v.strip() for v in values)) != 1 or not _DIGITS.fullmatch(raw):
+        # One value: two differing lengths are how request smuggling starts.
+        length = plain_int(raw)
+        if len(set(v.strip() for v in values)) != 1 or length is None:
             raise _Reply(400, _detail(f"Content-Length {raw[:40]!r} is not a whole number of bytes"), close=True)
-        return int(raw)
+        return length
 
     def _read_body(self, limit: int | None) -> bytes:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():

@@ -16,9 +16,10 @@ Example::
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from email.message import Message
+
+from ._numbers import plain_int
 
 __all__ = ["MultipartError", "Part", "boundary_from_content_type", "parse", "parse_header_value"]
 
@@ -27,7 +28,6 @@ _BOUNDARY_CHARS = frozenset(
     "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ'()+_,-./:=? "
 )
 _MAX_HEADER_BYTES = 16 * 1024
-_LENGTH = re.compile(r"[0-9]{1,19}")
 
 
 class MultipartError(ValueError):
@@ -129,10 +129,9 @@ def _make_part(headers: dict[str, str], content: bytes, offset: int) -> Part:
     declared: int | None = None
     raw_length = headers.get("content-length")
     if raw_length is not None:
-        # ASCII digits only: str.isdigit() accepts "²", and int() refuses more than 4,300 digits.
-        if not _LENGTH.fullmatch(raw_length):
+        declared = plain_int(raw_length)
+        if declared is None:
             raise MultipartError(f"part {name!r}: Content-Length {raw_length[:40]!r} is not a number")
-        declared = int(raw_length)
     return Part(
         name=name,
         content=content,

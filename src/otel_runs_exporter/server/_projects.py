@@ -16,18 +16,17 @@ and ``last_run_start_time`` with ``include_stats``.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
+from ._numbers import plain_int
 from ._query import QueryError
 from ._store import sortable_time
 from ._validate import canonical_id
 
-_DIGITS = re.compile(r"[0-9]{1,19}")
 _SQL_INT_MAX = 2**63 - 1
 
 __all__ = [
@@ -118,13 +117,13 @@ def _int(params: Mapping[str, list[str]], key: str, low: int, high: int | None, 
     raw = _single(params, key)
     if raw is None:
         return default
-    # ASCII digits, and few enough of them: str.isdigit() accepts "²", which int() refuses, and
-    # past 2**63 - 1 SQLite refuses the number (and past 4,300 digits int() does).
+    # Past 2**63 - 1 SQLite refuses the number.
     high = _SQL_INT_MAX if high is None else high
-    if not _DIGITS.fullmatch(raw) or not low <= int(raw) <= high:
+    value = plain_int(raw)
+    if value is None or not low <= value <= high:
         bound = f"from {low} to {high}" if high != _SQL_INT_MAX else f"{low} or more"
         raise QueryError(("query", key), f"{key} must be a whole number {bound}, got {raw[:40]!r}")
-    return int(raw)
+    return value
 
 
 def parse_project_list(query: str) -> ProjectList:

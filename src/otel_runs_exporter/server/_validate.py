@@ -51,6 +51,7 @@ import orjson
 
 from .._ids import DottedOrderError, RunIds, canonical_uuid, child_ids, parse_dotted_order, root_ids
 from ._multipart import Part
+from ._numbers import plain_int
 
 __all__ = [
     "MAIN_FIELD_PARTS",
@@ -232,9 +233,9 @@ def check_part_length(part: Part, run_id: str | None, loc: Loc) -> list[Violatio
         declared.append(("Content-Length", part.declared_length))
     if "length" in part.params:
         raw = part.params["length"]
-        # Not raw.isdigit(): it accepts "²", which int() refuses, as it refuses 4,301 digits.
-        if _LENGTH.fullmatch(raw):
-            declared.append(("length parameter", int(raw)))
+        length = plain_int(raw)
+        if length is not None:
+            declared.append(("length parameter", length))
         else:
             out.append(Violation(run_id, "part_length", f"length parameter {raw[:40]!r} is not a number", loc))
     if not declared and not out:
@@ -255,7 +256,6 @@ def check_part_length(part: Part, run_id: str | None, loc: Loc) -> list[Violatio
 # orjson reads 1,024 levels of nesting but writes only 255, so a deeper value would be
 # accepted here and then fail in the store; the exporter itself cuts values at 100.
 MAX_JSON_DEPTH = 200
-_LENGTH = re.compile(r"[0-9]{1,19}")
 
 
 def json_depth_exceeds(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
