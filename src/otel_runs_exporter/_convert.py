@@ -57,6 +57,7 @@ __all__ = [
     "span_to_run",
     "patch_fields",
     "early_post_summary",
+    "inputs_digest",
     "RUN_TYPES",
     "snapshot_attributes",
 ]
@@ -424,17 +425,6 @@ def span_to_run(
         mapped = _PLAIN if not events and reads_nothing(attributes) else map_span(attributes, events)
     ended = span.end_time is not None and not as_open
 
-    if mapped.consumed:
-        metadata: dict[str, Any] = {k: v for k, v in attributes.items() if k not in mapped.consumed}
-    else:
-        metadata = attributes  # our own copy already: most spans have nothing a convention reads
-    if mapped.metadata:
-        metadata.update(mapped.metadata)
-    _add_otel_metadata(metadata, span, ids)
-    extra: dict[str, Any] = {"metadata": metadata}
-    if mapped.invocation_params:
-        extra["invocation_params"] = mapped.invocation_params
-
     run_type = mapped.run_type if mapped.run_type in RUN_TYPES else "chain"
     run: dict[str, Any] = {
         "id": ids.run_id,
@@ -452,14 +442,30 @@ def span_to_run(
         run.update(_session(mapped, opts))
     else:
         run.update(opts.session)
+    if not ended:
+        # The early post: only what is fixed at the start. Whatever the span learns later
+        # (messages, model, usage, metadata) is in its patch, which replaces it; a field
+        # guessed here could not be taken back where a service merges rather than replaces.
+        if mapped.inputs is not None and mapped.inputs_final:
+            run["inputs"] = mapped.inputs
+            if opts.redact is not None:
+                opts.redact(run)
+        return run
+
+    if mapped.consumed:
+        metadata: dict[str, Any] = {k: v for k, v in attributes.items() if k not in mapped.consumed}
+    else:
+        metadata = attributes  # our own copy already: most spans have nothing a convention reads
+    if mapped.metadata:
+        metadata.update(mapped.metadata)
+    _add_otel_metadata(metadata, span, ids)
+    extra: dict[str, Any] = {"metadata": metadata}
+    if mapped.invocation_params:
+        extra["invocation_params"] = mapped.invocation_params
     run["extra"] = extra
     if mapped.tags:
         run["tags"] = mapped.tags
     run["inputs"] = mapped.inputs if mapped.inputs is not None else {}
-    if not ended:
-        if opts.redact is not None:
-            opts.redact(run)
-        return run
 
     # The chain never goes back in time: an end before the (clamped) start is raised to it.
     run["end_time"] = iso_time(max(span.end_time, ids.start_time_ns))
@@ -486,28 +492,44 @@ def span_to_run(
     return run
 
 
-def early_post_summary(post: Mapping[str, Any]) -> tuple[str, str, bool]:
+def inputs_digest(inputs: Any) -> int | None:
+    """A digest of inputs as sent, to tell whether a patch must send them again (None: none sent)."""
+    if not inputs:
+        return None
+    try:
+        return hash(orjson.dumps(inputs, default=repr, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SORT_KEYS))
+    except (orjson.JSONEncodeError, TypeError):
+        return 0  # cannot tell: the patch sends them again (0 is no digest a dump gives in practice)
+
+
+def early_post_summary(post: Mapping[str, Any]) -> tuple[str, str, int | None]:
     """What :func:`patch_fields` needs to remember of an early post (small, no payloads)."""
-    return (post["name"], post["run_type"], bool(post.get("inputs")))
+    return (post["name"], post["run_type"], inputs_digest(post.get("inputs")))
 
 
-def patch_fields(full: Mapping[str, Any], early: tuple[str, str, bool]) -> dict[str, Any]:
-    """The patch for a run whose post was sent before it ended.
+def patch_fields(full: Mapping[str, Any], early: tuple[str, str, int | None]) -> dict[str, Any]:
+    """The patch for a run whose post was sent before it ended: the run as it is now.
 
-    Start fields the early post already carried are not resent; ones that
-    changed since (inputs recorded after the start, a run_type decided by a
-    later attribute) are.
+    Every field the early post did not fix is sent with its final value
+    (``extra``, tags, outputs, events, error, times); a start field only when it
+    changed since (a run_type or name decided by a later attribute, inputs
+    recorded or replaced after the start), so the stored run does not depend on
+    when the post was made.
 
     >>> full = {"id": "r", "name": "n", "run_type": "llm", "inputs": {"q": 1}, "end_time": "t"}
-    >>> patch_fields(full, ("n", "chain", False))
+    >>> patch_fields(full, ("n", "chain", None))
     {'id': 'r', 'end_time': 't', 'run_type': 'llm', 'inputs': {'q': 1}}
+    >>> patch_fields(full, ("n", "llm", inputs_digest({"q": 1})))
+    {'id': 'r', 'end_time': 't'}
     """
-    name, run_type, had_inputs = early
+    name, run_type, posted = early
     patch = {k: v for k, v in full.items() if k not in _START_FIELDS}
     if full.get("name") != name:
         patch["name"] = full["name"]
     if full.get("run_type") != run_type:
         patch["run_type"] = full["run_type"]
-    if not had_inputs and full.get("inputs"):
-        patch["inputs"] = full["inputs"]
+    inputs = full.get("inputs")
+    # (A span cannot lose an attribute, so final inputs are never emptier than posted ones.)
+    if inputs and (posted is None or posted == 0 or inputs_digest(inputs) != posted):
+        patch["inputs"] = inputs
     return patch

@@ -68,6 +68,10 @@ class Mapped:
 
     ``first_token_time_ns`` is the earliest streaming "first token" event of the
     span (epoch nanoseconds), for the converter to place as a ``new_token`` event.
+
+    ``inputs_final`` says the inputs came from a source that nothing a producer
+    writes later can replace, so a run's early post may carry them (see
+    ``_INPUT_SOURCES``); otherwise only its patch does.
     """
 
     run_type: str = "chain"
@@ -82,6 +86,7 @@ class Mapped:
     consumed: set[str] = field(default_factory=set)
     consumed_events: set[int] = field(default_factory=set)
     first_token_time_ns: Any = None  # an event's time, as the app gave it (see SpanEvent)
+    inputs_final: bool = False
 
 
 # ---------------------------------------------------------------------------
@@ -846,32 +851,45 @@ def _read_tool_parameters(ctx: _Ctx, key: str) -> dict[str, Any] | None:
     return params if isinstance(params, dict) else {"input": params}
 
 
+#: For which run types a value a source holds is final when a span starts: no
+#: higher row of ``_INPUT_SOURCES`` can arrive later. OpenInference LLM spans set
+#: ``input.value`` (the raw request) at start and their messages after it, so
+#: ``input.value`` is final only outside model runs; events arrive over a span's
+#: life, so what they make is never final. An early post carries inputs only
+#: when final: where the service's merge rule is not shown, a patch cannot be
+#: relied on to take back what a post guessed.
+_FINAL = RUN_TYPES
+_FINAL_UNLESS_MODEL = RUN_TYPES - {"llm", "embedding"}
+_NOT_FINAL: frozenset[str] = frozenset()
+
 #: Inputs, first present wins (the issue's order, then the retrieval query and
-#: the tool-call arguments for spans that carry nothing else).
-_INPUT_SOURCES: tuple[tuple[_Reader, str], ...] = (
+#: the tool-call arguments for spans that carry nothing else): ``(reader, its
+#: argument, run types for which the value is final at start)``.
+_INPUT_SOURCES: tuple[tuple[_Reader, str, frozenset[str]], ...] = (
     # doc: gen_ai.input.messages -> inputs.messages. "Array of input messages"
-    (_read_genai_input, "gen_ai.input.messages"),
+    (_read_genai_input, "gen_ai.input.messages", _FINAL),
     # doc: llm.input_messages -> inputs.messages. "Input messages"
-    (_read_flat_messages, "llm.input_messages."),
+    (_read_flat_messages, "llm.input_messages.", _FINAL),
     # doc: gen_ai.prompt.{n}.role -> inputs.messages[n].role. "Role for the nth input message"
     # doc: gen_ai.prompt.{n}.content -> inputs.messages[n].content. "Content for the nth input message"
     # doc: gen_ai.prompt.{n}.message.role -> inputs.messages[n].role. "Alternative format for role"
     # doc: gen_ai.prompt.{n}.message.content -> inputs.messages[n].content. "Alternative format for content"
-    (_read_flat_messages, "gen_ai.prompt."),
+    (_read_flat_messages, "gen_ai.prompt.", _FINAL),
     # The message and content events (their rows are with _MESSAGE_EVENT_ROLES and _CONTENT_EVENTS), then
     # doc: gen_ai.prompt -> inputs. "The input prompt sent to the model" (the same attribute on the span).
-    (_read_events, "in"),
+    (_read_events, "in", _NOT_FINAL),
     # doc: input.value -> inputs. "Full input value, can be string or JSON"
-    (_read_value, "input.value"),
+    (_read_value, "input.value", _FINAL_UNLESS_MODEL),
     # doc: traceloop.entity.input -> inputs. "Full input value from TraceLoop"
-    (_read_value, "traceloop.entity.input"),
-    (_read_embedding_texts, "embedding.embeddings."),
-    (_read_query, "gen_ai.retrieval.query.text"),
-    (_read_value, "gen_ai.tool.call.arguments"),
-    (_read_tool_parameters, "tool.parameters"),
-    (_read_logfire_prompt, _LOGFIRE_PROMPT),  # its row is at _LOGFIRE_PROMPT
-    (_read_logfire_events, "in"),
+    (_read_value, "traceloop.entity.input", _FINAL_UNLESS_MODEL),
+    (_read_embedding_texts, "embedding.embeddings.", _FINAL),
+    (_read_query, "gen_ai.retrieval.query.text", _FINAL),
+    (_read_value, "gen_ai.tool.call.arguments", _FINAL),
+    (_read_tool_parameters, "tool.parameters", _NOT_FINAL),
+    (_read_logfire_prompt, _LOGFIRE_PROMPT, _NOT_FINAL),  # its row is at _LOGFIRE_PROMPT
+    (_read_logfire_events, "in", _NOT_FINAL),
 )
+_INPUT_READERS: tuple[tuple[_Reader, str], ...] = tuple((reader, arg) for reader, arg, _ in _INPUT_SOURCES)
 #: Outputs, first present wins.
 _OUTPUT_SOURCES: tuple[tuple[_Reader, str], ...] = (
     # doc: gen_ai.output.messages -> outputs.messages. "Array of output messages"
@@ -896,19 +914,23 @@ _OUTPUT_SOURCES: tuple[tuple[_Reader, str], ...] = (
 )
 
 
-def _first_source(ctx: _Ctx, sources: tuple[tuple[_Reader, str], ...]) -> dict[str, Any] | None:
-    """Apply a source table. The sources a winner shadows are read too (and so
-    consumed): they are other encodings of the same content, and repeating them
-    in metadata would only double the run's size."""
+def _first_source(ctx: _Ctx, sources: tuple[tuple[_Reader, str], ...]) -> tuple[dict[str, Any] | None, int]:
+    """Apply a source table: the value found and the index of its row (-1: none).
+
+    The sources a winner shadows are read too (and so consumed): they are other
+    encodings of the same content, and repeating them in metadata would only
+    double the run's size."""
     found = None
+    row = -1
     ctx.claim_only = False
-    for reader, arg in sources:
+    for index, (reader, arg) in enumerate(sources):
         value = reader(ctx, arg)
         if found is None and value is not None:
             found = value
+            row = index
             ctx.claim_only = True
     ctx.claim_only = False
-    return found
+    return found, row
 
 
 # ---------------------------------------------------------------------------
@@ -1151,8 +1173,9 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
 
     out.run_type = _run_type(attributes, consumed)
     # Outputs first: when assistant/tool message events become the outputs, the inputs leave them out.
-    out.outputs = _first_source(ctx, _OUTPUT_SOURCES)
-    out.inputs = _first_source(ctx, _INPUT_SOURCES)
+    out.outputs = _first_source(ctx, _OUTPUT_SOURCES)[0]
+    out.inputs, row = _first_source(ctx, _INPUT_READERS)
+    out.inputs_final = row >= 0 and out.run_type in _INPUT_SOURCES[row][2]
 
     documents = _documents(ctx)
     if documents is not None:

@@ -239,6 +239,51 @@ def test_as_open_leaves_the_end_to_the_patch(capture):
     assert "end_time" in span_to_run(span, span_ids(span, None), ConvertOptions())
 
 
+def test_an_early_post_carries_only_what_is_fixed_at_start():
+    # A field the post guessed could not be taken back where a service merges patches
+    # into posts: metadata, tags and invocation params wait for the patch.
+    provider = TracerProvider()
+    span = provider.get_tracer("t").start_span(
+        "chain", attributes={"input.value": "x", "langsmith.span.tags": "a", "app.user": "u", "gen_ai.request.top_p": 1}
+    )
+    post = span_to_run(span, span_ids(span, None), ConvertOptions())
+    assert set(post) == {"id", "trace_id", "dotted_order", "name", "run_type", "start_time", "session_name", "inputs"}
+    span.end()
+
+
+def test_messages_recorded_after_the_request_body_replace_it_in_the_patch():
+    # OpenInference: the raw request as input.value at start, the messages a moment later.
+    # input.value is not final for a model run, so the post waits; the patch has the messages.
+    provider = TracerProvider()
+    request = '{"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
+    span = provider.get_tracer("t").start_span(
+        "ChatCompletion", attributes={"openinference.span.kind": "LLM", "input.value": request,
+                                      "input.mime_type": "application/json"}
+    )
+    ids = span_ids(span, None)
+    post = span_to_run(span, ids, ConvertOptions())
+    assert post["run_type"] == "llm" and "inputs" not in post
+    span.set_attribute("llm.input_messages.0.message.role", "user")
+    span.set_attribute("llm.input_messages.0.message.content", "hi")
+    span.end()
+    full = span_to_run(span, ids, ConvertOptions())
+    patch = patch_fields(full, early_post_summary(post))
+    assert patch["inputs"] == {"messages": [{"role": "user", "content": "hi"}]} == full["inputs"]
+    assert patch["extra"] == full["extra"]
+
+
+def test_inputs_replaced_after_the_post_are_sent_again():
+    provider = TracerProvider()
+    span = provider.get_tracer("t").start_span("step", attributes={"input.value": '{"q": 1}'})
+    ids = span_ids(span, None)
+    post = span_to_run(span, ids, ConvertOptions())
+    assert post["inputs"] == {"q": 1}
+    span.set_attribute("input.value", '{"q": 2}')
+    span.end()
+    patch = patch_fields(span_to_run(span, ids, ConvertOptions()), early_post_summary(post))
+    assert patch["inputs"] == {"q": 2}
+
+
 # --- ids given by langsmith.* attributes ----------------------------------------------
 
 GIVEN_RUN = "018bcfe5-68e3-7000-8000-000000000003"

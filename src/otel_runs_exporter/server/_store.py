@@ -151,24 +151,19 @@ def sortable_time(value: Any) -> str | None:
     return _sortable(parse_timestamp(value))
 
 
-# Fields that hold a nested object a patch adds to rather than replaces.
-_MERGED_OBJECTS = ("extra",)
-
-
 def _merge_into(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    """Overlay a patch: each field it carries replaces the stored one, ``extra`` and
+    the inputs, outputs and events included, as a whole.
+
+    A client sends in its patch the run as it is at the end (the service's SDK
+    sends its whole ``extra`` again), so a key its post guessed must be able to
+    go; a union could only add. A field sent as null is one the client left out
+    (the SDK's ``inputs=None`` when it excludes them), not an erasure.
+    """
     for key, value in update.items():
         if value is None and key in base:
-            continue  # a patch that omits a field must not erase what the post said
-        if key in _MERGED_OBJECTS and isinstance(value, dict) and isinstance(base.get(key), dict):
-            merged = dict(base[key])
-            for sub, sub_value in value.items():
-                if isinstance(sub_value, dict) and isinstance(merged.get(sub), dict):
-                    merged[sub] = {**merged[sub], **sub_value}
-                else:
-                    merged[sub] = sub_value
-            base[key] = merged
-        else:
-            base[key] = value
+            continue
+        base[key] = value
     return base
 
 
