@@ -1027,13 +1027,17 @@ def _document(raw: Any) -> dict[str, Any] | None:
     return doc
 
 
+#: The GenAI retrieval span's documents, as one JSON attribute.
+_DOCUMENT_KEYS = ("gen_ai.retrieval.documents",)
+
+
 def _documents(ctx: _Ctx) -> list[dict[str, Any]] | None:
     for prefix in _DOCUMENT_PREFIXES:
         group = ctx.take_flat(prefix)
         if group:
             items = _unflatten(group)
             return [d for d in map(_document, items if isinstance(items, list) else ()) if d]
-    raw = ctx.take("gen_ai.retrieval.documents")
+    raw = ctx.take(_DOCUMENT_KEYS[0])
     if raw is not None:
         return [d for d in map(_document, _as_list(raw) or ()) if d]
     return None
@@ -1127,30 +1131,39 @@ def reads_nothing(attributes: Mapping[str, Any]) -> bool:
     return True
 
 
-# Every attribute any table above reads starts with one of these; a span with
-# none of them (and no events) maps to a plain chain run with nothing consumed.
-_READ_PREFIXES = (
-    "gen_ai.",
-    "llm.",
-    "langsmith.",
-    "traceloop.",
-    "openinference.",
-    "embedding.",
-    "reranker.",
-    "retrieval.",
-    "input.",
-    "output.",
-    "tool.",
-    "session.",
-    "user.",
-    "metadata",
-    "tag.",
-    "tools",
-    "tool_arguments",
-    _LOGFIRE_PROMPT,
-    _LOGFIRE_ALL_MESSAGES,
-    _LOGFIRE_EVENTS,
-)
+def _read_prefixes() -> tuple[str, ...]:
+    """Every attribute key (or key prefix) a table above reads, drawn from the tables
+    themselves, so that a new row can never be skipped by :func:`reads_nothing`.
+
+    The readers' own companions (a ``.mime_type`` beside a ``.value``, the system
+    instructions beside the GenAI input messages) are listed with them here;
+    ``test_semconv.py`` records every key ``_map_span`` looks up and checks it is covered.
+    """
+    keys: list[str] = []
+    keys += [key for key, _, _ in _RUN_TYPE_RULES]
+    keys += [key for key, _ in _RUN_TYPE_PRESENCE]
+    keys += [key for key, _ in _NAME_RULES]
+    keys += [*_MODEL_KEYS, *_MODEL_NAME_KEYS, *_PROVIDER_KEYS, *_ID_ATTRIBUTES, _SESSION_NAME, _SESSION_ID]
+    keys += [key for key, _ in _METADATA_KEYS]
+    keys += [_METADATA_OBJECT_KEY, *_METADATA_PREFIXES, _PARAM_PREFIX, *_PARAM_OBJECT_KEYS, _FUNCTIONS_PREFIX]
+    keys += [key for key, _, _ in _PARAM_FIELDS]
+    keys += [key for _, names in _USAGE_FIELDS for key in names]
+    keys += [*_FLAT_PREFIXES, *_DOCUMENT_PREFIXES, *_TAG_KEYS, *_DOCUMENT_KEYS]
+    for _, arg in _INPUT_READERS + _OUTPUT_SOURCES:
+        if arg not in ("in", "out"):  # the event readers' side, not a key
+            keys.append(arg)
+        if arg.endswith(".value"):
+            keys.append(arg[: -len(".value")] + ".mime_type")
+    keys += _READER_COMPANIONS
+    covering: list[str] = []
+    for key in sorted(set(keys)):  # a key after its own prefix in sorted order: one startswith() covers both
+        if not covering or not key.startswith(covering[-1]):
+            covering.append(key)
+    return tuple(covering)
+
+
+#: Keys a reader takes beside the one its row names.
+_READER_COMPANIONS = ["gen_ai.system_instructions", "gen_ai.prompt", "gen_ai.completion", _LOGFIRE_EVENTS]
 
 
 def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Mapped:
@@ -1257,3 +1270,8 @@ def _tags(attributes: Mapping[str, Any], consumed: set[str]) -> list[str] | None
             if tag not in tags:
                 tags.append(tag)
     return tags or None
+
+
+# Every attribute any table above reads starts with one of these; a span with
+# none of them (and no events) maps to a plain chain run with nothing consumed.
+_READ_PREFIXES = _read_prefixes()

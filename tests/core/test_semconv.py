@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from otel_runs_exporter import _semconv as semconv
 from otel_runs_exporter._semconv import Mapped, SpanEvent, map_span
 
 USER_HI = {"role": "user", "content": "hi"}
@@ -1025,3 +1026,41 @@ def test_fast_path_agrees_with_the_full_mapping(attrs):
     assert (fast.run_type, fast.inputs, fast.outputs, fast.metadata, fast.consumed) == (
         full.run_type, full.inputs, full.outputs, full.metadata, full.consumed
     )
+
+
+# ---------------------------------------------------------------------------
+# the fast path knows every key the tables read
+# ---------------------------------------------------------------------------
+
+
+class _Recording(dict):
+    """Attributes that remember every key the mapping looks up, present or not."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.looked_up: set[str] = set()
+
+    def get(self, key, default=None):
+        self.looked_up.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key):
+        self.looked_up.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        self.looked_up.add(key)
+        return super().__contains__(key)
+
+
+@pytest.mark.parametrize("attrs", [{}, dict(ALL_INPUT_SOURCES), {"openinference.span.kind": "TOOL", "x": 1}])
+def test_every_key_the_mapping_looks_up_passes_the_fast_path(attrs):
+    # A new row whose key reads_nothing() did not know would never fire: the fast path
+    # would answer "a plain chain run" before the mapping ever saw the span.
+    recording = _Recording(attrs)
+    semconv._map_span(recording, [])
+    assert recording.looked_up, "the recording saw nothing: the test no longer observes the mapping"
+    missed = sorted(k for k in recording.looked_up if isinstance(k, str) and not k.startswith(semconv._READ_PREFIXES))
+    assert missed == []
+    for key in recording.looked_up:
+        assert not semconv.reads_nothing({key: "1"}), key
