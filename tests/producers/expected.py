@@ -1,0 +1,68 @@
+"""Expected values for the scenarios in ``scenarios.py``, shared by the producers of one client library.
+
+A producer module builds its table from these rows, replacing a row's expected
+value with ``NA("why")`` for a field that producer never emits.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from producers.matrix import Contains, Json, Like, Row
+from producers.scenarios import MODEL, OPENAI_TOOLS, QUESTION, SYSTEM, WEATHER
+
+from otel_runs_exporter.testing.fake_llm import FakeLLMAPI
+
+REPLY = FakeLLMAPI.reply_text
+CALL_ID = "call_fake_1"
+ARGUMENTS = {"city": "fake-city"}
+CONVERSATION = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]
+TOOL_CALL = {"id": CALL_ID, "type": "function", "function": {"name": "get_weather", "arguments": Json(ARGUMENTS)}}
+TOOL_RESULT = {"role": "tool", "content": json.dumps(WEATHER), "tool_call_id": CALL_ID}
+
+
+def usage(output_tokens: int, *, details: bool = True) -> dict[str, Any]:
+    """usage_metadata as the fake API counts it (FakeLLMAPI's docstring)."""
+    api = FakeLLMAPI
+    out: dict[str, Any] = {
+        "input_tokens": api.input_tokens,
+        "output_tokens": output_tokens,
+        "total_tokens": api.input_tokens + output_tokens,
+    }
+    if details:
+        out["input_token_details"] = {"cache_read": api.cached_tokens}
+        out["output_token_details"] = {"reasoning": api.reasoning_tokens}
+    return out
+
+
+def openai_rows(name: str) -> list[Row]:
+    """The OpenAI conversation's table; ``name`` is what the producer calls its chat runs."""
+    api = FakeLLMAPI
+    words = len(REPLY.split(" "))
+    first, second, streamed, failed = (f"{name}#{n}" for n in (1, 2, 3, 4))
+    return [
+        ("tree", "trace", "tree", [(0, "llm", name)] * 4),
+        ("run_types", "trace", "run_types", [(0, "llm")] * 4),
+        ("input_messages", first, "inputs.messages", CONVERSATION),
+        ("output_messages", second, "outputs.messages", [{"role": "assistant", "content": REPLY}]),
+        ("output_messages", second, "outputs.finish_reason", "stop"),
+        ("tool_calls", first, "outputs.messages", [{"role": "assistant", "content": None, "tool_calls": [TOOL_CALL]}]),
+        ("tool_calls", first, "outputs.finish_reason", "tool_calls"),
+        ("tool_results", second, "inputs.messages",
+         [*CONVERSATION, {"role": "assistant", "content": None, "tool_calls": [TOOL_CALL]}, TOOL_RESULT]),
+        ("usage", second, "outputs.usage_metadata.input_tokens", api.input_tokens),
+        ("usage", second, "outputs.usage_metadata.output_tokens", words),
+        ("usage", second, "outputs.usage_metadata.total_tokens", api.input_tokens + words),
+        ("usage", first, "outputs.usage_metadata.output_tokens", api.tool_call_tokens),
+        ("usage_details", second, "outputs.usage_metadata.input_token_details.cache_read", api.cached_tokens),
+        ("usage_details", second, "outputs.usage_metadata.output_token_details.reasoning", api.reasoning_tokens),
+        ("model", first, "extra.metadata.ls_model_name", MODEL),
+        ("model", first, "extra.metadata.response_model", f"{MODEL}-fake-0001"),
+        ("model", failed, "extra.metadata.ls_model_name", "error-500"),
+        ("provider", first, "extra.metadata.ls_provider", "openai"),
+        ("error", failed, "error", Contains("500")),
+        ("first_token", streamed, "events.0.name", "new_token"),
+        ("first_token", streamed, "outputs.messages", [{"role": "assistant", "content": REPLY}]),
+        ("tool_definitions", first, "extra.invocation_params.tools", Like(OPENAI_TOOLS)),
+    ]

@@ -1,0 +1,76 @@
+"""The calls a producer app makes: the same conversation for every producer of one client library.
+
+Under each flush plan's root span:
+
+1. ``chat#1``: a system and a user message with one tool offered; the fake model calls it.
+2. ``chat#2``: the conversation with the tool's result; the fake model answers in text.
+3. ``chat#3``: the same question streamed (usage included), so the first chunk marks the first token.
+4. ``chat#4``: a call the API refuses with a 500, so the run carries an error.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+SYSTEM = "Be brief."
+QUESTION = "What is the weather in Paris?"
+MODEL = "gpt-4o-mini"
+ANTHROPIC_MODEL = "claude-3-5-haiku-latest"
+WEATHER = {"city": "fake-city", "forecast": "sunny"}
+TOOL_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+OPENAI_TOOLS = [
+    {
+        "type": "function",
+        "function": {"name": "get_weather", "description": "Weather for a city", "parameters": TOOL_SCHEMA},
+    }
+]
+ANTHROPIC_TOOLS = [{"name": "get_weather", "description": "Weather for a city", "input_schema": TOOL_SCHEMA}]
+
+
+def openai_conversation(client: Any) -> None:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]
+    first = client.chat.completions.create(model=MODEL, messages=messages, tools=OPENAI_TOOLS, temperature=0.2)
+    call = first.choices[0].message.tool_calls[0]
+    messages += [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": call.id, "type": "function",
+                 "function": {"name": call.function.name, "arguments": call.function.arguments}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": call.id, "content": json.dumps(WEATHER)},
+    ]
+    client.chat.completions.create(model=MODEL, messages=messages, tools=OPENAI_TOOLS, temperature=0.2)
+    stream = client.chat.completions.create(
+        model=MODEL, messages=messages[:2], stream=True, stream_options={"include_usage": True}
+    )
+    for _ in stream:
+        pass
+    try:
+        client.chat.completions.create(model="error-500", messages=messages[:2])
+    except Exception:  # noqa: BLE001 - the refusal is the point
+        pass
+
+
+def anthropic_conversation(client: Any) -> None:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": QUESTION}]
+    first = client.messages.create(
+        model=ANTHROPIC_MODEL, system=SYSTEM, messages=messages, tools=ANTHROPIC_TOOLS, max_tokens=100
+    )
+    use = next(block for block in first.content if block.type == "tool_use")
+    messages += [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": use.id, "name": use.name, "input": use.input}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": json.dumps(WEATHER)}]},
+    ]
+    client.messages.create(model=ANTHROPIC_MODEL, system=SYSTEM, messages=messages, tools=ANTHROPIC_TOOLS,
+                           max_tokens=100)
+    with client.messages.stream(model=ANTHROPIC_MODEL, system=SYSTEM, messages=messages[:1], max_tokens=100) as s:
+        for _ in s.text_stream:
+            pass
+    try:
+        client.messages.create(model="error-500", messages=messages[:1], max_tokens=100)
+    except Exception:  # noqa: BLE001
+        pass
