@@ -7,12 +7,25 @@ import sys
 from typing import Iterator
 
 import pytest
+from hypothesis import settings
+from hypothesis.database import DirectoryBasedExampleDatabase
 
 from otel_runs_exporter._logging import reset_all as reset_rate_limited_logs
 from otel_runs_exporter._transport import HttpClient
 from otel_runs_exporter.server import LocalService
 
 _PREFIXES = ("OTEL_", "LANGSMITH_", "LANGCHAIN_")
+
+# A failing draw prints the blob that replays it (@reproduce_failure), and the examples
+# hypothesis keeps to retry first live in the user's cache, not in the checkout.
+settings.register_profile(
+    "suite",
+    print_blob=True,
+    database=DirectoryBasedExampleDatabase(
+        os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "otel-runs-exporter-hypothesis")
+    ),
+)
+settings.load_profile("suite")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
