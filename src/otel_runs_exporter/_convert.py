@@ -66,6 +66,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 # A bad value is usually in code that runs for every span: say it once per process, not once a minute.
 _once = RateLimitedLog(logger, interval_s=float("inf"))
+# A producer's malformed attribute: once a minute per attribute, with how many were held back.
+_rl = RateLimitedLog(logger)
 
 _ID_KEYS = (LANGSMITH_TRACE_ID, LANGSMITH_SPAN_ID, LANGSMITH_PARENT_ID, LANGSMITH_DOTTED_ORDER)
 
@@ -382,6 +384,25 @@ def resource_digest(attributes: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical).hexdigest()[:16]
 
 
+def _keep_malformed(
+    metadata: dict[str, Any], found: list[tuple[str, str]], span: Any, malformed: list[str] | None
+) -> None:
+    """Keep each unreadable attribute as text in metadata and say so (rate-limited, per attribute)."""
+    for key, expected in found:
+        value = metadata.get(key)
+        if value is not None and not isinstance(value, str):
+            metadata[key] = str(value)
+        _rl.warning(
+            "malformed:" + key,
+            "attribute %s on span %r is not %s; kept as text in the run's metadata",
+            key,
+            getattr(span, "name", "?"),
+            expected,
+        )
+        if malformed is not None:
+            malformed.append(key)
+
+
 def _session(mapped: Mapped, opts: ConvertOptions) -> Mapping[str, str]:
     """The project: the span's own ``langsmith.trace.session_name`` or ``_id``, else the configured one.
 
@@ -409,7 +430,13 @@ _PLAIN = Mapped()
 
 
 def span_to_run(
-    span: Any, ids: RunIds, opts: ConvertOptions, *, mapped: Mapped | None = None, as_open: bool = False
+    span: Any,
+    ids: RunIds,
+    opts: ConvertOptions,
+    *,
+    mapped: Mapped | None = None,
+    as_open: bool = False,
+    malformed: list[str] | None = None,
 ) -> dict[str, Any]:
     """The run record of ``span``: everything known now.
 
@@ -417,6 +444,10 @@ def span_to_run(
     one still open it is the early post (no end_time, outputs or events).
     ``as_open`` makes the early post of a span that ended a moment ago: its
     end belongs to its patch, which may yet be refused and counted as lost.
+
+    An attribute a convention could not read (malformed JSON, a wrong type) is
+    kept in metadata as text and logged; its name is appended to ``malformed``
+    (when given) for the caller to count. The run itself is never lost for it.
     """
     attributes = snapshot_attributes(span)
     raw_events = span.events
@@ -458,6 +489,8 @@ def span_to_run(
         metadata = attributes  # our own copy already: most spans have nothing a convention reads
     if mapped.metadata:
         metadata.update(mapped.metadata)
+    if mapped.malformed:
+        _keep_malformed(metadata, mapped.malformed, span, malformed)
     _add_otel_metadata(metadata, span, ids)
     extra: dict[str, Any] = {"metadata": metadata}
     if mapped.invocation_params:

@@ -222,7 +222,10 @@ class RunsSpanExporter(SpanExporter):
         limit = self._settings.max_value_chars
         for span, ids in ready:
             try:
-                encoded = encode_run("post", span_to_run(span, ids, self._opts), limit, completes=True)
+                malformed: list[str] = []
+                encoded = encode_run("post", span_to_run(span, ids, self._opts, malformed=malformed), limit,
+                                     completes=True)
+                self._ledger.malformed(len(malformed))
             except Exception:  # noqa: BLE001 - one bad span must not stop the others
                 logger.exception("could not convert span %r; dropped", span.name)
                 self._ledger.drop("convert_error")

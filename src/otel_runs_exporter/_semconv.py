@@ -69,6 +69,10 @@ class Mapped:
     ``first_token_time_ns`` is the earliest streaming "first token" event of the
     span (epoch nanoseconds), for the converter to place as a ``new_token`` event.
 
+    ``malformed`` lists ``(attribute, what its convention says it holds)`` for
+    values a rule could not read (malformed JSON, a wrong type): they are left
+    unconsumed, so the converter keeps them in metadata as text and says so.
+
     ``inputs_final`` says the inputs came from a source that nothing a producer
     writes later can replace, so a run's early post may carry them (see
     ``_INPUT_SOURCES``); otherwise only its patch does.
@@ -87,6 +91,7 @@ class Mapped:
     consumed_events: set[int] = field(default_factory=set)
     first_token_time_ns: Any = None  # an event's time, as the app gave it (see SpanEvent)
     inputs_final: bool = False
+    malformed: list[tuple[str, str]] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------
@@ -638,7 +643,7 @@ class _Ctx:
 
     __slots__ = (
         "attributes", "flat", "consumed", "claim_only", "event_in", "event_out", "finish_reasons", "replies_used",
-        "event_prompt", "event_completion", "logfire",
+        "event_prompt", "event_completion", "logfire", "malformed",
     )
 
     def __init__(self, attributes: Mapping[str, Any], consumed: set[str]) -> None:
@@ -659,6 +664,8 @@ class _Ctx:
         self.event_completion: Any = None
         #: Logfire event arrays, parsed once: attribute -> event objects (None: not that shape).
         self.logfire: dict[str, list[dict[str, Any]] | None] = {}
+        #: (attribute, expected shape) of values a rule could not read; see Mapped.malformed.
+        self.malformed: list[tuple[str, str]] = []
 
     def take(self, key: str) -> Any:
         """The attribute's value, marked consumed (None when absent)."""
@@ -666,6 +673,11 @@ class _Ctx:
         if value is not None:
             self.consumed.add(key)
         return value
+
+    def refuse(self, key: str, expected: str) -> None:
+        """A value this rule cannot read: not consumed, so it stays in metadata, and reported."""
+        self.consumed.discard(key)
+        self.malformed.append((key, expected))
 
     def take_flat(self, prefix: str) -> dict[str, Any] | None:
         group = self.flat.get(prefix)
@@ -680,12 +692,24 @@ _JSON_VALUE_KEYS = frozenset({"traceloop.entity.input", "traceloop.entity.output
 _Reader = Callable[[_Ctx, str], "dict[str, Any] | None"]
 
 
+_MESSAGES_JSON = "a JSON array of messages"
+
+
+def _message_list(ctx: _Ctx, key: str, raw: Any) -> list[Any]:
+    """The items of a JSON array of messages; a value that is not one is refused (kept as text)."""
+    items = _as_list(raw)
+    if items is None:
+        ctx.refuse(key, _MESSAGES_JSON)
+        return []
+    return items
+
+
 def _read_genai_input(ctx: _Ctx, key: str) -> dict[str, Any] | None:
     raw = ctx.take(key)
     system = ctx.take("gen_ai.system_instructions")
     if ctx.claim_only:
         return None
-    messages = _messages(_as_list(raw) or ()) if raw is not None else []
+    messages = _messages(_message_list(ctx, key, raw)) if raw is not None else []
     sys_msg = _system_message(system) if system is not None else None
     if sys_msg:
         messages.insert(0, sys_msg)
@@ -696,7 +720,7 @@ def _read_genai_messages(ctx: _Ctx, key: str) -> dict[str, Any] | None:
     raw = ctx.take(key)
     if ctx.claim_only or raw is None:
         return None
-    messages = _messages(_as_list(raw) or ())
+    messages = _messages(_message_list(ctx, key, raw))
     return {"messages": messages} if messages else None
 
 
@@ -963,12 +987,14 @@ def _first_str(attributes: Mapping[str, Any], keys: Sequence[str]) -> tuple[str,
     return None
 
 
-def _usage(attributes: Mapping[str, Any], consumed: set[str]) -> dict[str, Any] | None:
+def _usage(attributes: Mapping[str, Any], consumed: set[str], malformed: list[tuple[str, str]]) -> dict[str, Any] | None:
     usage: dict[str, Any] = {}
     for path, keys in _USAGE_FIELDS:
         for key in keys:
             raw = attributes.get(key)
             count = None if raw is None else _as_int(raw)
+            if count is None and raw is not None:
+                malformed.append((key, "a whole number of tokens"))  # not consumed: kept in metadata
             if count is not None:
                 consumed.update(k for k in keys if k in attributes)
                 if len(path) == 1:
@@ -987,10 +1013,13 @@ def _usage(attributes: Mapping[str, Any], consumed: set[str]) -> dict[str, Any] 
 def _invocation_params(ctx: _Ctx) -> dict[str, Any] | None:
     params: dict[str, Any] = {}
     for key in _PARAM_OBJECT_KEYS:
-        value = _json_value(ctx.attributes.get(key))
+        raw = ctx.attributes.get(key)
+        value = _json_value(raw)
         if isinstance(value, dict):
             params.update(value)
             ctx.consumed.add(key)
+        elif raw is not None:
+            ctx.malformed.append((key, "a JSON object of parameters"))
     for rest, value in (ctx.take_flat(_PARAM_PREFIX) or {}).items():
         params[_PARAM_RENAMES.get(rest, rest)] = _plain(value)
     functions = ctx.take_flat(_FUNCTIONS_PREFIX)
@@ -1193,7 +1222,7 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
     documents = _documents(ctx)
     if documents is not None:
         out.outputs = {**(out.outputs or {}), "documents": documents}
-    usage = _usage(attributes, consumed)
+    usage = _usage(attributes, consumed, ctx.malformed)
     if usage is not None:
         out.outputs = {**(out.outputs or {}), "usage_metadata": usage}
     out.invocation_params = _invocation_params(ctx)
@@ -1241,6 +1270,7 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
             consumed.add(_SESSION_ID)
     consumed.update(k for k in _ID_ATTRIBUTES if k in attributes)
     out.tags = _tags(attributes, consumed)
+    out.malformed = ctx.malformed
     return out
 
 

@@ -50,6 +50,9 @@ class ExporterStats:
     parents never came. ``interval_s`` is the processor's current time between
     flushes: ``schedule_delay_s``, longer while it adapts to 429s (``_pacing``);
     None on the exporter path, where the SDK's batch processor keeps the time.
+    ``malformed`` counts producer attributes a convention could not read
+    (malformed JSON, a wrong type), kept as text in their run's metadata: no run
+    is lost for them, so they are not among the drops.
     """
 
     created: int = 0
@@ -67,6 +70,7 @@ class ExporterStats:
     held: int = 0
     orphaned: int = 0
     interval_s: float | None = None
+    malformed: int = 0
 
     @property
     def dropped_total(self) -> int:
@@ -104,6 +108,7 @@ class Ledger:
         self._replayed = 0
         self._sent = 0
         self._orphaned = 0
+        self._malformed = 0
         self._dropped: dict[str, int] = {}
         self._spool_dropped: dict[str, int] = {}
         self._gave_up: str | None = None  # the reason, once give_up() has run
@@ -180,6 +185,12 @@ class Ledger:
         with self._lock:
             self._orphaned += spans
 
+    def malformed(self, attributes: int) -> None:
+        """Producer attributes kept as text because a convention could not read them."""
+        if attributes:
+            with self._lock:
+                self._malformed += attributes
+
     # --- reading ---------------------------------------------------------------
 
     @property
@@ -213,6 +224,7 @@ class Ledger:
                 held=held,
                 orphaned=self._orphaned,
                 interval_s=interval_s,
+                malformed=self._malformed,
             )
 
 

@@ -399,7 +399,10 @@ class Worker:
             if node.state == RunNode.ENDED:
                 # Its patch is queued already: one post carries the whole run, the patch is
                 # skipped. Marked only once encoded: if this raises, the patch still counts.
-                merged = encode_run("post", span_to_run(span, ids, self._opts), limit, completes=True)
+                malformed: list[str] = []
+                merged = encode_run("post", span_to_run(span, ids, self._opts, malformed=malformed), limit,
+                                    completes=True)
+                self._ledger.malformed(len(malformed))
                 node.state = RunNode.MERGED
                 return merged
             # Open, as far as counting knows (the span may have ended a moment ago, its patch
@@ -415,7 +418,9 @@ class Worker:
         if node.state == RunNode.MERGED:
             return None
         summary = self._early.pop(ids.run_id, None)
-        full = span_to_run(span, ids, self._opts)
+        malformed: list[str] = []
+        full = span_to_run(span, ids, self._opts, malformed=malformed)
+        self._ledger.malformed(len(malformed))
         if summary is None:
             # Its post never went out (dropped, or refused while the queue was full): send the whole run.
             return encode_run("post", full, limit, completes=True)

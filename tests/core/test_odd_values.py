@@ -131,3 +131,33 @@ def test_odd_values_are_delivered_or_counted_never_raised(service, case):
     assert set(stats.dropped) <= {"convert_error"}, stats
     assert stats.delivered + stats.dropped.get("convert_error", 0) == 2, stats
     assert any(r["name"] == "plain" for r in service.runs())
+
+
+def test_a_malformed_producer_attribute_is_kept_as_text_logged_and_counted(service, caplog):
+    # A producer that writes broken JSON or a word where a count belongs must not cost the
+    # run, nor its value: the run arrives, the value is in metadata as text, the log names it.
+    provider, processor = processor_provider(service.url)
+    attrs = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": "m",
+        "gen_ai.input.messages": '[{"role": "user", "parts": [',
+        "gen_ai.usage.input_tokens": "n/a",
+        "llm.invocation_parameters": "temperature=0.2",
+    }
+    tracer = provider.get_tracer("t")
+    with caplog.at_level("WARNING", logger="otel_runs_exporter"):
+        for _ in range(3):
+            with tracer.start_as_current_span("chat m", attributes=attrs):
+                pass
+        assert processor.force_flush(10_000)
+    runs = service.wait_for_runs(3)
+    for run in runs:
+        metadata = run["extra"]["metadata"]
+        for key in ("gen_ai.input.messages", "gen_ai.usage.input_tokens", "llm.invocation_parameters"):
+            assert metadata[key] == attrs[key], key
+        assert run["run_type"] == "llm" and run["extra"]["metadata"]["ls_model_name"] == "m"
+    stats = processor.stats()
+    assert stats.malformed == 9 and stats.dropped == {} and stats.delivered == 3
+    lines = [r.getMessage() for r in caplog.records if "is not" in r.getMessage()]
+    assert len(lines) == 3, lines  # one line per attribute, the repeats held back
+    assert any("gen_ai.input.messages" in line and "JSON array of messages" in line for line in lines)
