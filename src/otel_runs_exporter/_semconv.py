@@ -160,17 +160,24 @@ _NAME_RULES: tuple[tuple[str, str | None], ...] = (
 #: Any of these makes an otherwise unclassified span an ``llm`` run.
 _MODEL_KEYS = ("gen_ai.request.model", "gen_ai.provider.name", "gen_ai.system", "llm.model_name")
 
-#: ``metadata["ls_model_name"]``: the requested model first (what the user
-#: chose), then what the response or the OpenInference span reports.
-_MODEL_NAME_KEYS = (
-    "gen_ai.request.model",
-    "llm.request.model_name",
+#: ``metadata["ls_model_name"]`` is the model the caller asked for, first present
+#: wins: these attributes, then the ``model`` of a whole-object invocation
+#: params (``_PARAM_OBJECT_KEYS``: OpenInference records the request there, so
+#: a call that fails still names its model).
+_REQUEST_MODEL_KEYS = ("gen_ai.request.model", "llm.request.model_name")
+_REQUEST_MODEL_PARAMS = ("model", "model_name")
+#: What the response (or the span) says ran, first present wins: the
+#: ``ls_model_name`` when nothing says what was asked for, else kept as
+#: ``metadata["response_model"]`` when it differs (``gpt-4o-mini`` answered by
+#: ``gpt-4o-mini-2024-07-18``).
+_RESPONSE_MODEL_KEYS = (
+    "llm.response.model_name",
+    "gen_ai.response.model",
     # doc: llm.model_name -> metadata.ls_model_name. "Model name from OpenInference"
+    # (OpenInference's openai instrumentation writes the response's model here.)
     "llm.model_name",
     "embedding.model_name",
     "reranker.model_name",
-    "gen_ai.response.model",
-    "llm.response.model_name",
 )
 #: ``metadata["ls_provider"]``.
 _PROVIDER_KEYS = (
@@ -233,6 +240,10 @@ _PARAM_RENAMES = {"stop_sequences": "stop", "choice.count": "n"}
 _PARAM_OBJECT_KEYS = ("llm.invocation_parameters", "embedding.invocation_parameters")
 #: Traceloop writes its function definitions flattened too (``llm.request.functions.0.name``).
 _FUNCTIONS_PREFIX = "llm.request.functions."
+#: OpenInference's tool definitions: ``llm.tools.{n}.tool.json_schema``, one JSON
+#: string per tool (OpenAI's tool shape, its spec recommends), become
+#: ``invocation_params.tools`` when the invocation params carry none.
+_TOOLS_PREFIX = "llm.tools."
 #: ``(attribute, invocation_params key, shape)``: fill a key the above left
 #: empty, first present wins. ``shape``: "list" (a JSON array, an attribute array
 #: of JSON strings, or one item), "json" (a JSON string decoded when it is
@@ -254,6 +265,13 @@ _PARAM_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("tool_arguments", "tool_arguments", "json"),
     # doc: gen_ai.tool.name -> invocation_params.tool_name. 'Tool name, also sets run type to "tool"'
     ("gen_ai.tool.name", "tool_name", "value"),
+)
+
+#: ``outputs.finish_reason`` when the output source gave none (its first
+#: message's, as with ``gen_ai.choice``): first present wins.
+_FINISH_REASON_KEYS = (
+    # OpenInference: the first choice's finish reason, set with the response.
+    "llm.finish_reason",
 )
 
 #: ``(path in usage_metadata, attributes in precedence order)``: the GenAI
@@ -341,6 +359,7 @@ _FLAT_PREFIXES = (
     "tool.parameters.",
     "embedding.embeddings.",
     _FUNCTIONS_PREFIX,
+    _TOOLS_PREFIX,
     _PARAM_PREFIX,
 ) + _METADATA_PREFIXES
 #: doc: retrieval.documents.{n}.document.content -> outputs.documents[n].page_content. "Content of the nth
@@ -352,7 +371,7 @@ _DOCUMENT_PREFIXES = ("retrieval.documents.", "reranker.output_documents.")
 #: is not a prompt message).
 _INDEXED_PREFIXES = frozenset(
     ("llm.input_messages.", "llm.output_messages.", "gen_ai.prompt.", "gen_ai.completion.", "embedding.embeddings.",
-     _FUNCTIONS_PREFIX)
+     _FUNCTIONS_PREFIX, _TOOLS_PREFIX)
     + _DOCUMENT_PREFIXES
 )
 
@@ -984,25 +1003,89 @@ def _usage(attributes: Mapping[str, Any], consumed: set[str]) -> dict[str, Any] 
     return usage
 
 
-def _invocation_params(ctx: _Ctx) -> dict[str, Any] | None:
+def _invocation_params(ctx: _Ctx) -> tuple[dict[str, Any] | None, str | None]:
+    """The invocation params, and the model a whole-object params names (the requested one)."""
     params: dict[str, Any] = {}
     for key in _PARAM_OBJECT_KEYS:
         value = _json_value(ctx.attributes.get(key))
         if isinstance(value, dict):
             params.update(value)
             ctx.consumed.add(key)
+    requested = _first_str(params, _REQUEST_MODEL_PARAMS)
     for rest, value in (ctx.take_flat(_PARAM_PREFIX) or {}).items():
         params[_PARAM_RENAMES.get(rest, rest)] = _plain(value)
     functions = ctx.take_flat(_FUNCTIONS_PREFIX)
     if functions:
         unflat = _unflatten(functions)
         params["functions"] = unflat if isinstance(unflat, list) else [unflat]
+    if "tools" in params:
+        ctx.take_flat(_TOOLS_PREFIX)  # the same definitions again (OpenInference langchain writes both)
+    else:
+        tools = _openinference_tools(ctx)
+        if tools:
+            params["tools"] = tools
     for key, param, shape in _PARAM_FIELDS:
         value = ctx.attributes.get(key)
         if value is not None and param not in params:
             params[param] = _param_value(value, shape)
             ctx.consumed.add(key)
-    return params or None
+    return params or None, requested[1] if requested else None
+
+
+def _openinference_tools(ctx: _Ctx) -> list[Any] | None:
+    """``llm.tools.{n}.tool.json_schema`` (or ``tool.name``/``tool.description``) as a list of tools.
+
+    A schema that is not a JSON object is not a tool: its attribute stays in metadata, as it came.
+    """
+    group = ctx.flat.get(_TOOLS_PREFIX)
+    if not group:
+        return None
+    items: dict[int, dict[str, str]] = {}  # position -> field -> the key's remainder
+    for rest in group:
+        head, _, field_name = rest.partition(".")
+        position = _position(head)
+        if position is not None:
+            items.setdefault(position, {})[field_name] = rest
+    tools: list[Any] = []
+    for position in sorted(items):
+        fields = items[position]
+        schema_key = fields.get("tool.json_schema", "")
+        schema = _json_value(group[schema_key]) if schema_key else None
+        if isinstance(schema, dict):
+            tools.append(_plain(schema))
+            ctx.consumed.add(_TOOLS_PREFIX + schema_key)
+            continue
+        name_key = fields.get("tool.name", "")
+        tool_name: Any = group[name_key] if name_key else None
+        if not isinstance(tool_name, str) or not tool_name:
+            continue
+        function: dict[str, Any] = {"name": tool_name}
+        ctx.consumed.add(_TOOLS_PREFIX + name_key)
+        description_key = fields.get("tool.description", "")
+        if description_key:
+            function["description"] = _plain(group[description_key])
+            ctx.consumed.add(_TOOLS_PREFIX + description_key)
+        tools.append({"type": "function", "function": function})
+    return tools or None
+
+
+def _models(
+    attributes: Mapping[str, Any], requested: str | None, consumed: set[str], metadata: dict[str, Any]
+) -> None:
+    """``ls_model_name``: the requested model, else the one that answered; ``response_model`` when they differ."""
+    request = _first_str(attributes, _REQUEST_MODEL_KEYS)
+    if request:
+        consumed.add(request[0])
+        requested = request[1]
+    response = _first_str(attributes, _RESPONSE_MODEL_KEYS)
+    if response:
+        consumed.add(response[0])
+        if requested is None:
+            requested = response[1]
+        elif response[1] != requested:
+            metadata["response_model"] = response[1]
+    if requested is not None:
+        metadata["ls_model_name"] = requested
 
 
 def _document(raw: Any) -> dict[str, Any] | None:
@@ -1143,7 +1226,7 @@ def _read_prefixes() -> tuple[str, ...]:
     keys += [key for key, _, _ in _RUN_TYPE_RULES]
     keys += [key for key, _ in _RUN_TYPE_PRESENCE]
     keys += [key for key, _ in _NAME_RULES]
-    keys += [*_MODEL_KEYS, *_MODEL_NAME_KEYS, *_PROVIDER_KEYS, *_ID_ATTRIBUTES, _SESSION_NAME, _SESSION_ID]
+    keys += [*_MODEL_KEYS, *_REQUEST_MODEL_KEYS, *_RESPONSE_MODEL_KEYS, *_FINISH_REASON_KEYS, *_PROVIDER_KEYS, *_ID_ATTRIBUTES, _SESSION_NAME, _SESSION_ID]
     keys += [key for key, _ in _METADATA_KEYS]
     keys += [_METADATA_OBJECT_KEY, *_METADATA_PREFIXES, _PARAM_PREFIX, *_PARAM_OBJECT_KEYS, _FUNCTIONS_PREFIX]
     keys += [key for key, _, _ in _PARAM_FIELDS]
@@ -1189,6 +1272,11 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
     out.outputs = _first_source(ctx, _OUTPUT_SOURCES)[0]
     out.inputs, row = _first_source(ctx, _INPUT_READERS)
     out.inputs_final = row >= 0 and out.run_type in _INPUT_SOURCES[row][2]
+    reason = _first_str(attributes, _FINISH_REASON_KEYS)
+    if reason:
+        consumed.add(reason[0])
+        if out.outputs is None or "finish_reason" not in out.outputs:
+            out.outputs = {**(out.outputs or {}), "finish_reason": reason[1]}
 
     documents = _documents(ctx)
     if documents is not None:
@@ -1196,13 +1284,10 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
     usage = _usage(attributes, consumed)
     if usage is not None:
         out.outputs = {**(out.outputs or {}), "usage_metadata": usage}
-    out.invocation_params = _invocation_params(ctx)
+    out.invocation_params, requested_model = _invocation_params(ctx)
 
     metadata = out.metadata
-    model = _first_str(attributes, _MODEL_NAME_KEYS)
-    if model:
-        metadata["ls_model_name"] = model[1]
-        consumed.add(model[0])
+    _models(attributes, requested_model, consumed, metadata)
     provider = _first_str(attributes, _PROVIDER_KEYS)
     if provider:
         metadata["ls_provider"] = provider[1]
