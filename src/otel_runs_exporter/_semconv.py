@@ -551,6 +551,63 @@ def _content(value: Any) -> Any:
     return value
 
 
+#: LangChain's message types (``BaseMessage.type``, and the class a serialized
+#: message names last in its ``id``) -> role. A ``ChatMessage`` carries its own role.
+_LANGCHAIN_ROLES = {
+    "system": "system", "SystemMessage": "system",
+    "human": "user", "HumanMessage": "user",
+    "ai": "assistant", "AIMessage": "assistant",
+    "tool": "tool", "ToolMessage": "tool",
+    "function": "function", "FunctionMessage": "function",
+}
+_LANGCHAIN_CHAT = frozenset({"chat", "ChatMessage"})
+
+
+def _langchain_message(raw: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A LangChain message, in any of the shapes it is serialized in, as an OpenAI-style message.
+
+    LangChain messages have a ``type``, not a ``role``, and arrive as
+    ``{"lc": 1, "type": "constructor", "id": [..., "AIMessage"], "kwargs": {...}}``
+    (``dumpd``/``to_json``), ``{"type": "ai", "data": {...}}`` (``message_to_dict``)
+    or the message's own fields (``model_dump``: ``{"type": "ai", "content": ...}``).
+    None when ``raw`` is none of these. Tool calls are LangChain's parsed ones
+    (``{"name", "args", "id"}``), else the provider's raw ones in ``additional_kwargs``.
+    """
+    kind: Any
+    body: Any
+    if raw.get("lc") == 1 and raw.get("type") == "constructor":
+        ident = raw.get("id")
+        kind = ident[-1] if isinstance(ident, (list, tuple)) and ident else None
+        body = raw.get("kwargs")
+    elif len(raw) == 2 and isinstance(raw.get("data"), dict):
+        kind, body = raw.get("type"), raw["data"]
+    else:
+        kind, body = raw.get("type"), raw
+    if not isinstance(kind, str) or not isinstance(body, Mapping) or "content" not in body:
+        return None
+    if kind.endswith("Chunk"):  # a streamed message: AIMessageChunk
+        kind = kind[: -len("Chunk")]
+    role: Any = body.get("role") if kind in _LANGCHAIN_CHAT else _LANGCHAIN_ROLES.get(kind)
+    if not isinstance(role, str) or not role:
+        return None
+    msg: dict[str, Any] = {"role": role, "content": body.get("content")}
+    calls = body.get("tool_calls")
+    if isinstance(calls, (list, tuple)) and calls:
+        msg["tool_calls"] = [
+            {"id": c.get("id"), "function": {"name": c.get("name"), "arguments": c.get("args")}}
+            if "args" in c else c
+            for c in calls if isinstance(c, dict)
+        ]
+    else:
+        extra = body.get("additional_kwargs")
+        if isinstance(extra, dict) and extra.get("tool_calls"):
+            msg["tool_calls"] = extra["tool_calls"]
+    for key in ("tool_call_id", "name"):
+        if body.get(key) is not None:
+            msg[key] = body[key]
+    return msg
+
+
 def _message(raw: Any, role: str | None = None) -> list[dict[str, Any]]:
     """Normalize one message of any convention; may yield several (tool results).
 
@@ -563,6 +620,8 @@ def _message(raw: Any, role: str | None = None) -> list[dict[str, Any]]:
         return [{"role": role or "user", "content": raw}]
     if not isinstance(raw, dict):
         return []
+    if "role" not in raw and "type" in raw:
+        raw = _langchain_message(raw) or raw
     if isinstance(raw.get("message"), (dict, str)) and "role" not in raw and "content" not in raw:
         inner = _json_value(raw["message"])  # OpenInference, or a gen_ai.choice body
         outer, raw = raw, inner if isinstance(inner, dict) else {"content": inner}
@@ -633,17 +692,32 @@ def _system_message(value: Any) -> dict[str, Any] | None:
 
 def _looks_like_message(item: Any) -> bool:
     item = _json_value(item)
-    return isinstance(item, dict) and "role" in item and ("content" in item or "parts" in item or "tool_calls" in item)
+    if not isinstance(item, dict):
+        return False
+    if "role" in item:
+        return "content" in item or "parts" in item or "tool_calls" in item
+    return "type" in item and _langchain_message(item) is not None
 
 
 def _payload(value: Any, key: str) -> dict[str, Any]:
-    """A whole inputs/outputs value: messages are normalized, objects kept."""
+    """A whole inputs/outputs value: messages are normalized, objects kept.
+
+    A lone LangChain message (the input of a parser run, the output of a tool
+    run) is shown as the message, in a list of one, as any conversation is.
+    """
     decoded = _json_value(value)
     if isinstance(decoded, (list, tuple)) and decoded and all(_looks_like_message(m) for m in decoded):
         return {"messages": _messages(decoded)}
+    if isinstance(decoded, dict) and "role" not in decoded and "type" in decoded:
+        lone = _langchain_message(decoded)
+        if lone is not None:
+            return {"messages": _message(lone)}
     obj = _as_object(decoded, key)
-    if isinstance(obj.get("messages"), list):
-        obj = {**obj, "messages": _messages(obj["messages"])}
+    messages = obj.get("messages")
+    if isinstance(messages, list):
+        if len(messages) == 1 and isinstance(messages[0], list):
+            messages = messages[0]  # LangChain's batch of conversations: [[...]]; one is the usual case
+        obj = {**obj, "messages": _messages(messages)}
     return obj
 
 

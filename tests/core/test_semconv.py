@@ -1125,3 +1125,93 @@ def test_every_key_the_mapping_looks_up_passes_the_fast_path(attrs):
     assert missed == []
     for key in recording.looked_up:
         assert not semconv.reads_nothing({key: "1"}), key
+
+
+# ---------------------------------------------------------------------------
+# LangChain messages (OpenInference langchain writes them as LangChain serializes them)
+# ---------------------------------------------------------------------------
+
+LC_CALL = {"name": "get_weather", "args": {"city": "Paris"}, "id": "c1", "type": "tool_call"}
+OPENAI_CALL = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
+
+
+def _lc(cls: str, **kwargs):
+    """``dumpd``/``to_json``: the class named last in ``id``."""
+    return {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", cls], "kwargs": kwargs}
+
+
+def test_langchain_message_types_become_roles():
+    # model_dump shapes, as in a ChatPromptValue's output.value
+    value = {"messages": [
+        {"content": "Be brief.", "additional_kwargs": {}, "response_metadata": {}, "type": "system", "name": None},
+        {"content": "hi", "type": "human"},
+        {"content": "", "type": "ai", "tool_calls": [LC_CALL], "invalid_tool_calls": []},
+        {"content": "sunny", "type": "tool", "tool_call_id": "c1", "name": "get_weather"},
+        {"content": "f", "type": "function", "name": "g"},
+        {"content": "x", "type": "chat", "role": "critic"},
+    ]}
+    m = map_span({"openinference.span.kind": "PROMPT", "output.value": json.dumps(value),
+                  "output.mime_type": "application/json"})
+    assert m.outputs == {"messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "", "tool_calls": [OPENAI_CALL]},
+        {"role": "tool", "content": "sunny", "tool_call_id": "c1", "name": "get_weather"},
+        {"role": "function", "content": "f", "name": "g"},
+        {"role": "critic", "content": "x"},
+    ]}
+
+
+def test_langchain_batch_of_serialized_messages_is_one_conversation():
+    # An llm run's input.value: {"messages": [[...]]}, each message as dumpd writes it.
+    value = {"messages": [[_lc("SystemMessage", content="Be brief.", type="system"),
+                           _lc("HumanMessage", content="hi", type="human"),
+                           _lc("AIMessageChunk", content="", type="AIMessageChunk", tool_calls=[LC_CALL]),
+                           _lc("ToolMessage", content="sunny", type="tool", tool_call_id="c1")]]}
+    m = map_span({"input.value": json.dumps(value), "input.mime_type": "application/json"})
+    assert m.inputs == {"messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "", "tool_calls": [OPENAI_CALL]},
+        {"role": "tool", "content": "sunny", "tool_call_id": "c1"},
+    ]}
+
+
+def test_a_lone_langchain_message_is_shown_as_the_message():
+    # A StrOutputParser's input: message_to_dict's {"type", "data"}.
+    parser_input = {"type": "ai", "data": {"content": "Hello", "additional_kwargs": {"refusal": None},
+                                           "response_metadata": {"finish_reason": "stop"}, "type": "ai",
+                                           "tool_calls": [], "usage_metadata": {"input_tokens": 1}}}
+    m = map_span({"openinference.span.kind": "CHAIN", "input.value": json.dumps(parser_input),
+                  "input.mime_type": "application/json"})
+    assert m.inputs == {"messages": [{"role": "assistant", "content": "Hello"}]}
+    # A tool run's output: the ToolMessage, raw provider tool calls from additional_kwargs on an AI message.
+    tool_output = {"type": "tool", "data": {"content": "sunny", "type": "tool", "tool_call_id": "c1", "status": "ok"}}
+    assert map_span({"output.value": json.dumps(tool_output)}).outputs == {
+        "messages": [{"role": "tool", "content": "sunny", "tool_call_id": "c1"}]
+    }
+    raw_calls = _lc("AIMessage", content="", additional_kwargs={"tool_calls": [OPENAI_CALL]})
+    assert map_span({"output.value": json.dumps(raw_calls)}).outputs == {
+        "messages": [{"role": "assistant", "content": "", "tool_calls": [OPENAI_CALL]}]
+    }
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"type": "ai", "data": "not an object"},
+        {"lc": 1, "type": "constructor", "id": "AIMessage", "kwargs": {"content": "x"}},
+        {"lc": 1, "type": "constructor", "id": ["x", "Other"], "kwargs": {"content": "x"}},
+        {"lc": 1, "type": "constructor", "id": ["x", "AIMessage"], "kwargs": ["content"]},
+        {"type": "ai", "data": {"no": "content"}},
+        {"type": "unknown", "content": "x"},
+        {"type": "chat", "content": "x", "role": 3},
+        {"type": "ai", "content": "x", "tool_calls": "not a list"},
+    ],
+)
+def test_what_is_not_a_langchain_message_is_kept_as_it_came(value):
+    m = map_span({"input.value": json.dumps(value), "input.mime_type": "application/json"})
+    if value.get("type") == "ai" and "content" in value:
+        assert m.inputs == {"messages": [{"role": "assistant", "content": "x"}]}  # only its bad tool calls dropped
+    else:
+        assert m.inputs == value
