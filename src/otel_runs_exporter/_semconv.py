@@ -165,17 +165,24 @@ _NAME_RULES: tuple[tuple[str, str | None], ...] = (
 #: Any of these makes an otherwise unclassified span an ``llm`` run.
 _MODEL_KEYS = ("gen_ai.request.model", "gen_ai.provider.name", "gen_ai.system", "llm.model_name")
 
-#: ``metadata["ls_model_name"]``: the requested model first (what the user
-#: chose), then what the response or the OpenInference span reports.
-_MODEL_NAME_KEYS = (
-    "gen_ai.request.model",
-    "llm.request.model_name",
+#: ``metadata["ls_model_name"]`` is the model the caller asked for, first present
+#: wins: these attributes, then the ``model`` of a whole-object invocation
+#: params (``_PARAM_OBJECT_KEYS``: OpenInference records the request there, so
+#: a call that fails still names its model).
+_REQUEST_MODEL_KEYS = ("gen_ai.request.model", "llm.request.model_name")
+_REQUEST_MODEL_PARAMS = ("model", "model_name")
+#: What the response (or the span) says ran, first present wins: the
+#: ``ls_model_name`` when nothing says what was asked for, else kept as
+#: ``metadata["response_model"]`` when it differs (``gpt-4o-mini`` answered by
+#: ``gpt-4o-mini-2024-07-18``).
+_RESPONSE_MODEL_KEYS = (
+    "llm.response.model_name",
+    "gen_ai.response.model",
     # doc: llm.model_name -> metadata.ls_model_name. "Model name from OpenInference"
+    # (OpenInference's openai instrumentation writes the response's model here.)
     "llm.model_name",
     "embedding.model_name",
     "reranker.model_name",
-    "gen_ai.response.model",
-    "llm.response.model_name",
 )
 #: ``metadata["ls_provider"]``.
 _PROVIDER_KEYS = (
@@ -238,6 +245,10 @@ _PARAM_RENAMES = {"stop_sequences": "stop", "choice.count": "n"}
 _PARAM_OBJECT_KEYS = ("llm.invocation_parameters", "embedding.invocation_parameters")
 #: Traceloop writes its function definitions flattened too (``llm.request.functions.0.name``).
 _FUNCTIONS_PREFIX = "llm.request.functions."
+#: OpenInference's tool definitions: ``llm.tools.{n}.tool.json_schema``, one JSON
+#: string per tool (OpenAI's tool shape, its spec recommends), become
+#: ``invocation_params.tools`` when the invocation params carry none.
+_TOOLS_PREFIX = "llm.tools."
 #: ``(attribute, invocation_params key, shape)``: fill a key the above left
 #: empty, first present wins. ``shape``: "list" (a JSON array, an attribute array
 #: of JSON strings, or one item), "json" (a JSON string decoded when it is
@@ -259,6 +270,13 @@ _PARAM_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("tool_arguments", "tool_arguments", "json"),
     # doc: gen_ai.tool.name -> invocation_params.tool_name. 'Tool name, also sets run type to "tool"'
     ("gen_ai.tool.name", "tool_name", "value"),
+)
+
+#: ``outputs.finish_reason`` when the output source gave none (its first
+#: message's, as with ``gen_ai.choice``): first present wins.
+_FINISH_REASON_KEYS = (
+    # OpenInference: the first choice's finish reason, set with the response.
+    "llm.finish_reason",
 )
 
 #: ``(path in usage_metadata, attributes in precedence order)``: the GenAI
@@ -346,6 +364,7 @@ _FLAT_PREFIXES = (
     "tool.parameters.",
     "embedding.embeddings.",
     _FUNCTIONS_PREFIX,
+    _TOOLS_PREFIX,
     _PARAM_PREFIX,
 ) + _METADATA_PREFIXES
 #: doc: retrieval.documents.{n}.document.content -> outputs.documents[n].page_content. "Content of the nth
@@ -357,7 +376,7 @@ _DOCUMENT_PREFIXES = ("retrieval.documents.", "reranker.output_documents.")
 #: is not a prompt message).
 _INDEXED_PREFIXES = frozenset(
     ("llm.input_messages.", "llm.output_messages.", "gen_ai.prompt.", "gen_ai.completion.", "embedding.embeddings.",
-     _FUNCTIONS_PREFIX)
+     _FUNCTIONS_PREFIX, _TOOLS_PREFIX)
     + _DOCUMENT_PREFIXES
 )
 
@@ -537,6 +556,63 @@ def _content(value: Any) -> Any:
     return value
 
 
+#: LangChain's message types (``BaseMessage.type``, and the class a serialized
+#: message names last in its ``id``) -> role. A ``ChatMessage`` carries its own role.
+_LANGCHAIN_ROLES = {
+    "system": "system", "SystemMessage": "system",
+    "human": "user", "HumanMessage": "user",
+    "ai": "assistant", "AIMessage": "assistant",
+    "tool": "tool", "ToolMessage": "tool",
+    "function": "function", "FunctionMessage": "function",
+}
+_LANGCHAIN_CHAT = frozenset({"chat", "ChatMessage"})
+
+
+def _langchain_message(raw: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A LangChain message, in any of the shapes it is serialized in, as an OpenAI-style message.
+
+    LangChain messages have a ``type``, not a ``role``, and arrive as
+    ``{"lc": 1, "type": "constructor", "id": [..., "AIMessage"], "kwargs": {...}}``
+    (``dumpd``/``to_json``), ``{"type": "ai", "data": {...}}`` (``message_to_dict``)
+    or the message's own fields (``model_dump``: ``{"type": "ai", "content": ...}``).
+    None when ``raw`` is none of these. Tool calls are LangChain's parsed ones
+    (``{"name", "args", "id"}``), else the provider's raw ones in ``additional_kwargs``.
+    """
+    kind: Any
+    body: Any
+    if raw.get("lc") == 1 and raw.get("type") == "constructor":
+        ident = raw.get("id")
+        kind = ident[-1] if isinstance(ident, (list, tuple)) and ident else None
+        body = raw.get("kwargs")
+    elif len(raw) == 2 and isinstance(raw.get("data"), dict):
+        kind, body = raw.get("type"), raw["data"]
+    else:
+        kind, body = raw.get("type"), raw
+    if not isinstance(kind, str) or not isinstance(body, Mapping) or "content" not in body:
+        return None
+    if kind.endswith("Chunk"):  # a streamed message: AIMessageChunk
+        kind = kind[: -len("Chunk")]
+    role: Any = body.get("role") if kind in _LANGCHAIN_CHAT else _LANGCHAIN_ROLES.get(kind)
+    if not isinstance(role, str) or not role:
+        return None
+    msg: dict[str, Any] = {"role": role, "content": body.get("content")}
+    calls = body.get("tool_calls")
+    if isinstance(calls, (list, tuple)) and calls:
+        msg["tool_calls"] = [
+            {"id": c.get("id"), "function": {"name": c.get("name"), "arguments": c.get("args")}}
+            if "args" in c else c
+            for c in calls if isinstance(c, dict)
+        ]
+    else:
+        extra = body.get("additional_kwargs")
+        if isinstance(extra, dict) and extra.get("tool_calls"):
+            msg["tool_calls"] = extra["tool_calls"]
+    for key in ("tool_call_id", "name"):
+        if body.get(key) is not None:
+            msg[key] = body[key]
+    return msg
+
+
 def _message(raw: Any, role: str | None = None) -> list[dict[str, Any]]:
     """Normalize one message of any convention; may yield several (tool results).
 
@@ -549,6 +625,8 @@ def _message(raw: Any, role: str | None = None) -> list[dict[str, Any]]:
         return [{"role": role or "user", "content": raw}]
     if not isinstance(raw, dict):
         return []
+    if "role" not in raw and "type" in raw:
+        raw = _langchain_message(raw) or raw
     if isinstance(raw.get("message"), (dict, str)) and "role" not in raw and "content" not in raw:
         inner = _json_value(raw["message"])  # OpenInference, or a gen_ai.choice body
         outer, raw = raw, inner if isinstance(inner, dict) else {"content": inner}
@@ -619,17 +697,32 @@ def _system_message(value: Any) -> dict[str, Any] | None:
 
 def _looks_like_message(item: Any) -> bool:
     item = _json_value(item)
-    return isinstance(item, dict) and "role" in item and ("content" in item or "parts" in item or "tool_calls" in item)
+    if not isinstance(item, dict):
+        return False
+    if "role" in item:
+        return "content" in item or "parts" in item or "tool_calls" in item
+    return "type" in item and _langchain_message(item) is not None
 
 
 def _payload(value: Any, key: str) -> dict[str, Any]:
-    """A whole inputs/outputs value: messages are normalized, objects kept."""
+    """A whole inputs/outputs value: messages are normalized, objects kept.
+
+    A lone LangChain message (the input of a parser run, the output of a tool
+    run) is shown as the message, in a list of one, as any conversation is.
+    """
     decoded = _json_value(value)
     if isinstance(decoded, (list, tuple)) and decoded and all(_looks_like_message(m) for m in decoded):
         return {"messages": _messages(decoded)}
+    if isinstance(decoded, dict) and "role" not in decoded and "type" in decoded:
+        lone = _langchain_message(decoded)
+        if lone is not None:
+            return {"messages": _message(lone)}
     obj = _as_object(decoded, key)
-    if isinstance(obj.get("messages"), list):
-        obj = {**obj, "messages": _messages(obj["messages"])}
+    messages = obj.get("messages")
+    if isinstance(messages, list):
+        if len(messages) == 1 and isinstance(messages[0], list):
+            messages = messages[0]  # LangChain's batch of conversations: [[...]]; one is the usual case
+        obj = {**obj, "messages": _messages(messages)}
     return obj
 
 
@@ -1010,7 +1103,8 @@ def _usage(attributes: Mapping[str, Any], consumed: set[str], malformed: list[tu
     return usage
 
 
-def _invocation_params(ctx: _Ctx) -> dict[str, Any] | None:
+def _invocation_params(ctx: _Ctx) -> tuple[dict[str, Any] | None, str | None]:
+    """The invocation params, and the model a whole-object params names (the requested one)."""
     params: dict[str, Any] = {}
     for key in _PARAM_OBJECT_KEYS:
         raw = ctx.attributes.get(key)
@@ -1020,18 +1114,81 @@ def _invocation_params(ctx: _Ctx) -> dict[str, Any] | None:
             ctx.consumed.add(key)
         elif raw is not None:
             ctx.malformed.append((key, "a JSON object of parameters"))
+    requested = _first_str(params, _REQUEST_MODEL_PARAMS)
     for rest, value in (ctx.take_flat(_PARAM_PREFIX) or {}).items():
         params[_PARAM_RENAMES.get(rest, rest)] = _plain(value)
     functions = ctx.take_flat(_FUNCTIONS_PREFIX)
     if functions:
         unflat = _unflatten(functions)
         params["functions"] = unflat if isinstance(unflat, list) else [unflat]
+    if "tools" in params:
+        ctx.take_flat(_TOOLS_PREFIX)  # the same definitions again (OpenInference langchain writes both)
+    else:
+        tools = _openinference_tools(ctx)
+        if tools:
+            params["tools"] = tools
     for key, param, shape in _PARAM_FIELDS:
         value = ctx.attributes.get(key)
         if value is not None and param not in params:
             params[param] = _param_value(value, shape)
             ctx.consumed.add(key)
-    return params or None
+    return params or None, requested[1] if requested else None
+
+
+def _openinference_tools(ctx: _Ctx) -> list[Any] | None:
+    """``llm.tools.{n}.tool.json_schema`` (or ``tool.name``/``tool.description``) as a list of tools.
+
+    A schema that is not a JSON object is not a tool: its attribute stays in metadata, as it came.
+    """
+    group = ctx.flat.get(_TOOLS_PREFIX)
+    if not group:
+        return None
+    items: dict[int, dict[str, str]] = {}  # position -> field -> the key's remainder
+    for rest in group:
+        head, _, field_name = rest.partition(".")
+        position = _position(head)
+        if position is not None:
+            items.setdefault(position, {})[field_name] = rest
+    tools: list[Any] = []
+    for position in sorted(items):
+        fields = items[position]
+        schema_key = fields.get("tool.json_schema", "")
+        schema = _json_value(group[schema_key]) if schema_key else None
+        if isinstance(schema, dict):
+            tools.append(_plain(schema))
+            ctx.consumed.add(_TOOLS_PREFIX + schema_key)
+            continue
+        name_key = fields.get("tool.name", "")
+        tool_name: Any = group[name_key] if name_key else None
+        if not isinstance(tool_name, str) or not tool_name:
+            continue
+        function: dict[str, Any] = {"name": tool_name}
+        ctx.consumed.add(_TOOLS_PREFIX + name_key)
+        description_key = fields.get("tool.description", "")
+        if description_key:
+            function["description"] = _plain(group[description_key])
+            ctx.consumed.add(_TOOLS_PREFIX + description_key)
+        tools.append({"type": "function", "function": function})
+    return tools or None
+
+
+def _models(
+    attributes: Mapping[str, Any], requested: str | None, consumed: set[str], metadata: dict[str, Any]
+) -> None:
+    """``ls_model_name``: the requested model, else the one that answered; ``response_model`` when they differ."""
+    request = _first_str(attributes, _REQUEST_MODEL_KEYS)
+    if request:
+        consumed.add(request[0])
+        requested = request[1]
+    response = _first_str(attributes, _RESPONSE_MODEL_KEYS)
+    if response:
+        consumed.add(response[0])
+        if requested is None:
+            requested = response[1]
+        elif response[1] != requested:
+            metadata["response_model"] = response[1]
+    if requested is not None:
+        metadata["ls_model_name"] = requested
 
 
 def _document(raw: Any) -> dict[str, Any] | None:
@@ -1172,7 +1329,7 @@ def _read_prefixes() -> tuple[str, ...]:
     keys += [key for key, _, _ in _RUN_TYPE_RULES]
     keys += [key for key, _ in _RUN_TYPE_PRESENCE]
     keys += [key for key, _ in _NAME_RULES]
-    keys += [*_MODEL_KEYS, *_MODEL_NAME_KEYS, *_PROVIDER_KEYS, *_ID_ATTRIBUTES, _SESSION_NAME, _SESSION_ID]
+    keys += [*_MODEL_KEYS, *_REQUEST_MODEL_KEYS, *_RESPONSE_MODEL_KEYS, *_FINISH_REASON_KEYS, *_PROVIDER_KEYS, *_ID_ATTRIBUTES, _SESSION_NAME, _SESSION_ID]
     keys += [key for key, _ in _METADATA_KEYS]
     keys += [_METADATA_OBJECT_KEY, *_METADATA_PREFIXES, _PARAM_PREFIX, *_PARAM_OBJECT_KEYS, _FUNCTIONS_PREFIX]
     keys += [key for key, _, _ in _PARAM_FIELDS]
@@ -1218,6 +1375,11 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
     out.outputs = _first_source(ctx, _OUTPUT_SOURCES)[0]
     out.inputs, row = _first_source(ctx, _INPUT_READERS)
     out.inputs_final = row >= 0 and out.run_type in _INPUT_SOURCES[row][2]
+    reason = _first_str(attributes, _FINISH_REASON_KEYS)
+    if reason:
+        consumed.add(reason[0])
+        if out.outputs is None or "finish_reason" not in out.outputs:
+            out.outputs = {**(out.outputs or {}), "finish_reason": reason[1]}
 
     documents = _documents(ctx)
     if documents is not None:
@@ -1225,13 +1387,10 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
     usage = _usage(attributes, consumed, ctx.malformed)
     if usage is not None:
         out.outputs = {**(out.outputs or {}), "usage_metadata": usage}
-    out.invocation_params = _invocation_params(ctx)
+    out.invocation_params, requested_model = _invocation_params(ctx)
 
     metadata = out.metadata
-    model = _first_str(attributes, _MODEL_NAME_KEYS)
-    if model:
-        metadata["ls_model_name"] = model[1]
-        consumed.add(model[0])
+    _models(attributes, requested_model, consumed, metadata)
     provider = _first_str(attributes, _PROVIDER_KEYS)
     if provider:
         metadata["ls_provider"] = provider[1]

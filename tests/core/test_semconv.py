@@ -579,6 +579,65 @@ def test_model_and_provider(attributes, model, provider):
     assert m.metadata.get("ls_provider") == provider
 
 
+@pytest.mark.parametrize(
+    ("attributes", "model", "response_model"),
+    [
+        # OTel GenAI: what was asked for, and what answered.
+        ({"gen_ai.request.model": "req", "gen_ai.response.model": "resp"}, "req", "resp"),
+        ({"gen_ai.request.model": "same", "gen_ai.response.model": "same"}, "same", None),
+        # OpenInference: the request is in the invocation params, the response's model in llm.model_name.
+        ({"llm.invocation_parameters": '{"model": "req"}', "llm.model_name": "req-0001"}, "req", "req-0001"),
+        ({"embedding.invocation_parameters": '{"model": "e"}', "embedding.model_name": "e-0001"}, "e", "e-0001"),
+        # A call that failed has no response, and still names the model it asked for.
+        ({"llm.invocation_parameters": '{"model": "error-500", "stream": false}'}, "error-500", None),
+        # LangChain's invocation params may say model_name.
+        ({"llm.invocation_parameters": '{"model_name": "lc"}', "llm.model_name": "lc"}, "lc", None),
+        # The explicit request attributes win over the invocation params.
+        ({"llm.request.model_name": "r", "llm.response.model_name": "s", "llm.invocation_parameters": '{"model": "x"}'},
+         "r", "s"),
+        # Invocation params that are not an object name no model (and stay in metadata as they came).
+        ({"llm.invocation_parameters": '{"model": ', "llm.model_name": "m"}, "m", None),
+    ],
+)
+def test_requested_model_first_and_the_response_model_kept(attributes, model, response_model):
+    m = map_span(attributes)
+    assert m.metadata.get("ls_model_name") == model
+    assert m.metadata.get("response_model") == response_model
+    assert not [k for k in attributes if "model" in k and k not in m.consumed and k != "llm.invocation_parameters"]
+
+
+def test_openinference_tool_definitions_become_invocation_params_tools():
+    tool = {"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object"}}}
+    m = map_span({
+        "llm.model_name": "m",
+        "llm.tools.0.tool.json_schema": json.dumps(tool),
+        "llm.tools.1.tool.name": "g",
+        "llm.tools.1.tool.description": "gd",
+        "llm.tools.2.tool.json_schema": "{not json",
+    })
+    assert m.invocation_params == {
+        "tools": [tool, {"type": "function", "function": {"name": "g", "description": "gd"}}]
+    }
+    # The one that is not a tool is kept as it came, for metadata.
+    assert "llm.tools.2.tool.json_schema" not in m.consumed
+    assert {"llm.tools.0.tool.json_schema", "llm.tools.1.tool.name", "llm.tools.1.tool.description"} <= m.consumed
+    # Invocation params that carry the tools already (OpenInference langchain) keep theirs; the copies are consumed.
+    both = map_span({"llm.invocation_parameters": json.dumps({"tools": [tool]}), "llm.tools.0.tool.json_schema": "x"})
+    assert both.invocation_params == {"tools": [tool]}
+    assert "llm.tools.0.tool.json_schema" in both.consumed
+
+
+def test_openinference_finish_reason_is_the_outputs_finish_reason():
+    m = map_span({"llm.model_name": "m", "llm.output_messages.0.message.role": "assistant",
+                  "llm.output_messages.0.message.content": "hi", "llm.finish_reason": "stop"})
+    assert m.outputs == {"messages": [{"role": "assistant", "content": "hi"}], "finish_reason": "stop"}
+    assert "llm.finish_reason" in m.consumed
+    assert map_span({"llm.model_name": "m", "llm.finish_reason": "length"}).outputs == {"finish_reason": "length"}
+    # A finish reason the output source gave (a gen_ai.choice event) is not overridden.
+    choice = SpanEvent("gen_ai.choice", {"message.content": "x", "finish_reason": "tool_calls"}, 1)
+    assert map_span({"llm.finish_reason": "stop"}, [choice]).outputs["finish_reason"] == "tool_calls"
+
+
 def test_invocation_params_from_gen_ai_request_and_openinference():
     m = map_span(
         {
@@ -677,7 +736,9 @@ def test_invocation_params_precedence():
     )
     # What was asked for wins; the other encodings of the same parameter fill in only what is missing.
     assert m.invocation_params == {"model": "req", "top_k": 3, "presence_penalty": 0.1}
-    assert "gen_ai.response.model" not in m.consumed or m.metadata.get("ls_model_name") == "resp"
+    # The response's model is not a parameter: it is kept beside the requested one.
+    assert (m.metadata["ls_model_name"], m.metadata["response_model"]) == ("req", "resp")
+    assert "gen_ai.response.model" in m.consumed
     assert map_span({"gen_ai.response.model": "resp"}).invocation_params == {"model": "resp"}
     # A tools value that is not JSON is still the one tool it names.
     assert map_span({"tools": "search"}).invocation_params == {"tools": ["search"]}
@@ -1064,3 +1125,93 @@ def test_every_key_the_mapping_looks_up_passes_the_fast_path(attrs):
     assert missed == []
     for key in recording.looked_up:
         assert not semconv.reads_nothing({key: "1"}), key
+
+
+# ---------------------------------------------------------------------------
+# LangChain messages (OpenInference langchain writes them as LangChain serializes them)
+# ---------------------------------------------------------------------------
+
+LC_CALL = {"name": "get_weather", "args": {"city": "Paris"}, "id": "c1", "type": "tool_call"}
+OPENAI_CALL = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
+
+
+def _lc(cls: str, **kwargs):
+    """``dumpd``/``to_json``: the class named last in ``id``."""
+    return {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", cls], "kwargs": kwargs}
+
+
+def test_langchain_message_types_become_roles():
+    # model_dump shapes, as in a ChatPromptValue's output.value
+    value = {"messages": [
+        {"content": "Be brief.", "additional_kwargs": {}, "response_metadata": {}, "type": "system", "name": None},
+        {"content": "hi", "type": "human"},
+        {"content": "", "type": "ai", "tool_calls": [LC_CALL], "invalid_tool_calls": []},
+        {"content": "sunny", "type": "tool", "tool_call_id": "c1", "name": "get_weather"},
+        {"content": "f", "type": "function", "name": "g"},
+        {"content": "x", "type": "chat", "role": "critic"},
+    ]}
+    m = map_span({"openinference.span.kind": "PROMPT", "output.value": json.dumps(value),
+                  "output.mime_type": "application/json"})
+    assert m.outputs == {"messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "", "tool_calls": [OPENAI_CALL]},
+        {"role": "tool", "content": "sunny", "tool_call_id": "c1", "name": "get_weather"},
+        {"role": "function", "content": "f", "name": "g"},
+        {"role": "critic", "content": "x"},
+    ]}
+
+
+def test_langchain_batch_of_serialized_messages_is_one_conversation():
+    # An llm run's input.value: {"messages": [[...]]}, each message as dumpd writes it.
+    value = {"messages": [[_lc("SystemMessage", content="Be brief.", type="system"),
+                           _lc("HumanMessage", content="hi", type="human"),
+                           _lc("AIMessageChunk", content="", type="AIMessageChunk", tool_calls=[LC_CALL]),
+                           _lc("ToolMessage", content="sunny", type="tool", tool_call_id="c1")]]}
+    m = map_span({"input.value": json.dumps(value), "input.mime_type": "application/json"})
+    assert m.inputs == {"messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "", "tool_calls": [OPENAI_CALL]},
+        {"role": "tool", "content": "sunny", "tool_call_id": "c1"},
+    ]}
+
+
+def test_a_lone_langchain_message_is_shown_as_the_message():
+    # A StrOutputParser's input: message_to_dict's {"type", "data"}.
+    parser_input = {"type": "ai", "data": {"content": "Hello", "additional_kwargs": {"refusal": None},
+                                           "response_metadata": {"finish_reason": "stop"}, "type": "ai",
+                                           "tool_calls": [], "usage_metadata": {"input_tokens": 1}}}
+    m = map_span({"openinference.span.kind": "CHAIN", "input.value": json.dumps(parser_input),
+                  "input.mime_type": "application/json"})
+    assert m.inputs == {"messages": [{"role": "assistant", "content": "Hello"}]}
+    # A tool run's output: the ToolMessage, raw provider tool calls from additional_kwargs on an AI message.
+    tool_output = {"type": "tool", "data": {"content": "sunny", "type": "tool", "tool_call_id": "c1", "status": "ok"}}
+    assert map_span({"output.value": json.dumps(tool_output)}).outputs == {
+        "messages": [{"role": "tool", "content": "sunny", "tool_call_id": "c1"}]
+    }
+    raw_calls = _lc("AIMessage", content="", additional_kwargs={"tool_calls": [OPENAI_CALL]})
+    assert map_span({"output.value": json.dumps(raw_calls)}).outputs == {
+        "messages": [{"role": "assistant", "content": "", "tool_calls": [OPENAI_CALL]}]
+    }
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"type": "ai", "data": "not an object"},
+        {"lc": 1, "type": "constructor", "id": "AIMessage", "kwargs": {"content": "x"}},
+        {"lc": 1, "type": "constructor", "id": ["x", "Other"], "kwargs": {"content": "x"}},
+        {"lc": 1, "type": "constructor", "id": ["x", "AIMessage"], "kwargs": ["content"]},
+        {"type": "ai", "data": {"no": "content"}},
+        {"type": "unknown", "content": "x"},
+        {"type": "chat", "content": "x", "role": 3},
+        {"type": "ai", "content": "x", "tool_calls": "not a list"},
+    ],
+)
+def test_what_is_not_a_langchain_message_is_kept_as_it_came(value):
+    m = map_span({"input.value": json.dumps(value), "input.mime_type": "application/json"})
+    if value.get("type") == "ai" and "content" in value:
+        assert m.inputs == {"messages": [{"role": "assistant", "content": "x"}]}  # only its bad tool calls dropped
+    else:
+        assert m.inputs == value

@@ -167,10 +167,12 @@ def test_openinference_chat(api, client, exporter):
     assert m.inputs == {"messages": MESSAGES}
     assert m.outputs == {
         "messages": [{"role": "assistant", "content": api.reply_text}],
+        "finish_reason": "stop",
         "usage_metadata": expected_usage(api, details=True),
     }
-    # OpenInference only reports the response model.
-    assert m.metadata["ls_model_name"] == f"{MODEL}-fake-0001"
+    # llm.model_name is the response's model; the requested one is in llm.invocation_parameters.
+    assert m.metadata["ls_model_name"] == MODEL
+    assert m.metadata["response_model"] == f"{MODEL}-fake-0001"
     assert m.metadata["ls_provider"] == "openai"
     assert m.invocation_params == {"model": MODEL, "temperature": 0.2, "max_tokens": 50}
     assert "input.value" in m.consumed and "output.value" in m.consumed
@@ -198,7 +200,8 @@ def test_openinference_embeddings(api, client, exporter):
     m = mapped(only_span(exporter))
     assert m.run_type == "embedding"
     assert m.inputs["input"] == "hello world"  # input.value: the raw request
-    assert m.metadata["ls_model_name"] == f"{EMBED_MODEL}-fake-0001"  # the response's model
+    assert m.metadata["ls_model_name"] == EMBED_MODEL  # embedding.invocation_parameters: what was asked for
+    assert m.metadata["response_model"] == f"{EMBED_MODEL}-fake-0001"  # embedding.model_name: what answered
     assert m.outputs["usage_metadata"]["input_tokens"] > 0
     # The per-text vectors are consumed, not copied into metadata.
     assert not [k for k in only_span(exporter).attributes if k.startswith("embedding.embeddings.") and k not in m.consumed]
@@ -303,7 +306,9 @@ def test_openai_v2_embeddings(api, client, exporter):
     m = mapped(only_span(exporter))
     assert m.run_type == "embedding"
     assert m.inputs is None  # openai-v2 never records embedding inputs
-    assert m.metadata == {"ls_model_name": EMBED_MODEL, "ls_provider": "openai"}
+    assert m.metadata == {
+        "ls_model_name": EMBED_MODEL, "response_model": f"{EMBED_MODEL}-fake-0001", "ls_provider": "openai"
+    }
     assert m.outputs["usage_metadata"]["input_tokens"] > 0
 
 
@@ -431,7 +436,7 @@ def test_traceloop_workflow_task_and_chat(provider, exporter):
             "input_token_details": {"cache_read": 4},
         },
     }
-    assert chat.metadata == {"ls_model_name": MODEL, "ls_provider": "openai"}
+    assert chat.metadata == {"ls_model_name": MODEL, "response_model": "gpt-4o-mini-2024", "ls_provider": "openai"}
     assert chat.invocation_params == {"model": MODEL, "temperature": 0.7}
 
     workflow = by_name["joke_workflow.workflow"]

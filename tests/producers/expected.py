@@ -66,3 +66,61 @@ def openai_rows(name: str) -> list[Row]:
         ("first_token", streamed, "outputs.messages", [{"role": "assistant", "content": REPLY}]),
         ("tool_definitions", first, "extra.invocation_params.tools", Like(OPENAI_TOOLS)),
     ]
+
+
+def langchain_rows(parser_run_type: str = "parser") -> list[Row]:
+    """The LangChain conversation's table (``scenarios.langchain_conversation`` with ChatOpenAI).
+
+    ``parser_run_type``: what the producer makes of the ``StrOutputParser`` run.
+    """
+    api = FakeLLMAPI
+    words = len(REPLY.split(" "))
+    # ChatOpenAI#1: the tool call; #2: the answer to the tool result; #3: in the chain; #4: streamed; #5: refused.
+    called, answered, chained, streamed, failed = (f"ChatOpenAI#{n}" for n in (1, 2, 3, 4, 5))
+    call_message = {"role": "assistant", "content": None, "tool_calls": [TOOL_CALL]}
+    # LangChain's ToolMessage names its tool.
+    tool_result = {**TOOL_RESULT, "name": "get_weather"}
+    chain = [(1, "prompt", "ChatPromptTemplate"), (1, "llm", "ChatOpenAI"), (1, parser_run_type, "StrOutputParser")]
+    tree = [
+        (0, "prompt", "ChatPromptTemplate"), (0, "llm", "ChatOpenAI"), (0, "tool", "get_weather"),
+        (0, "llm", "ChatOpenAI"),
+        (0, "chain", "RunnableSequence"), *chain,
+        (0, "chain", "RunnableSequence"), *chain,
+        (0, "chain", "RunnableSequence"), *chain[:2],
+    ]
+    return [
+        ("tree", "trace", "tree", tree),
+        ("run_types", "trace", "run_types", [(d, t) for d, t, _ in tree]),
+        ("input_messages", called, "inputs.messages", CONVERSATION),
+        ("input_messages", chained, "inputs.messages", CONVERSATION),
+        # The prompt template's output is the conversation, each message with its own role.
+        ("input_messages", "ChatPromptTemplate", "outputs.messages", CONVERSATION),
+        # A parser's input is the model's message, shown as the message.
+        ("input_messages", "StrOutputParser", "inputs", {"messages": [{"role": "assistant", "content": REPLY}]}),
+        ("output_messages", answered, "outputs.messages", [{"role": "assistant", "content": REPLY}]),
+        ("output_messages", answered, "outputs.finish_reason", "stop"),
+        ("output_messages", chained, "outputs.messages", [{"role": "assistant", "content": REPLY}]),
+        ("output_messages", "StrOutputParser", "outputs.output", REPLY),
+        ("output_messages", "RunnableSequence", "outputs.output", REPLY),
+        ("tool_calls", called, "outputs.messages", [call_message]),
+        ("tool_calls", called, "outputs.finish_reason", "tool_calls"),
+        ("tool_results", "get_weather", "outputs.messages", [tool_result]),
+        ("tool_results", answered, "inputs.messages", [*CONVERSATION, call_message, tool_result]),
+        ("usage", answered, "outputs.usage_metadata.input_tokens", api.input_tokens),
+        ("usage", answered, "outputs.usage_metadata.output_tokens", words),
+        ("usage", answered, "outputs.usage_metadata.total_tokens", api.input_tokens + words),
+        ("usage", called, "outputs.usage_metadata.output_tokens", api.tool_call_tokens),
+        ("usage", streamed, "outputs.usage_metadata.output_tokens", words),
+        ("usage_details", answered, "outputs.usage_metadata.input_token_details.cache_read", api.cached_tokens),
+        ("usage_details", answered, "outputs.usage_metadata.output_token_details.reasoning", api.reasoning_tokens),
+        ("usage_details", streamed, "outputs.usage_metadata.input_token_details.cache_read", api.cached_tokens),
+        ("model", called, "extra.metadata.ls_model_name", MODEL),
+        ("model", called, "extra.metadata.response_model", f"{MODEL}-fake-0001"),
+        ("model", failed, "extra.metadata.ls_model_name", "error-500"),
+        ("provider", called, "extra.metadata.ls_provider", "openai"),
+        ("error", failed, "error", Contains("500")),
+        ("error", "RunnableSequence#3", "error", Contains("500")),
+        ("first_token", streamed, "events.0.name", "new_token"),
+        ("first_token", streamed, "outputs.messages", [{"role": "assistant", "content": REPLY}]),
+        ("tool_definitions", called, "extra.invocation_params.tools", Like(OPENAI_TOOLS)),
+    ]

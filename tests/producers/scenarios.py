@@ -74,3 +74,45 @@ def anthropic_conversation(client: Any) -> None:
         client.messages.create(model="error-500", messages=messages[:1], max_tokens=100)
     except Exception:  # noqa: BLE001
         pass
+
+
+def langchain_conversation() -> None:
+    """The same conversation through LangChain (langchain-core and langchain-openai's ChatOpenAI).
+
+    1. The tool turn: the prompt template makes the messages, the model bound with the
+       ``get_weather`` tool calls it, the tool runs as a LangChain tool, and its result goes back.
+    2. ``prompt | model | StrOutputParser()``: a chain whose parser gets the model's message.
+    3. The same chain streamed (usage included), so the first chunk marks the first token.
+    4. The same chain with a model the API refuses with a 500, so the model and the chain carry an error.
+    """
+    import os
+
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.prompts import ChatPromptTemplate
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Weather for a city"""
+        return json.dumps({**WEATHER, "city": city})
+
+    def model(name: str) -> Any:
+        return ChatOpenAI(model=name, temperature=0.2, max_retries=0, stream_usage=True,
+                          base_url=os.environ["OPENAI_BASE_URL"], api_key="test")
+
+    prompt = ChatPromptTemplate.from_messages([("system", SYSTEM), ("human", "{question}")])
+    with_tools = model(MODEL).bind_tools([get_weather])
+    messages = prompt.invoke({"question": QUESTION}).to_messages()
+    call = with_tools.invoke(messages)
+    result = get_weather.invoke(call.tool_calls[0])
+    with_tools.invoke([*messages, call, result])
+
+    chain = prompt | model(MODEL) | StrOutputParser()
+    chain.invoke({"question": QUESTION})
+    for _ in chain.stream({"question": QUESTION}):
+        pass
+    try:
+        (prompt | model("error-500") | StrOutputParser()).invoke({"question": QUESTION})
+    except Exception:  # noqa: BLE001 - the refusal is the point
+        pass
