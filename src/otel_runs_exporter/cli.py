@@ -30,32 +30,31 @@ import signal
 import sqlite3
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
 
+from . import environment_variables as ev
+from ._settings import resolve_service
+
 __all__ = ["main", "package_version", "default_db_path", "build_parser", "COMMANDS", "ENV_SERVER_DB", "ENV_SERVER_API_KEY", "EXIT_CODES_HELP"]
 
 logger = logging.getLogger(__name__)
 
-ENV_SERVER_DB = "OTEL_RUNS_SERVER_DB"
+ENV_SERVER_DB = ev.OTEL_RUNS_SERVER_DB
 """Path of the local service's SQLite database, for ``serve`` and ``runs``; default under the user data dir."""
-ENV_SERVER_API_KEY = "OTEL_RUNS_SERVER_API_KEY"
+ENV_SERVER_API_KEY = ev.OTEL_RUNS_SERVER_API_KEY
 """API key ``serve`` requires when ``--api-key`` is not given; an environment variable keeps it out of ``ps``."""
 
 Handler = Callable[[argparse.Namespace], int]
 
 
-def default_db_path(env: dict[str, str] | None = None) -> str:
+def default_db_path(env: Mapping[str, str] | None = None) -> str:
     """``$OTEL_RUNS_SERVER_DB``, else ``$XDG_DATA_HOME/otel-runs/runs.db``, else ``~/.local/share/otel-runs/runs.db``."""
-    env = dict(os.environ) if env is None else env
-    if env.get(ENV_SERVER_DB):
-        return env[ENV_SERVER_DB]
-    base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return str(Path(base) / "otel-runs" / "runs.db")
+    return resolve_service(env).db_path
 
 
 def package_version() -> str:
@@ -171,14 +170,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         slow_seconds=args.fault_slow_seconds,
         seed=args.fault_seed,
     )
-    db = args.db or default_db_path()
+    settings = resolve_service()
+    db = args.db or settings.db_path
     if not _db_usable("otel-runs serve", db):
         return 2
     rate_limited = args.rate_limits or args.rate_limit_scale is not None or args.rate_limit_window_scale is not None
     service = LocalService(
         host=args.host,
         port=args.port,
-        api_key=args.api_key or os.environ.get(ENV_SERVER_API_KEY) or None,
+        api_key=args.api_key or settings.api_key,
         workspace_id=args.workspace_id,
         db=db,
         lenient=args.lenient,
@@ -560,7 +560,7 @@ def _api_handler(run: _ApiRun) -> Handler:
             _report_service_error(prog, exc)
             return _exit_for_status(exc.status)
         except NoAnswerError as exc:
-            setting = "OTEL_EXPORTER_RUNS_CONTROL_PLANE_URL" if exc.path.startswith("/v2/") else "OTEL_EXPORTER_RUNS_ENDPOINT"
+            setting = ev.OTEL_EXPORTER_RUNS_CONTROL_PLANE_URL if exc.path.startswith("/v2/") else ev.OTEL_EXPORTER_RUNS_ENDPOINT
             print(f"{prog}: {exc}; is the service running there? (the address comes from {setting})", file=sys.stderr)
             return EXIT_SERVER
         finally:
