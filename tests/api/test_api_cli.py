@@ -108,11 +108,13 @@ def test_help_and_exit_code_docs_agree_that_a_bad_json_body_is_exit_2(cli: Cli) 
 
 
 def _constant_doc(name: str) -> str:
-    """The docstring written under a module constant (kept in the source, not on the int)."""
+    """The docstring written under an exit code (kept in the source of ``cli._output``, not on the int)."""
     import ast
     import inspect
 
-    tree = ast.parse(inspect.getsource(cli_module))
+    from otel_runs_exporter.cli import _output
+
+    tree = ast.parse(inspect.getsource(_output))
     body = tree.body
     for node, after in zip(body, body[1:]):
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
