@@ -18,13 +18,14 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any, Callable, Mapping
 from urllib.parse import unquote, urlsplit
 
 from . import environment_variables as ev
 from ._errors import ConfigError
 
-__all__ = ["Settings", "resolve", "check_usable", "US_ENDPOINT", "EU_ENDPOINT", "US_CONTROL_PLANE", "EU_CONTROL_PLANE"]
+__all__ = ["Settings", "resolve", "check_usable", "ServiceSettings", "resolve_service", "US_ENDPOINT", "EU_ENDPOINT", "US_CONTROL_PLANE", "EU_CONTROL_PLANE"]
 
 logger = logging.getLogger(__name__)
 
@@ -499,16 +500,7 @@ def resolve(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] |
             else:
                 values[name] = raw
             continue
-        if decl.read is not None:
-            values[name] = decl.read(env)
-            continue
-        for var in decl.env:
-            raw = env.get(var)
-            if raw is not None and raw.strip() != "":
-                values[name] = _parse(decl, raw, var)
-                break
-        else:
-            values[name] = decl.default
+        values[name] = _from_env(decl, env)
     eu = values["region"] == "eu"
     for name, us_default, eu_default in (
         ("endpoint", US_ENDPOINT, EU_ENDPOINT),
@@ -520,6 +512,17 @@ def resolve(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] |
             values[name] = _parse(_DECLS[name], str(values[name]), name)
     settings = Settings(**values)
     return settings
+
+
+def _from_env(decl: _Decl, env: Mapping[str, str]) -> Any:
+    """The first of the declaration's variables that is set (blank counts as unset), parsed; else its default."""
+    if decl.read is not None:
+        return decl.read(env)
+    for var in decl.env:
+        raw = env.get(var)
+        if raw is not None and raw.strip() != "":
+            return _parse(decl, raw, var)
+    return decl.default
 
 
 def _parse(decl: _Decl, raw: str, source: str) -> Any:
@@ -543,3 +546,59 @@ def check_usable(settings: Settings) -> None:
         logger.warning(
             "The API key would be sent over plain HTTP to %s; use https://", settings.endpoint
         )
+
+
+# --- the local service's command (``otel-runs serve`` and ``otel-runs runs``) ---
+#
+# Read by the command only, never by the exporter: they are not constructor
+# arguments, and an app's Settings never carry the local service's key.
+_SERVICE_DECLS: dict[str, _Decl] = {
+    "db": _Decl(
+        (ev.OTEL_RUNS_SERVER_DB,),
+        None,
+        _str,
+        "Path of the local service's SQLite database, for `serve` and `runs` when --db is not given. "
+        "Default: $XDG_DATA_HOME/otel-runs/runs.db, else ~/.local/share/otel-runs/runs.db (see db_path).",
+    ),
+    "data_home": _Decl(
+        (ev.XDG_DATA_HOME,),
+        None,
+        _str,
+        "The XDG base directory for user data, where the default database lives; ~/.local/share when unset.",
+    ),
+    "api_key": _Decl(
+        (ev.OTEL_RUNS_SERVER_API_KEY,),
+        None,
+        _str,
+        "The x-api-key `serve` requires when --api-key is not given (a variable keeps it out of `ps`). Never logged.",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    """The local service command's settings; build with :func:`resolve_service`."""
+
+    db: str | None
+    data_home: str | None
+    api_key: str | None = field(repr=False)
+
+    @property
+    def db_path(self) -> str:
+        """``db``, else under ``data_home``, else under ``~/.local/share``: the home directory is looked up
+        only when needed, so ``--db`` works where it cannot be (a container user without one)."""
+        if self.db:
+            return self.db
+        base = self.data_home or str(Path.home() / ".local" / "share")
+        return str(Path(base) / "otel-runs" / "runs.db")
+
+
+def resolve_service(env: Mapping[str, str] | None = None) -> ServiceSettings:
+    """Resolve the local service command's settings from the environment (its options win over them).
+
+    >>> s = resolve_service({"XDG_DATA_HOME": "/data", "OTEL_RUNS_SERVER_API_KEY": "k"})
+    >>> s.db_path, s
+    ('/data/otel-runs/runs.db', ServiceSettings(db=None, data_home='/data'))
+    """
+    env = os.environ if env is None else env
+    return ServiceSettings(**{name: _from_env(decl, env) for name, decl in _SERVICE_DECLS.items()})

@@ -3,8 +3,9 @@
 As in OpenTelemetry's ``opentelemetry.sdk.environment_variables``, code and
 docs refer to a variable through one constant, so a name cannot drift between
 them. What each variable means, its default and its type are declared once,
-next to its parser, in the settings table (``_settings._DECLS``; the README's
-settings table is checked against them by a test).
+next to its parser, in the settings tables (``_settings._DECLS``, and
+``_settings._SERVICE_DECLS`` for the local service's command; the README's
+settings table and docs/local-service.md are checked against them by a test).
 Only ``_settings`` reads the environment.
 
 >>> OTEL_EXPORTER_RUNS_ENDPOINT
@@ -43,6 +44,13 @@ OTEL_EXPORTER_RUNS_HIDE_INPUTS = "OTEL_EXPORTER_RUNS_HIDE_INPUTS"
 OTEL_EXPORTER_RUNS_HIDE_OUTPUTS = "OTEL_EXPORTER_RUNS_HIDE_OUTPUTS"
 OTEL_EXPORTER_RUNS_SCRUB_SECRETS = "OTEL_EXPORTER_RUNS_SCRUB_SECRETS"
 OTEL_EXPORTER_RUNS_LANGSMITH_BRIDGE = "OTEL_EXPORTER_RUNS_LANGSMITH_BRIDGE"
+
+# The local service's, read by ``otel-runs serve`` and ``otel-runs runs`` (docs/local-service.md), never by
+# the exporter: settings of the command, not constructor arguments (``_settings._SERVICE_DECLS``).
+OTEL_RUNS_SERVER_DB = "OTEL_RUNS_SERVER_DB"
+OTEL_RUNS_SERVER_API_KEY = "OTEL_RUNS_SERVER_API_KEY"
+# The XDG base directory specification's, for where that database is by default.
+XDG_DATA_HOME = "XDG_DATA_HOME"
 
 # OpenTelemetry's own variables, with their OTel meaning.
 OTEL_BSP_SCHEDULE_DELAY = "OTEL_BSP_SCHEDULE_DELAY"

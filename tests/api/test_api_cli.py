@@ -107,12 +107,25 @@ def test_help_and_exit_code_docs_agree_that_a_bad_json_body_is_exit_2(cli: Cli) 
     assert "--json-body" not in _constant_doc("EXIT_ERROR")
 
 
+def test_exit_codes_help_lists_every_exit_code() -> None:
+    """The codes and their --help text have one owner (``cli._output``); they must not drift apart."""
+    import re
+
+    from otel_runs_exporter.cli import _output
+
+    listed = {int(code) for code in re.findall(r"(?<!\S)(\d{1,2})  \S", _output.EXIT_CODES_HELP)}
+    codes = {value for name, value in vars(_output).items() if name.startswith("EXIT_") and isinstance(value, int)}
+    assert listed == codes - {_output.EXIT_BROKEN_PIPE}  # 141 is for a shell, not a script: documented, not listed
+
+
 def _constant_doc(name: str) -> str:
-    """The docstring written under a module constant (kept in the source, not on the int)."""
+    """The docstring written under an exit code (kept in the source of ``cli._output``, not on the int)."""
     import ast
     import inspect
 
-    tree = ast.parse(inspect.getsource(cli_module))
+    from otel_runs_exporter.cli import _output
+
+    tree = ast.parse(inspect.getsource(_output))
     body = tree.body
     for node, after in zip(body, body[1:]):
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):

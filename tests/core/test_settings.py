@@ -122,21 +122,36 @@ def test_bearer_token_never_in_repr():
     assert "tok-secret" not in repr(s) and "bearer_token=<set>" in repr(s)
 
 
-def test_env_var_constants_match_the_declaration_table_and_the_readme():
+def test_env_var_constants_match_the_declaration_tables_and_the_docs():
     from pathlib import Path
 
     from otel_runs_exporter import environment_variables as ev
-    from otel_runs_exporter._settings import _DECLS
+    from otel_runs_exporter._settings import _DECLS, _SERVICE_DECLS
 
-    declared = {name for decl in _DECLS.values() for name in decl.env}
-    assert set(ev.ALL) == declared
+    exporter = {name for decl in _DECLS.values() for name in decl.env}
+    service = {name for decl in _SERVICE_DECLS.values() for name in decl.env}
+    assert set(ev.ALL) == exporter | service and not exporter & service
     assert all(getattr(ev, name) == name for name in ev.ALL)
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text(encoding="utf-8")
     # The README may shorten a repeated prefix ("..._CLIENT_KEY"); each variable is named there.
     missing = [
-        name for name in ev.ALL if name not in readme and "..._" + name.removeprefix("OTEL_EXPORTER_RUNS_") not in readme
+        name for name in exporter if name not in readme and "..._" + name.removeprefix("OTEL_EXPORTER_RUNS_") not in readme
     ]
     assert missing == []
+    # The local service command's variables are documented with the command.
+    local_service = (root / "docs" / "local-service.md").read_text(encoding="utf-8")
+    assert sorted(name for name in service if name not in local_service) == []
+
+
+def test_service_settings_read_the_environment_once_and_keep_the_key_out_of_the_repr():
+    from otel_runs_exporter._settings import resolve_service
+
+    s = resolve_service({"OTEL_RUNS_SERVER_DB": "/x/y.db", "OTEL_RUNS_SERVER_API_KEY": "srv-secret"})
+    assert (s.db_path, s.api_key) == ("/x/y.db", "srv-secret") and "srv-secret" not in repr(s)
+    assert resolve_service({"XDG_DATA_HOME": "/data", "OTEL_RUNS_SERVER_DB": " "}).db_path == "/data/otel-runs/runs.db"
+    assert resolve_service({}).db_path.endswith(".local/share/otel-runs/runs.db")
+    assert resolve_service({"OTEL_RUNS_SERVER_API_KEY": ""}).api_key is None
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,140 @@
+"""``otel-runs serve``: run the local service until Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .._settings import resolve_service
+from . import _output as output
+from ._local import ENV_SERVER_API_KEY, add_db, db_usable, wait_until_stopped
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if not 0.0 < value < float("inf"):
+        raise argparse.ArgumentTypeError("a number greater than 0")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("a whole number greater than 0") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("a whole number greater than 0")
+    return value
+
+
+def _rate(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError("a probability between 0 and 1")
+    return value
+
+
+def register_serve(sub: Any) -> None:
+    """``otel-runs serve``: run the local service until Ctrl-C or SIGTERM."""
+    p = sub.add_parser("serve", help="run the local tracing service", description="Run the local tracing service.")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=1984, help="port (default 1984; 0 picks a free one)")
+    p.add_argument("--api-key", default=None, help=f"require this x-api-key (or set ${ENV_SERVER_API_KEY})")
+    p.add_argument("--workspace-id", default=None, help="require this x-tenant-id")
+    add_db(p)
+    p.add_argument("--lenient", action="store_true", help="record rule violations but store the runs")
+    p.add_argument("--rate-limits", action="store_true", help="enforce the service's rate limits (429 + Retry-After)")
+    p.add_argument(
+        "--rate-limit-scale",
+        type=_positive,
+        default=None,
+        metavar="K",
+        help="divide every rate limit's count by K, at least 1 (for tests: 200 makes multipart's 6000 / 10 s "
+        "30 / 10 s); implies --rate-limits",
+    )
+    p.add_argument(
+        "--rate-limit-window-scale",
+        type=_positive,
+        default=None,
+        metavar="W",
+        help="divide every rate limit's window by W (for quick tests: 10 makes 10 s windows 1 s); implies --rate-limits",
+    )
+    p.add_argument(
+        "--request-log", default=None, metavar="FILE", help="append one JSON line per answered request (time, path, status)"
+    )
+    p.add_argument("--no-multipart", action="store_true", help="hide /runs/multipart so clients use basic tracing")
+    p.add_argument("--max-body-bytes", type=int, default=None, help="answer larger request bodies with 413")
+    p.add_argument(
+        "--max-connections",
+        type=_positive_int,
+        default=512,
+        metavar="N",
+        help="connections served at once, a thread each (default 512); past it a 503 with Retry-After",
+    )
+    faults = p.add_argument_group("fault injection (tracing requests only)")
+    faults.add_argument("--fault-rate-500", type=_rate, default=0.0, metavar="F", help="share answered 500")
+    faults.add_argument("--fault-rate-429", type=_rate, default=0.0, metavar="F", help="share answered 429")
+    faults.add_argument("--fault-rate-drop", type=_rate, default=0.0, metavar="F", help="share stored, then dropped unanswered")
+    faults.add_argument("--fault-slow-rate", type=_rate, default=0.0, metavar="F", help="share answered late")
+    faults.add_argument("--fault-slow-seconds", type=float, default=1.0, metavar="S", help="delay of a slow answer")
+    faults.add_argument("--fault-seed", type=int, default=None, metavar="N", help="seed, for repeatable faults")
+    p.set_defaults(handler=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Start the service, print its address, and block until interrupted."""
+    from ..server import FaultConfig, LocalService
+
+    faults = FaultConfig(
+        rate_500=args.fault_rate_500,
+        rate_429=args.fault_rate_429,
+        rate_drop=args.fault_rate_drop,
+        rate_slow=args.fault_slow_rate,
+        slow_seconds=args.fault_slow_seconds,
+        seed=args.fault_seed,
+    )
+    settings = resolve_service()
+    db = args.db or settings.db_path
+    if not db_usable("otel-runs serve", db):
+        return output.EXIT_USAGE
+    rate_limited = args.rate_limits or args.rate_limit_scale is not None or args.rate_limit_window_scale is not None
+    service = LocalService(
+        host=args.host,
+        port=args.port,
+        api_key=args.api_key or settings.api_key,
+        workspace_id=args.workspace_id,
+        db=db,
+        lenient=args.lenient,
+        rate_limits=rate_limited,
+        rate_limit_scale=args.rate_limit_scale or 1.0,
+        rate_limit_window_scale=args.rate_limit_window_scale or 1.0,
+        request_log=args.request_log,
+        multipart=not args.no_multipart,
+        max_body_bytes=args.max_body_bytes,
+        max_connections=args.max_connections,
+        faults=faults,
+    )
+    try:
+        service.start()
+    except OSError as exc:
+        return output.fail("otel-runs serve", f"cannot listen on {args.host}:{args.port}: {exc}", output.EXIT_USAGE)
+    notes = []
+    if service.requires_api_key:
+        notes.append("api key required")
+    if args.lenient:
+        notes.append("lenient")
+    if rate_limited:
+        scale = [f"counts / {args.rate_limit_scale:g}"] if args.rate_limit_scale else []
+        scale += [f"windows / {args.rate_limit_window_scale:g}"] if args.rate_limit_window_scale else []
+        notes.append("rate limits on" + (f" ({', '.join(scale)})" if scale else ""))
+    if faults.active:
+        notes.append("faults on")
+    output.say(f"Listening on {service.url}  (db {db}{'; ' + ', '.join(notes) if notes else ''})", flush=True)
+    output.say(f"Viewer: {service.url}/", flush=True)
+    output.say("Press Ctrl-C to stop.", flush=True)
+    try:
+        wait_until_stopped()
+    finally:
+        service.stop()
+    output.say("Stopped.", flush=True)
+    return output.EXIT_OK
