@@ -296,7 +296,13 @@ _USAGE_FIELDS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
 
 #: Span events that mark the first streamed token (ours emit ``new_token``;
 #: OpenInference emits "First Token Stream Event"). The earliest one wins.
-_FIRST_TOKEN_EVENTS = frozenset({"new_token", "gen_ai.first_token", "first_token", "First Token Stream Event"})
+#: OpenLLMetry marks every streamed chunk with an attribute-less event: its first
+#: one is the first token, and the rest say nothing a run keeps (one event per
+#: chunk would make a long answer's run mostly events), so all are consumed.
+_STREAM_CHUNK_EVENTS = frozenset({"gen_ai.content.completion.chunk", "llm.content.completion.chunk"})
+_FIRST_TOKEN_EVENTS = (
+    frozenset({"new_token", "gen_ai.first_token", "first_token", "First Token Stream Event"}) | _STREAM_CHUNK_EVENTS
+)
 
 #: Older GenAI per-message events and the role each one carries.
 #: doc: gen_ai.system.message -> inputs.messages[]. "System message in conversation"

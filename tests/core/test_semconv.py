@@ -902,6 +902,15 @@ def test_first_token_takes_the_earliest():
     assert m.consumed_events == {0, 1, 2}
 
 
+def test_openllmetry_stream_chunks_are_the_first_token_and_are_consumed():
+    # One attribute-less event per streamed chunk: the first is the first token; none stays an event.
+    chunks = [ev("gen_ai.content.completion.chunk", t) for t in (12, 14, 16)]
+    m = map_span({"gen_ai.operation.name": "chat"}, [ev("exception", 20, **{"exception.message": "x"}), *chunks])
+    assert m.first_token_time_ns == 12
+    assert m.consumed_events == {1, 2, 3}
+    assert map_span({}, [ev("llm.content.completion.chunk", 7)]).first_token_time_ns == 7
+
+
 def test_no_events_nothing_consumed():
     m = map_span({"gen_ai.system": "openai"}, [ev("exception", 1, **{"exception.message": "x"})])
     assert (m.first_token_time_ns, m.consumed_events) == (None, set())
