@@ -231,12 +231,14 @@ _PARAM_RENAMES = {"stop_sequences": "stop", "choice.count": "n"}
 #: Whole-object invocation params (OpenInference), merged under the above.
 #: doc: llm.invocation_parameters -> invocation_params.*. "JSON string of invocation parameters"
 _PARAM_OBJECT_KEYS = ("llm.invocation_parameters", "embedding.invocation_parameters")
-#: Traceloop writes its function definitions flattened too (``llm.request.functions.0.name``).
+#: Traceloop writes the tools (or functions) offered to the model flattened
+#: (``llm.request.functions.0.name``, ``.description``, ``.parameters``): they
+#: become ``invocation_params.tools`` as OpenAI-style tool dicts (see ``_tool_definition``).
 _FUNCTIONS_PREFIX = "llm.request.functions."
 #: ``(attribute, invocation_params key, shape)``: fill a key the above left
 #: empty, first present wins. ``shape``: "list" (a JSON array, an attribute array
-#: of JSON strings, or one item), "json" (a JSON string decoded when it is
-#: JSON), "value".
+#: of JSON strings, or one item), "tools" (the same, each item a tool definition
+#: made OpenAI-style), "json" (a JSON string decoded when it is JSON), "value".
 _PARAM_FIELDS: tuple[tuple[str, str, str], ...] = (
     # doc: gen_ai.response.model -> invocation_params.model. "The model name returned in the response".
     # After gen_ai.request.model (doc: "The model name used for the request"): invocation params say
@@ -248,8 +250,11 @@ _PARAM_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("llm.frequency_penalty", "frequency_penalty", "value"),
     # doc: llm.request.functions -> invocation_params.functions. "Function definitions"
     ("llm.request.functions", "functions", "list"),
+    # The GenAI convention's tool definitions (a JSON array; OpenLLMetry writes it, in the OpenAI or the
+    # Anthropic request's shape).
+    ("gen_ai.tool.definitions", "tools", "tools"),
     # doc: tools -> invocation_params.tools. "Array of tool definitions"
-    ("tools", "tools", "list"),
+    ("tools", "tools", "tools"),
     # doc: tool_arguments -> invocation_params.tool_arguments. "Tool arguments as JSON or key-value pairs"
     ("tool_arguments", "tool_arguments", "json"),
     # doc: gen_ai.tool.name -> invocation_params.tool_name. 'Tool name, also sets run type to "tool"'
@@ -421,8 +426,20 @@ def _plain(value: Any) -> Any:
     return value
 
 
+#: What ``_param_value`` answers for a value that claims to be JSON and is not:
+#: the attribute is left unconsumed, so the run keeps it as it came, in metadata.
+_MALFORMED: Any = object()
+
+
 def _param_value(value: Any, shape: str) -> Any:
     """An invocation parameter in the shape its ``_PARAM_FIELDS`` row names."""
+    if shape == "tools":
+        items = _as_list(value)
+        if items is None:
+            if isinstance(value, str) and value[:1] in ("[", "{"):
+                return _MALFORMED
+            items = [value]
+        return [_tool_definition(i) for i in items]
     if shape == "list":
         items = _as_list(value)
         return _plain(items) if items is not None else [_plain(value)]
@@ -1002,13 +1019,41 @@ def _invocation_params(ctx: _Ctx) -> dict[str, Any] | None:
     functions = ctx.take_flat(_FUNCTIONS_PREFIX)
     if functions:
         unflat = _unflatten(functions)
-        params["functions"] = unflat if isinstance(unflat, list) else [unflat]
+        params["tools"] = [_tool_definition(f) for f in (unflat if isinstance(unflat, list) else [unflat])]
     for key, param, shape in _PARAM_FIELDS:
         value = ctx.attributes.get(key)
         if value is not None and param not in params:
-            params[param] = _param_value(value, shape)
-            ctx.consumed.add(key)
+            found = _param_value(value, shape)
+            if found is not _MALFORMED:
+                params[param] = found
+                ctx.consumed.add(key)
     return params or None
+
+
+def _tool_definition(item: Any) -> Any:
+    """A tool offered to the model, as the OpenAI-style dict the service shows:
+    ``{"type": "function", "function": {"name", "description", "parameters"}}``.
+
+    Read from the GenAI convention's flat shape (``type``/``name``/``parameters``),
+    Anthropic's request shape (``input_schema``) and OpenLLMetry's flattened
+    functions (``parameters`` as a JSON string). Already OpenAI-style, not a
+    function (a provider's built-in tool) or not an object: kept as it came.
+    """
+    item = _plain(_json_value(item))
+    if not isinstance(item, dict) or isinstance(item.get("function"), dict):
+        return item
+    kind = item.get("type") or "function"
+    name = item.get("name")
+    if kind != "function" or not isinstance(name, str):
+        return item
+    function: dict[str, Any] = {"name": name}
+    if item.get("description") is not None:
+        function["description"] = item["description"]
+    for key in ("parameters", "input_schema", "json_schema"):
+        if item.get(key) is not None:
+            function["parameters"] = _json_value(item[key])
+            break
+    return {"type": "function", "function": function}
 
 
 def _document(raw: Any) -> dict[str, Any] | None:

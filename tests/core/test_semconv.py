@@ -811,6 +811,53 @@ def test_genai_tool_span():
     assert "gen_ai.tool.call.id" not in m.consumed  # kept in metadata
 
 
+WEATHER_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}}
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {"name": "get_weather", "description": "Weather", "parameters": WEATHER_SCHEMA},
+}
+
+
+@pytest.mark.parametrize(
+    "definitions",
+    [
+        # GenAI convention (OpenLLMetry's openai instrumentation)
+        [{"type": "function", "name": "get_weather", "description": "Weather", "parameters": WEATHER_SCHEMA}],
+        # Anthropic's request shape (OpenLLMetry's anthropic instrumentation)
+        [{"name": "get_weather", "description": "Weather", "input_schema": WEATHER_SCHEMA}],
+        # already OpenAI-style
+        [WEATHER_TOOL],
+    ],
+    ids=["genai", "anthropic", "openai"],
+)
+def test_tool_definitions_become_openai_style_tools(definitions):
+    m = map_span({"gen_ai.tool.definitions": json.dumps(definitions)})
+    assert m.invocation_params == {"tools": [WEATHER_TOOL]}
+    assert "gen_ai.tool.definitions" in m.consumed
+
+
+def test_traceloop_flattened_functions_become_tools():
+    m = map_span({
+        "llm.request.functions.0.name": "get_weather",
+        "llm.request.functions.0.description": "Weather",
+        "llm.request.functions.0.parameters": json.dumps(WEATHER_SCHEMA),
+        "llm.request.functions.1.name": "now",
+    })
+    assert m.invocation_params == {"tools": [WEATHER_TOOL, {"type": "function", "function": {"name": "now"}}]}
+
+
+def test_tool_definitions_keep_what_is_not_a_function():
+    builtin = {"type": "web_search_preview"}
+    m = map_span({"gen_ai.tool.definitions": json.dumps([builtin, "search", {"description": "no name"}])})
+    assert m.invocation_params == {"tools": [builtin, "search", {"description": "no name"}]}
+
+
+def test_malformed_tool_definitions_stay_in_metadata():
+    m = map_span({"gen_ai.tool.definitions": '[{"name": "get_weather"', "gen_ai.request.model": "m"})
+    assert m.invocation_params == {"model": "m"}
+    assert "gen_ai.tool.definitions" not in m.consumed
+
+
 def test_openinference_tool_span_prefers_input_value_over_parameters():
     base = {"openinference.span.kind": "TOOL", "tool.name": "add", "tool.parameters": '{"a": 1, "b": 2}'}
     m = map_span({**base, "input.value": '{"a": 3}', "output.value": "5", "output.mime_type": "text/plain"})
