@@ -172,6 +172,10 @@ _MODEL_NAME_KEYS = (
     "gen_ai.response.model",
     "llm.response.model_name",
 )
+#: ``metadata["response_model"]``: the model that answered, first present wins,
+#: kept when it differs from ``ls_model_name`` (a dated snapshot of the alias
+#: asked for); as a fallback above it is already ``ls_model_name``.
+_RESPONSE_MODEL_KEYS = ("gen_ai.response.model", "llm.response.model_name")
 #: ``metadata["ls_provider"]``.
 _PROVIDER_KEYS = (
     "gen_ai.provider.name",
@@ -1194,7 +1198,8 @@ def _read_prefixes() -> tuple[str, ...]:
     keys += [key for key, _, _ in _RUN_TYPE_RULES]
     keys += [key for key, _ in _RUN_TYPE_PRESENCE]
     keys += [key for key, _ in _NAME_RULES]
-    keys += [*_MODEL_KEYS, *_MODEL_NAME_KEYS, *_PROVIDER_KEYS, *_ID_ATTRIBUTES, _SESSION_NAME, _SESSION_ID]
+    keys += [*_MODEL_KEYS, *_MODEL_NAME_KEYS, *_RESPONSE_MODEL_KEYS, *_PROVIDER_KEYS, *_ID_ATTRIBUTES]
+    keys += [_SESSION_NAME, _SESSION_ID]
     keys += [key for key, _ in _METADATA_KEYS]
     keys += [_METADATA_OBJECT_KEY, *_METADATA_PREFIXES, _PARAM_PREFIX, *_PARAM_OBJECT_KEYS, _FUNCTIONS_PREFIX]
     keys += [key for key, _, _ in _PARAM_FIELDS]
@@ -1254,6 +1259,11 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
     if model:
         metadata["ls_model_name"] = model[1]
         consumed.add(model[0])
+        response = _first_str(attributes, _RESPONSE_MODEL_KEYS)
+        if response:
+            if response[1] != model[1]:
+                metadata["response_model"] = response[1]
+            consumed.add(response[0])
     provider = _first_str(attributes, _PROVIDER_KEYS)
     if provider:
         metadata["ls_provider"] = provider[1]

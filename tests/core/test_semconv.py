@@ -579,6 +579,16 @@ def test_model_and_provider(attributes, model, provider):
     assert m.metadata.get("ls_provider") == provider
 
 
+def test_response_model_is_kept_beside_the_requested_one():
+    m = map_span({"gen_ai.request.model": "claude-x", "gen_ai.response.model": "claude-x-20250101"})
+    assert (m.metadata["ls_model_name"], m.metadata["response_model"]) == ("claude-x", "claude-x-20250101")
+    assert "gen_ai.response.model" in m.consumed
+    # The same model twice says nothing new; alone, the response's model is the model.
+    assert "response_model" not in map_span({"gen_ai.request.model": "m", "gen_ai.response.model": "m"}).metadata
+    m = map_span({"gen_ai.response.model": "resp"})
+    assert m.metadata == {"ls_model_name": "resp"} and "gen_ai.response.model" in m.consumed
+
+
 def test_invocation_params_from_gen_ai_request_and_openinference():
     m = map_span(
         {
@@ -677,7 +687,8 @@ def test_invocation_params_precedence():
     )
     # What was asked for wins; the other encodings of the same parameter fill in only what is missing.
     assert m.invocation_params == {"model": "req", "top_k": 3, "presence_penalty": 0.1}
-    assert "gen_ai.response.model" not in m.consumed or m.metadata.get("ls_model_name") == "resp"
+    # The model that answered is kept beside the one asked for.
+    assert (m.metadata["ls_model_name"], m.metadata["response_model"]) == ("req", "resp")
     assert map_span({"gen_ai.response.model": "resp"}).invocation_params == {"model": "resp"}
     # A tools value that is not JSON is still the one tool it names.
     assert map_span({"tools": "search"}).invocation_params == {"tools": ["search"]}
