@@ -723,8 +723,7 @@ def _read_genai_messages(ctx: _Ctx, key: str) -> dict[str, Any] | None:
     raw = ctx.take(key)
     if ctx.claim_only or raw is None:
         return None
-    messages = _messages(_as_list(raw) or ())
-    return {"messages": messages} if messages else None
+    return _message_list(_as_list(raw) or [], key)
 
 
 def _read_flat_messages(ctx: _Ctx, prefix: str) -> dict[str, Any] | None:
@@ -732,8 +731,28 @@ def _read_flat_messages(ctx: _Ctx, prefix: str) -> dict[str, Any] | None:
     if ctx.claim_only or not group:
         return None
     items = _unflatten(group)
-    messages = _messages(items if isinstance(items, list) else ())
-    return {"messages": messages} if messages else None
+    return _message_list(items if isinstance(items, list) else [], prefix)
+
+
+#: The message sources whose items are the model's replies, each with its own
+#: ``finish_reason`` (GenAI output messages, traceloop's ``gen_ai.completion.{n}.finish_reason``).
+_REPLY_SOURCES = frozenset({"gen_ai.output.messages", "llm.output_messages.", "gen_ai.completion."})
+
+
+def _message_list(items: list[Any], source: str) -> dict[str, Any] | None:
+    """``{"messages": ...}``, with the replies' first finish reason as ``finish_reason``
+    (as the ``gen_ai.choice`` events give theirs)."""
+    messages = _messages(items)
+    if not messages:
+        return None
+    out: dict[str, Any] = {"messages": messages}
+    if source in _REPLY_SOURCES:
+        for item in items:
+            reason = item.get("finish_reason") if isinstance(item, dict) else None
+            if reason not in (None, ""):
+                out["finish_reason"] = _plain(reason)
+                break
+    return out
 
 
 def _read_events(ctx: _Ctx, side: str) -> dict[str, Any] | None:

@@ -110,7 +110,8 @@ GENAI_OUT = [
 def test_genai_input_output_messages(encode):
     m = map_span({"gen_ai.input.messages": encode(GENAI_IN), "gen_ai.output.messages": encode(GENAI_OUT)})
     assert m.inputs == {"messages": [USER_HI]}
-    assert m.outputs == {"messages": [ASSISTANT_HELLO]}
+    # An output message's finish reason is the run's, as a gen_ai.choice event's is.
+    assert m.outputs == {"messages": [ASSISTANT_HELLO], "finish_reason": "stop"}
     assert {"gen_ai.input.messages", "gen_ai.output.messages"} <= m.consumed
 
 
@@ -153,6 +154,17 @@ def test_genai_tool_calls_and_tool_results():
             {"role": "tool", "content": "sunny", "tool_call_id": "c1"},
         ]
     }
+
+
+def test_genai_output_finish_reason_is_the_first_replys():
+    out = [
+        {"role": "assistant", "parts": [{"type": "text", "content": "a"}], "finish_reason": ""},
+        {"role": "assistant", "parts": [{"type": "text", "content": "b"}], "finish_reason": "length"},
+    ]
+    assert map_span({"gen_ai.output.messages": json.dumps(out)}).outputs["finish_reason"] == "length"
+    # Inputs never take one, and a reply without one gives none.
+    m = map_span({"gen_ai.input.messages": json.dumps(out), "gen_ai.output.messages": json.dumps(out[:1])})
+    assert "finish_reason" not in m.inputs and "finish_reason" not in m.outputs
 
 
 def test_genai_multi_part_content_stays_a_block_list():
@@ -254,7 +266,7 @@ def test_traceloop_prompt_and_completion():
     }
     m = map_span(attrs)
     assert m.inputs == {"messages": [{"role": "system", "content": "be brief"}, USER_HI]}
-    assert m.outputs == {"messages": [ASSISTANT_HELLO]}
+    assert m.outputs == {"messages": [ASSISTANT_HELLO], "finish_reason": "stop"}
     assert "gen_ai.prompt.name" not in m.consumed
     assert "gen_ai.completion.0.finish_reason" in m.consumed
 

@@ -273,6 +273,7 @@ def test_openai_v2_chat(api, client, exporter):
     assert m.inputs == {"messages": MESSAGES}
     assert m.outputs == {
         "messages": [{"role": "assistant", "content": api.reply_text}],
+        "finish_reason": "stop",
         "usage_metadata": expected_usage(api, details=False),
     }
     assert m.metadata["ls_model_name"] == MODEL
@@ -292,6 +293,7 @@ def test_openai_v2_chat_streaming(api, client, exporter):
     assert m.inputs == {"messages": MESSAGES}
     assert m.outputs == {
         "messages": [{"role": "assistant", "content": api.reply_text}],
+        "finish_reason": "stop",
         "usage_metadata": expected_usage(api, details=False),
     }
     assert m.first_token_time_ns is None  # openai-v2 marks no first token on the span
@@ -425,6 +427,7 @@ def test_traceloop_workflow_task_and_chat(provider, exporter):
                 ],
             }
         ],
+        "finish_reason": "tool_calls",
         "usage_metadata": {
             "input_tokens": 12,
             "output_tokens": 5,
