@@ -559,6 +559,47 @@ def _content(value: Any) -> Any:
     return value
 
 
+_ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result"})
+
+
+def _anthropic_content(content: Any, tool_calls: list[dict[str, Any]], results: list[dict[str, Any]]) -> Any:
+    """Anthropic's content blocks, as a message's ``content`` arrives when a producer
+    passes the request through: ``tool_use`` blocks become OpenAI-style tool calls
+    (appended to ``tool_calls``), ``tool_result`` blocks tool messages (appended to
+    ``results``); the other blocks are returned as the content. Content with
+    neither kind of block is returned as it came.
+
+    >>> calls, results = [], []
+    >>> _anthropic_content([{"type": "text", "text": "Let me check."},
+    ...     {"type": "tool_use", "id": "t1", "name": "f", "input": {"x": 1}}], calls, results)
+    [{'type': 'text', 'text': 'Let me check.'}]
+    >>> calls
+    [{'id': 't1', 'type': 'function', 'function': {'name': 'f', 'arguments': '{"x":1}'}}]
+    """
+    blocks = _json_value(content) if isinstance(content, str) and content[:1] == "[" else content
+    if not isinstance(blocks, (list, tuple)) or not any(
+        isinstance(b, dict) and b.get("type") in _ANTHROPIC_BLOCKS for b in blocks
+    ):
+        return content
+    rest: list[Any] = []
+    for block in blocks:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "tool_use":
+            call = _tool_call({"id": block.get("id"), "name": block.get("name"), "arguments": block.get("input")})
+            if call:
+                tool_calls.append(call)
+        elif kind == "tool_result":
+            result = block.get("content")
+            results.append({
+                "role": "tool",
+                "content": _content(result) if isinstance(result, (list, tuple)) else _plain(result),
+                "tool_call_id": block.get("tool_use_id"),
+            })
+        else:
+            rest.append(block)
+    return rest or None
+
+
 def _message(raw: Any, role: str | None = None) -> list[dict[str, Any]]:
     """Normalize one message of any convention; may yield several (tool results).
 
@@ -602,7 +643,8 @@ def _message(raw: Any, role: str | None = None) -> list[dict[str, Any]]:
     elif "contents" in raw:  # OpenInference multi-part content
         msg["content"] = _content(raw["contents"])
     else:
-        msg["content"] = _content(raw.get("content"))
+        content = _anthropic_content(raw.get("content"), tool_calls, extra)
+        msg["content"] = _content(content)
 
     if raw.get("function_call_name"):  # OpenInference legacy function call
         tool_calls.append(
@@ -618,7 +660,9 @@ def _message(raw: Any, role: str | None = None) -> list[dict[str, Any]]:
         msg["name"] = raw["name"]
     if msg["content"] is None and not tool_calls and extra:
         return extra  # a GenAI tool message is only its results
-    return [msg, *extra]
+    # Tool results answer calls made before this message: they come first, as the OpenAI
+    # shape has them (Anthropic puts them first in the user message too).
+    return [*extra, msg]
 
 
 def _messages(items: Iterable[Any], role: str | None = None) -> list[dict[str, Any]]:

@@ -167,6 +167,41 @@ def test_genai_output_finish_reason_is_the_first_replys():
     assert "finish_reason" not in m.inputs and "finish_reason" not in m.outputs
 
 
+ANTHROPIC_CALL = {"id": "toolu_1", "type": "function", "function": {"name": "weather", "arguments": '{"city":"Paris"}'}}
+
+
+@pytest.mark.parametrize("encode", [lambda v: v, json.dumps], ids=["blocks", "json-string"])
+def test_anthropic_content_blocks(encode):
+    """Anthropic's request as a producer passes it through: tool_use and tool_result blocks
+    become the OpenAI-style tool call and tool message."""
+    messages = [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": encode([
+            {"type": "text", "text": "Let me check."},
+            {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Paris"}},
+        ])},
+        {"role": "user", "content": encode([
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "sunny"}]},
+        ])},
+        {"role": "user", "content": encode([{"type": "tool_result", "tool_use_id": "toolu_1", "content": "rain"},
+                                            {"type": "text", "text": "and tomorrow?"}])},
+    ]
+    m = map_span({"gen_ai.prompt": json.dumps(messages)})
+    assert m.inputs == {"messages": [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": "Let me check.", "tool_calls": [ANTHROPIC_CALL]},
+        {"role": "tool", "content": "sunny", "tool_call_id": "toolu_1"},
+        {"role": "tool", "content": "rain", "tool_call_id": "toolu_1"},
+        {"role": "user", "content": "and tomorrow?"},
+    ]}
+
+
+def test_content_blocks_without_tool_blocks_are_unchanged():
+    blocks = [{"type": "text", "text": "a"}, {"type": "image", "source": {"type": "url", "url": "u"}}]
+    m = map_span({"gen_ai.prompt": json.dumps([{"role": "user", "content": blocks}])})
+    assert m.inputs == {"messages": [{"role": "user", "content": blocks}]}
+
+
 def test_genai_multi_part_content_stays_a_block_list():
     parts = [
         {"type": "text", "content": "look:"},
