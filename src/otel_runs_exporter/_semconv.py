@@ -287,8 +287,9 @@ _USAGE_FIELDS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     ),
     (
         ("input_token_details", "cache_creation"),
+        # (cache_write.input_tokens: the anthropic SDK's own spans, traced by default in anthropic 2.x)
         ("gen_ai.usage.cache_creation.input_tokens", "gen_ai.usage.cache_creation_input_tokens",
-         "llm.token_count.prompt_details.cache_write"),
+         "gen_ai.usage.cache_write.input_tokens", "llm.token_count.prompt_details.cache_write"),
     ),
     (("input_token_details", "audio"), ("llm.token_count.prompt_details.audio",)),
     (

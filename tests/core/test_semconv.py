@@ -579,8 +579,15 @@ def test_inputs_and_outputs_resolve_independently():
             },
         ),
         ({"gen_ai.usage.input_tokens": "12"}, {"input_tokens": 12, "output_tokens": 0, "total_tokens": 12}),
+        (
+            {"gen_ai.usage.input_tokens": 12, "gen_ai.usage.output_tokens": 5,
+             "gen_ai.usage.cache_read.input_tokens": 2, "gen_ai.usage.cache_write.input_tokens": 3},
+            {"input_tokens": 12, "output_tokens": 5, "total_tokens": 17,
+             "input_token_details": {"cache_read": 2, "cache_creation": 3}},
+        ),
     ],
-    ids=["genai", "genai-old-names", "genai-details", "traceloop-cache", "openinference", "string-count"],
+    ids=["genai", "genai-old-names", "genai-details", "traceloop-cache", "openinference", "string-count",
+         "anthropic-sdk"],
 )
 def test_usage_rows(attributes, expected):
     m = map_span(attributes)
