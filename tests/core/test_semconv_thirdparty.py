@@ -24,7 +24,8 @@ of ``httpx``; util-genai 1.3b0 renamed ``instruments`` and ``TelemetryHandler.st
 The ``openai_v2`` fixture bridges exactly those three names, only when they are missing and only
 for the test; every attribute on the spans is still written by the third-party code.
 
-Traceloop/OpenLLMetry is not installed: its span shapes are hand-built with a real tracer.
+The older traceloop/OpenLLMetry shapes (flattened ``gen_ai.prompt.N.*``) are hand-built with a real
+tracer; the installed OpenLLMetry packages run for real in ``tests/producers``.
 """
 
 from __future__ import annotations
