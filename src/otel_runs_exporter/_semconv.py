@@ -441,8 +441,8 @@ def _param_value(value: Any, shape: str) -> Any:
     if shape == "tools":
         items = _as_list(value)
         if items is None:
-            if isinstance(value, str) and value[:1] in ("[", "{"):
-                return _MALFORMED
+            if not isinstance(value, str) or value[:1] in ("[", "{"):
+                return _MALFORMED  # not JSON after all, or a number: no tool list
             items = [value]
         return [_tool_definition(i) for i in items]
     if shape == "list":

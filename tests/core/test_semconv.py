@@ -917,8 +917,9 @@ def test_tool_definitions_keep_what_is_not_a_function():
     assert m.invocation_params == {"tools": [builtin, "search", {"description": "no name"}]}
 
 
-def test_malformed_tool_definitions_stay_in_metadata():
-    m = map_span({"gen_ai.tool.definitions": '[{"name": "get_weather"', "gen_ai.request.model": "m"})
+@pytest.mark.parametrize("value", ['[{"name": "get_weather"', 3])
+def test_malformed_tool_definitions_stay_in_metadata(value):
+    m = map_span({"gen_ai.tool.definitions": value, "gen_ai.request.model": "m"})
     assert m.invocation_params == {"model": "m"}
     assert "gen_ai.tool.definitions" not in m.consumed
 
