@@ -243,7 +243,9 @@ _PARAM_RENAMES = {"stop_sequences": "stop", "choice.count": "n"}
 #: Whole-object invocation params (OpenInference), merged under the above.
 #: doc: llm.invocation_parameters -> invocation_params.*. "JSON string of invocation parameters"
 _PARAM_OBJECT_KEYS = ("llm.invocation_parameters", "embedding.invocation_parameters")
-#: Traceloop writes its function definitions flattened too (``llm.request.functions.0.name``).
+#: Traceloop writes the tools (or functions) offered to the model flattened
+#: (``llm.request.functions.0.name``, ``.description``, ``.parameters``): they
+#: become ``invocation_params.tools`` as OpenAI-style tool dicts (see ``_tool_definition``).
 _FUNCTIONS_PREFIX = "llm.request.functions."
 #: OpenInference's tool definitions: ``llm.tools.{n}.tool.json_schema``, one JSON
 #: string per tool (OpenAI's tool shape, its spec recommends), become
@@ -251,8 +253,8 @@ _FUNCTIONS_PREFIX = "llm.request.functions."
 _TOOLS_PREFIX = "llm.tools."
 #: ``(attribute, invocation_params key, shape)``: fill a key the above left
 #: empty, first present wins. ``shape``: "list" (a JSON array, an attribute array
-#: of JSON strings, or one item), "json" (a JSON string decoded when it is
-#: JSON), "value".
+#: of JSON strings, or one item), "tools" (the same, each item a tool definition
+#: made OpenAI-style), "json" (a JSON string decoded when it is JSON), "value".
 _PARAM_FIELDS: tuple[tuple[str, str, str], ...] = (
     # doc: gen_ai.response.model -> invocation_params.model. "The model name returned in the response".
     # After gen_ai.request.model (doc: "The model name used for the request"): invocation params say
@@ -264,8 +266,11 @@ _PARAM_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("llm.frequency_penalty", "frequency_penalty", "value"),
     # doc: llm.request.functions -> invocation_params.functions. "Function definitions"
     ("llm.request.functions", "functions", "list"),
+    # The GenAI convention's tool definitions (a JSON array; OpenLLMetry writes it, in the OpenAI or the
+    # Anthropic request's shape).
+    ("gen_ai.tool.definitions", "tools", "tools"),
     # doc: tools -> invocation_params.tools. "Array of tool definitions"
-    ("tools", "tools", "list"),
+    ("tools", "tools", "tools"),
     # doc: tool_arguments -> invocation_params.tool_arguments. "Tool arguments as JSON or key-value pairs"
     ("tool_arguments", "tool_arguments", "json"),
     # doc: gen_ai.tool.name -> invocation_params.tool_name. 'Tool name, also sets run type to "tool"'
@@ -301,8 +306,9 @@ _USAGE_FIELDS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     ),
     (
         ("input_token_details", "cache_creation"),
+        # (cache_write.input_tokens: the anthropic SDK's own spans, traced by default in anthropic 2.x)
         ("gen_ai.usage.cache_creation.input_tokens", "gen_ai.usage.cache_creation_input_tokens",
-         "llm.token_count.prompt_details.cache_write"),
+         "gen_ai.usage.cache_write.input_tokens", "llm.token_count.prompt_details.cache_write"),
     ),
     (("input_token_details", "audio"), ("llm.token_count.prompt_details.audio",)),
     (
@@ -319,7 +325,13 @@ _USAGE_FIELDS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
 
 #: Span events that mark the first streamed token (ours emit ``new_token``;
 #: OpenInference emits "First Token Stream Event"). The earliest one wins.
-_FIRST_TOKEN_EVENTS = frozenset({"new_token", "gen_ai.first_token", "first_token", "First Token Stream Event"})
+#: OpenLLMetry marks every streamed chunk with an attribute-less event: its first
+#: one is the first token, and the rest say nothing a run keeps (one event per
+#: chunk would make a long answer's run mostly events), so all are consumed.
+_STREAM_CHUNK_EVENTS = frozenset({"gen_ai.content.completion.chunk", "llm.content.completion.chunk"})
+_FIRST_TOKEN_EVENTS = (
+    frozenset({"new_token", "gen_ai.first_token", "first_token", "First Token Stream Event"}) | _STREAM_CHUNK_EVENTS
+)
 
 #: Older GenAI per-message events and the role each one carries.
 #: doc: gen_ai.system.message -> inputs.messages[]. "System message in conversation"
@@ -439,8 +451,20 @@ def _plain(value: Any) -> Any:
     return value
 
 
+#: What ``_param_value`` answers for a value that claims to be JSON and is not:
+#: the attribute is left unconsumed, so the run keeps it as it came, in metadata.
+_MALFORMED: Any = object()
+
+
 def _param_value(value: Any, shape: str) -> Any:
     """An invocation parameter in the shape its ``_PARAM_FIELDS`` row names."""
+    if shape == "tools":
+        items = _as_list(value)
+        if items is None:
+            if not isinstance(value, str) or value[:1] in ("[", "{"):
+                return _MALFORMED  # not JSON after all, or a number: no tool list
+            items = [value]
+        return [_tool_definition(i) for i in items]
     if shape == "list":
         items = _as_list(value)
         return _plain(items) if items is not None else [_plain(value)]
@@ -613,6 +637,47 @@ def _langchain_message(raw: Mapping[str, Any]) -> dict[str, Any] | None:
     return msg
 
 
+_ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result"})
+
+
+def _anthropic_content(content: Any, tool_calls: list[dict[str, Any]], results: list[dict[str, Any]]) -> Any:
+    """Anthropic's content blocks, as a message's ``content`` arrives when a producer
+    passes the request through: ``tool_use`` blocks become OpenAI-style tool calls
+    (appended to ``tool_calls``), ``tool_result`` blocks tool messages (appended to
+    ``results``); the other blocks are returned as the content. Content with
+    neither kind of block is returned as it came.
+
+    >>> calls, results = [], []
+    >>> _anthropic_content([{"type": "text", "text": "Let me check."},
+    ...     {"type": "tool_use", "id": "t1", "name": "f", "input": {"x": 1}}], calls, results)
+    [{'type': 'text', 'text': 'Let me check.'}]
+    >>> calls
+    [{'id': 't1', 'type': 'function', 'function': {'name': 'f', 'arguments': '{"x":1}'}}]
+    """
+    blocks = _json_value(content) if isinstance(content, str) and content[:1] == "[" else content
+    if not isinstance(blocks, (list, tuple)) or not any(
+        isinstance(b, dict) and b.get("type") in _ANTHROPIC_BLOCKS for b in blocks
+    ):
+        return content
+    rest: list[Any] = []
+    for block in blocks:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "tool_use":
+            call = _tool_call({"id": block.get("id"), "name": block.get("name"), "arguments": block.get("input")})
+            if call:
+                tool_calls.append(call)
+        elif kind == "tool_result":
+            result = block.get("content")
+            results.append({
+                "role": "tool",
+                "content": _content(result) if isinstance(result, (list, tuple)) else _plain(result),
+                "tool_call_id": block.get("tool_use_id"),
+            })
+        else:
+            rest.append(block)
+    return rest or None
+
+
 def _message(raw: Any, role: str | None = None) -> list[dict[str, Any]]:
     """Normalize one message of any convention; may yield several (tool results).
 
@@ -658,7 +723,8 @@ def _message(raw: Any, role: str | None = None) -> list[dict[str, Any]]:
     elif "contents" in raw:  # OpenInference multi-part content
         msg["content"] = _content(raw["contents"])
     else:
-        msg["content"] = _content(raw.get("content"))
+        content = _anthropic_content(raw.get("content"), tool_calls, extra)
+        msg["content"] = _content(content)
 
     if raw.get("function_call_name"):  # OpenInference legacy function call
         tool_calls.append(
@@ -674,7 +740,9 @@ def _message(raw: Any, role: str | None = None) -> list[dict[str, Any]]:
         msg["name"] = raw["name"]
     if msg["content"] is None and not tool_calls and extra:
         return extra  # a GenAI tool message is only its results
-    return [msg, *extra]
+    # Tool results answer calls made before this message: they come first, as the OpenAI
+    # shape has them (Anthropic puts them first in the user message too).
+    return [*extra, msg]
 
 
 def _messages(items: Iterable[Any], role: str | None = None) -> list[dict[str, Any]]:
@@ -788,7 +856,7 @@ _Reader = Callable[[_Ctx, str], "dict[str, Any] | None"]
 _MESSAGES_JSON = "a JSON array of messages"
 
 
-def _message_list(ctx: _Ctx, key: str, raw: Any) -> list[Any]:
+def _message_items(ctx: _Ctx, key: str, raw: Any) -> list[Any]:
     """The items of a JSON array of messages; a value that is not one is refused (kept as text)."""
     items = _as_list(raw)
     if items is None:
@@ -802,7 +870,7 @@ def _read_genai_input(ctx: _Ctx, key: str) -> dict[str, Any] | None:
     system = ctx.take("gen_ai.system_instructions")
     if ctx.claim_only:
         return None
-    messages = _messages(_message_list(ctx, key, raw)) if raw is not None else []
+    messages = _messages(_message_items(ctx, key, raw)) if raw is not None else []
     sys_msg = _system_message(system) if system is not None else None
     if sys_msg:
         messages.insert(0, sys_msg)
@@ -813,8 +881,7 @@ def _read_genai_messages(ctx: _Ctx, key: str) -> dict[str, Any] | None:
     raw = ctx.take(key)
     if ctx.claim_only or raw is None:
         return None
-    messages = _messages(_message_list(ctx, key, raw))
-    return {"messages": messages} if messages else None
+    return _message_list(_message_items(ctx, key, raw), key)
 
 
 def _read_flat_messages(ctx: _Ctx, prefix: str) -> dict[str, Any] | None:
@@ -822,8 +889,28 @@ def _read_flat_messages(ctx: _Ctx, prefix: str) -> dict[str, Any] | None:
     if ctx.claim_only or not group:
         return None
     items = _unflatten(group)
-    messages = _messages(items if isinstance(items, list) else ())
-    return {"messages": messages} if messages else None
+    return _message_list(items if isinstance(items, list) else [], prefix)
+
+
+#: The message sources whose items are the model's replies, each with its own
+#: ``finish_reason`` (GenAI output messages, traceloop's ``gen_ai.completion.{n}.finish_reason``).
+_REPLY_SOURCES = frozenset({"gen_ai.output.messages", "llm.output_messages.", "gen_ai.completion."})
+
+
+def _message_list(items: list[Any], source: str) -> dict[str, Any] | None:
+    """``{"messages": ...}``, with the replies' first finish reason as ``finish_reason``
+    (as the ``gen_ai.choice`` events give theirs)."""
+    messages = _messages(items)
+    if not messages:
+        return None
+    out: dict[str, Any] = {"messages": messages}
+    if source in _REPLY_SOURCES:
+        for item in items:
+            reason = item.get("finish_reason") if isinstance(item, dict) else None
+            if reason not in (None, ""):
+                out["finish_reason"] = _plain(reason)
+                break
+    return out
 
 
 def _read_events(ctx: _Ctx, side: str) -> dict[str, Any] | None:
@@ -1120,18 +1207,22 @@ def _invocation_params(ctx: _Ctx) -> tuple[dict[str, Any] | None, str | None]:
     functions = ctx.take_flat(_FUNCTIONS_PREFIX)
     if functions:
         unflat = _unflatten(functions)
-        params["functions"] = unflat if isinstance(unflat, list) else [unflat]
+        params["tools"] = [_tool_definition(f) for f in (unflat if isinstance(unflat, list) else [unflat])]
     if "tools" in params:
         ctx.take_flat(_TOOLS_PREFIX)  # the same definitions again (OpenInference langchain writes both)
     else:
         tools = _openinference_tools(ctx)
         if tools:
-            params["tools"] = tools
+            params["tools"] = [_tool_definition(t) for t in tools]
     for key, param, shape in _PARAM_FIELDS:
         value = ctx.attributes.get(key)
         if value is not None and param not in params:
-            params[param] = _param_value(value, shape)
-            ctx.consumed.add(key)
+            found = _param_value(value, shape)
+            if found is _MALFORMED:
+                ctx.malformed.append((key, "a JSON array of tool definitions"))
+            else:
+                params[param] = found
+                ctx.consumed.add(key)
     return params or None, requested[1] if requested else None
 
 
@@ -1189,6 +1280,32 @@ def _models(
             metadata["response_model"] = response[1]
     if requested is not None:
         metadata["ls_model_name"] = requested
+
+
+def _tool_definition(item: Any) -> Any:
+    """A tool offered to the model, as the OpenAI-style dict the service shows:
+    ``{"type": "function", "function": {"name", "description", "parameters"}}``.
+
+    Read from the GenAI convention's flat shape (``type``/``name``/``parameters``),
+    Anthropic's request shape (``input_schema``) and OpenLLMetry's flattened
+    functions (``parameters`` as a JSON string). Already OpenAI-style, not a
+    function (a provider's built-in tool) or not an object: kept as it came.
+    """
+    item = _plain(_json_value(item))
+    if not isinstance(item, dict) or isinstance(item.get("function"), dict):
+        return item
+    kind = item.get("type") or "function"
+    name = item.get("name")
+    if kind != "function" or not isinstance(name, str):
+        return item
+    function: dict[str, Any] = {"name": name}
+    if item.get("description") is not None:
+        function["description"] = item["description"]
+    for key in ("parameters", "input_schema", "json_schema"):
+        if item.get(key) is not None:
+            function["parameters"] = _json_value(item[key])
+            break
+    return {"type": "function", "function": function}
 
 
 def _document(raw: Any) -> dict[str, Any] | None:
@@ -1329,7 +1446,8 @@ def _read_prefixes() -> tuple[str, ...]:
     keys += [key for key, _, _ in _RUN_TYPE_RULES]
     keys += [key for key, _ in _RUN_TYPE_PRESENCE]
     keys += [key for key, _ in _NAME_RULES]
-    keys += [*_MODEL_KEYS, *_REQUEST_MODEL_KEYS, *_RESPONSE_MODEL_KEYS, *_FINISH_REASON_KEYS, *_PROVIDER_KEYS, *_ID_ATTRIBUTES, _SESSION_NAME, _SESSION_ID]
+    keys += [*_MODEL_KEYS, *_REQUEST_MODEL_KEYS, *_RESPONSE_MODEL_KEYS, *_FINISH_REASON_KEYS, *_PROVIDER_KEYS]
+    keys += [*_ID_ATTRIBUTES, _SESSION_NAME, _SESSION_ID]
     keys += [key for key, _ in _METADATA_KEYS]
     keys += [_METADATA_OBJECT_KEY, *_METADATA_PREFIXES, _PARAM_PREFIX, *_PARAM_OBJECT_KEYS, _FUNCTIONS_PREFIX]
     keys += [key for key, _, _ in _PARAM_FIELDS]

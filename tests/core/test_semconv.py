@@ -110,7 +110,8 @@ GENAI_OUT = [
 def test_genai_input_output_messages(encode):
     m = map_span({"gen_ai.input.messages": encode(GENAI_IN), "gen_ai.output.messages": encode(GENAI_OUT)})
     assert m.inputs == {"messages": [USER_HI]}
-    assert m.outputs == {"messages": [ASSISTANT_HELLO]}
+    # An output message's finish reason is the run's, as a gen_ai.choice event's is.
+    assert m.outputs == {"messages": [ASSISTANT_HELLO], "finish_reason": "stop"}
     assert {"gen_ai.input.messages", "gen_ai.output.messages"} <= m.consumed
 
 
@@ -153,6 +154,52 @@ def test_genai_tool_calls_and_tool_results():
             {"role": "tool", "content": "sunny", "tool_call_id": "c1"},
         ]
     }
+
+
+def test_genai_output_finish_reason_is_the_first_replys():
+    out = [
+        {"role": "assistant", "parts": [{"type": "text", "content": "a"}], "finish_reason": ""},
+        {"role": "assistant", "parts": [{"type": "text", "content": "b"}], "finish_reason": "length"},
+    ]
+    assert map_span({"gen_ai.output.messages": json.dumps(out)}).outputs["finish_reason"] == "length"
+    # Inputs never take one, and a reply without one gives none.
+    m = map_span({"gen_ai.input.messages": json.dumps(out), "gen_ai.output.messages": json.dumps(out[:1])})
+    assert "finish_reason" not in m.inputs and "finish_reason" not in m.outputs
+
+
+ANTHROPIC_CALL = {"id": "toolu_1", "type": "function", "function": {"name": "weather", "arguments": '{"city":"Paris"}'}}
+
+
+@pytest.mark.parametrize("encode", [lambda v: v, json.dumps], ids=["blocks", "json-string"])
+def test_anthropic_content_blocks(encode):
+    """Anthropic's request as a producer passes it through: tool_use and tool_result blocks
+    become the OpenAI-style tool call and tool message."""
+    messages = [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": encode([
+            {"type": "text", "text": "Let me check."},
+            {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Paris"}},
+        ])},
+        {"role": "user", "content": encode([
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "sunny"}]},
+        ])},
+        {"role": "user", "content": encode([{"type": "tool_result", "tool_use_id": "toolu_1", "content": "rain"},
+                                            {"type": "text", "text": "and tomorrow?"}])},
+    ]
+    m = map_span({"gen_ai.prompt": json.dumps(messages)})
+    assert m.inputs == {"messages": [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": "Let me check.", "tool_calls": [ANTHROPIC_CALL]},
+        {"role": "tool", "content": "sunny", "tool_call_id": "toolu_1"},
+        {"role": "tool", "content": "rain", "tool_call_id": "toolu_1"},
+        {"role": "user", "content": "and tomorrow?"},
+    ]}
+
+
+def test_content_blocks_without_tool_blocks_are_unchanged():
+    blocks = [{"type": "text", "text": "a"}, {"type": "image", "source": {"type": "url", "url": "u"}}]
+    m = map_span({"gen_ai.prompt": json.dumps([{"role": "user", "content": blocks}])})
+    assert m.inputs == {"messages": [{"role": "user", "content": blocks}]}
 
 
 def test_genai_multi_part_content_stays_a_block_list():
@@ -254,7 +301,7 @@ def test_traceloop_prompt_and_completion():
     }
     m = map_span(attrs)
     assert m.inputs == {"messages": [{"role": "system", "content": "be brief"}, USER_HI]}
-    assert m.outputs == {"messages": [ASSISTANT_HELLO]}
+    assert m.outputs == {"messages": [ASSISTANT_HELLO], "finish_reason": "stop"}
     assert "gen_ai.prompt.name" not in m.consumed
     assert "gen_ai.completion.0.finish_reason" in m.consumed
 
@@ -532,8 +579,15 @@ def test_inputs_and_outputs_resolve_independently():
             },
         ),
         ({"gen_ai.usage.input_tokens": "12"}, {"input_tokens": 12, "output_tokens": 0, "total_tokens": 12}),
+        (
+            {"gen_ai.usage.input_tokens": 12, "gen_ai.usage.output_tokens": 5,
+             "gen_ai.usage.cache_read.input_tokens": 2, "gen_ai.usage.cache_write.input_tokens": 3},
+            {"input_tokens": 12, "output_tokens": 5, "total_tokens": 17,
+             "input_token_details": {"cache_read": 2, "cache_creation": 3}},
+        ),
     ],
-    ids=["genai", "genai-old-names", "genai-details", "traceloop-cache", "openinference", "string-count"],
+    ids=["genai", "genai-old-names", "genai-details", "traceloop-cache", "openinference", "string-count",
+         "anthropic-sdk"],
 )
 def test_usage_rows(attributes, expected):
     m = map_span(attributes)
@@ -636,6 +690,16 @@ def test_openinference_finish_reason_is_the_outputs_finish_reason():
     # A finish reason the output source gave (a gen_ai.choice event) is not overridden.
     choice = SpanEvent("gen_ai.choice", {"message.content": "x", "finish_reason": "tool_calls"}, 1)
     assert map_span({"llm.finish_reason": "stop"}, [choice]).outputs["finish_reason"] == "tool_calls"
+
+
+def test_response_model_is_kept_beside_the_requested_one():
+    m = map_span({"gen_ai.request.model": "claude-x", "gen_ai.response.model": "claude-x-20250101"})
+    assert (m.metadata["ls_model_name"], m.metadata["response_model"]) == ("claude-x", "claude-x-20250101")
+    assert "gen_ai.response.model" in m.consumed
+    # The same model twice says nothing new; alone, the response's model is the model.
+    assert "response_model" not in map_span({"gen_ai.request.model": "m", "gen_ai.response.model": "m"}).metadata
+    m = map_span({"gen_ai.response.model": "resp"})
+    assert m.metadata == {"ls_model_name": "resp"} and "gen_ai.response.model" in m.consumed
 
 
 def test_invocation_params_from_gen_ai_request_and_openinference():
@@ -872,6 +936,54 @@ def test_genai_tool_span():
     assert "gen_ai.tool.call.id" not in m.consumed  # kept in metadata
 
 
+WEATHER_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}}
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {"name": "get_weather", "description": "Weather", "parameters": WEATHER_SCHEMA},
+}
+
+
+@pytest.mark.parametrize(
+    "definitions",
+    [
+        # GenAI convention (OpenLLMetry's openai instrumentation)
+        [{"type": "function", "name": "get_weather", "description": "Weather", "parameters": WEATHER_SCHEMA}],
+        # Anthropic's request shape (OpenLLMetry's anthropic instrumentation)
+        [{"name": "get_weather", "description": "Weather", "input_schema": WEATHER_SCHEMA}],
+        # already OpenAI-style
+        [WEATHER_TOOL],
+    ],
+    ids=["genai", "anthropic", "openai"],
+)
+def test_tool_definitions_become_openai_style_tools(definitions):
+    m = map_span({"gen_ai.tool.definitions": json.dumps(definitions)})
+    assert m.invocation_params == {"tools": [WEATHER_TOOL]}
+    assert "gen_ai.tool.definitions" in m.consumed
+
+
+def test_traceloop_flattened_functions_become_tools():
+    m = map_span({
+        "llm.request.functions.0.name": "get_weather",
+        "llm.request.functions.0.description": "Weather",
+        "llm.request.functions.0.parameters": json.dumps(WEATHER_SCHEMA),
+        "llm.request.functions.1.name": "now",
+    })
+    assert m.invocation_params == {"tools": [WEATHER_TOOL, {"type": "function", "function": {"name": "now"}}]}
+
+
+def test_tool_definitions_keep_what_is_not_a_function():
+    builtin = {"type": "web_search_preview"}
+    m = map_span({"gen_ai.tool.definitions": json.dumps([builtin, "search", {"description": "no name"}])})
+    assert m.invocation_params == {"tools": [builtin, "search", {"description": "no name"}]}
+
+
+@pytest.mark.parametrize("value", ['[{"name": "get_weather"', 3])
+def test_malformed_tool_definitions_stay_in_metadata(value):
+    m = map_span({"gen_ai.tool.definitions": value, "gen_ai.request.model": "m"})
+    assert m.invocation_params == {"model": "m"}
+    assert "gen_ai.tool.definitions" not in m.consumed
+
+
 def test_openinference_tool_span_prefers_input_value_over_parameters():
     base = {"openinference.span.kind": "TOOL", "tool.name": "add", "tool.parameters": '{"a": 1, "b": 2}'}
     m = map_span({**base, "input.value": '{"a": 3}', "output.value": "5", "output.mime_type": "text/plain"})
@@ -961,6 +1073,15 @@ def test_first_token_takes_the_earliest():
     m = map_span({}, [ev("new_token", 30), ev("first_token", 20), ev("gen_ai.first_token", 25)])
     assert m.first_token_time_ns == 20
     assert m.consumed_events == {0, 1, 2}
+
+
+def test_openllmetry_stream_chunks_are_the_first_token_and_are_consumed():
+    # One attribute-less event per streamed chunk: the first is the first token; none stays an event.
+    chunks = [ev("gen_ai.content.completion.chunk", t) for t in (12, 14, 16)]
+    m = map_span({"gen_ai.operation.name": "chat"}, [ev("exception", 20, **{"exception.message": "x"}), *chunks])
+    assert m.first_token_time_ns == 12
+    assert m.consumed_events == {1, 2, 3}
+    assert map_span({}, [ev("llm.content.completion.chunk", 7)]).first_token_time_ns == 7
 
 
 def test_no_events_nothing_consumed():

@@ -201,10 +201,14 @@ ROWS: list[tuple[str, dict[str, Any], list[SpanEvent], dict[str, Any]]] = [
         {"invocation_params.functions": [{"name": "f", "parameters": {}}]},
     ),
     (
+        # Not the doc's shape: traceloop's flattened tools, shown as the tools offered (OpenAI-style).
         "llm.request.functions (flattened, as traceloop writes it)",
-        {"llm.request.functions.0.name": "f", "llm.request.functions.0.description": "does f"},
+        {"llm.request.functions.0.name": "f", "llm.request.functions.0.description": "does f",
+         "llm.request.functions.0.parameters": '{"type": "object"}'},
         [],
-        {"invocation_params.functions": [{"name": "f", "description": "does f"}]},
+        {"invocation_params.tools": [
+            {"type": "function", "function": {"name": "f", "description": "does f", "parameters": {"type": "object"}}}
+        ]},
     ),
     # --- Prompt template attributes ------------------------------------------------
     (

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from producers.matrix import Contains, Json, Like, Row
-from producers.scenarios import MODEL, OPENAI_TOOLS, QUESTION, SYSTEM, WEATHER
+from producers.scenarios import ANTHROPIC_MODEL, MODEL, OPENAI_TOOLS, QUESTION, SYSTEM, WEATHER
 
 from otel_runs_exporter.testing.fake_llm import FakeLLMAPI
 
@@ -124,3 +124,57 @@ def langchain_rows(parser_run_type: str = "parser") -> list[Row]:
         ("first_token", streamed, "outputs.messages", [{"role": "assistant", "content": REPLY}]),
         ("tool_definitions", called, "extra.invocation_params.tools", Like(OPENAI_TOOLS)),
     ]
+
+
+ANTHROPIC_CALL_ID = "toolu_fake_1"
+ANTHROPIC_TOOL_CALL = {
+    "id": ANTHROPIC_CALL_ID, "type": "function", "function": {"name": "get_weather", "arguments": Json(ARGUMENTS)}
+}
+#: The fake's first Anthropic answer says a sentence before its tool_use block.
+ANTHROPIC_PREAMBLE = "Let me check."
+
+
+def anthropic_rows(name: str) -> list[Row]:
+    """The Anthropic conversation's table, in the OpenAI shapes the runs use: the ``system``
+    parameter as the first message, ``tool_use`` as a tool call, ``tool_result`` as a tool
+    message. Finish reasons are Anthropic's own (a producer that maps them replaces those rows)."""
+    api = FakeLLMAPI
+    words = len(REPLY.split(" "))
+    first, second, streamed, failed = (f"{name}#{n}" for n in (1, 2, 3, 4))
+    result = {"role": "tool", "content": json.dumps(WEATHER), "tool_call_id": ANTHROPIC_CALL_ID}
+    return [
+        ("tree", "trace", "tree", [(0, "llm", name)] * 4),
+        ("run_types", "trace", "run_types", [(0, "llm")] * 4),
+        ("input_messages", first, "inputs.messages", CONVERSATION),
+        ("input_messages", failed, "inputs.messages", [{"role": "user", "content": QUESTION}]),
+        ("output_messages", second, "outputs.messages", [{"role": "assistant", "content": REPLY}]),
+        ("output_messages", second, "outputs.finish_reason", "end_turn"),
+        ("tool_calls", first, "outputs.messages",
+         [{"role": "assistant", "content": ANTHROPIC_PREAMBLE, "tool_calls": [ANTHROPIC_TOOL_CALL]}]),
+        ("tool_calls", first, "outputs.finish_reason", "tool_use"),
+        ("tool_results", second, "inputs.messages",
+         [*CONVERSATION, {"role": "assistant", "content": None, "tool_calls": [ANTHROPIC_TOOL_CALL]}, result]),
+        # Anthropic counts cached input apart; usage_metadata's input_tokens is all of it.
+        ("usage", second, "outputs.usage_metadata.input_tokens", api.input_tokens),
+        ("usage", second, "outputs.usage_metadata.output_tokens", words),
+        ("usage", second, "outputs.usage_metadata.total_tokens", api.input_tokens + words),
+        ("usage", first, "outputs.usage_metadata.output_tokens", api.tool_call_tokens),
+        ("usage_details", second, "outputs.usage_metadata.input_token_details.cache_read", api.cached_tokens),
+        ("usage_details", second, "outputs.usage_metadata.input_token_details.cache_creation", 0),
+        ("model", first, "extra.metadata.ls_model_name", ANTHROPIC_MODEL),
+        ("model", first, "extra.metadata.response_model", f"{ANTHROPIC_MODEL}-fake-0001"),
+        ("model", failed, "extra.metadata.ls_model_name", "error-500"),
+        ("provider", first, "extra.metadata.ls_provider", "anthropic"),
+        ("error", failed, "error", Contains("500")),
+        ("first_token", streamed, "events.0.name", "new_token"),
+        ("first_token", streamed, "outputs.messages", [{"role": "assistant", "content": REPLY}]),
+        ("tool_definitions", first, "extra.invocation_params.tools", Like(OPENAI_TOOLS)),
+    ]
+
+
+def replaced(rows: list[Row], changes: dict[tuple[str, str, str], Any]) -> list[Row]:
+    """``rows`` with the expected value of each ``(field, run, path)`` in ``changes`` replaced
+    (by a producer's own value, or ``NA("why")``); a key that names no row is an error."""
+    unknown = set(changes) - {(f, r, p) for f, r, p, _ in rows}
+    assert not unknown, f"no such rows: {sorted(unknown)}"
+    return [(f, r, p, changes.get((f, r, p), want)) for f, r, p, want in rows]
