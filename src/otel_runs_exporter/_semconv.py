@@ -804,7 +804,7 @@ class _Ctx:
 
     __slots__ = (
         "attributes", "flat", "consumed", "claim_only", "event_in", "event_out", "finish_reasons", "replies_used",
-        "event_prompt", "event_completion", "logfire", "malformed",
+        "event_prompt", "event_completion", "logfire", "malformed", "partial_inputs",
     )
 
     def __init__(self, attributes: Mapping[str, Any], consumed: set[str]) -> None:
@@ -827,6 +827,8 @@ class _Ctx:
         self.logfire: dict[str, list[dict[str, Any]] | None] = {}
         #: (attribute, expected shape) of values a rule could not read; see Mapped.malformed.
         self.malformed: list[tuple[str, str]] = []
+        #: Set when the inputs found are only part of what their source will hold (not final).
+        self.partial_inputs = False
 
     def take(self, key: str) -> Any:
         """The attribute's value, marked consumed (None when absent)."""
@@ -871,6 +873,10 @@ def _read_genai_input(ctx: _Ctx, key: str) -> dict[str, Any] | None:
     if ctx.claim_only:
         return None
     messages = _messages(_message_items(ctx, key, raw)) if raw is not None else []
+    if raw is None:
+        # The system instructions alone are not the inputs yet: producers set them just
+        # before the messages, and an early post must not show a conversation without them.
+        ctx.partial_inputs = True
     sys_msg = _system_message(system) if system is not None else None
     if sys_msg:
         messages.insert(0, sys_msg)
@@ -1350,10 +1356,13 @@ def _scan_events(ctx: _Ctx, events: Sequence[SpanEvent], out: Mapped) -> None:
     """One pass over the events: content events and first-token events."""
     for index, event in enumerate(events):
         name = event.name
-        if name in _FIRST_TOKEN_EVENTS:
+        # Only an event with a whole-number time can be compared and placed: one with an odd
+        # time (an app's own add_event) stays among the run's events as it came.
+        time_ns = event.time_ns
+        if name in _FIRST_TOKEN_EVENTS and isinstance(time_ns, int) and not isinstance(time_ns, bool):
             out.consumed_events.add(index)
-            if out.first_token_time_ns is None or event.time_ns < out.first_token_time_ns:
-                out.first_token_time_ns = event.time_ns
+            if out.first_token_time_ns is None or time_ns < out.first_token_time_ns:
+                out.first_token_time_ns = time_ns
             continue
         attrs = event.attributes
         role = _MESSAGE_EVENT_ROLES.get(name)
@@ -1492,7 +1501,7 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
     # Outputs first: when assistant/tool message events become the outputs, the inputs leave them out.
     out.outputs = _first_source(ctx, _OUTPUT_SOURCES)[0]
     out.inputs, row = _first_source(ctx, _INPUT_READERS)
-    out.inputs_final = row >= 0 and out.run_type in _INPUT_SOURCES[row][2]
+    out.inputs_final = row >= 0 and out.run_type in _INPUT_SOURCES[row][2] and not ctx.partial_inputs
     reason = _first_str(attributes, _FINISH_REASON_KEYS)
     if reason:
         consumed.add(reason[0])

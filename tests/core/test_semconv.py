@@ -1336,3 +1336,19 @@ def test_what_is_not_a_langchain_message_is_kept_as_it_came(value):
         assert m.inputs == {"messages": [{"role": "assistant", "content": "x"}]}  # only its bad tool calls dropped
     else:
         assert m.inputs == value
+
+
+def test_system_instructions_alone_are_not_final_inputs():
+    # Anthropic's instrumentation sets gen_ai.system_instructions a moment before the messages:
+    # an early post made in between must not show the conversation as the system prompt alone.
+    early = map_span({"gen_ai.operation.name": "chat", "gen_ai.system_instructions": "Be brief."})
+    assert early.inputs == {"messages": [{"role": "system", "content": "Be brief."}]} and not early.inputs_final
+    full = map_span({"gen_ai.operation.name": "chat", "gen_ai.system_instructions": "Be brief.",
+                     "gen_ai.input.messages": '[{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]'})
+    assert full.inputs_final and len(full.inputs["messages"]) == 2
+
+
+@pytest.mark.parametrize("odd_time", [None, "soon", 1.5, True])
+def test_a_first_token_event_with_an_odd_time_stays_an_event(odd_time):
+    m = map_span({"gen_ai.operation.name": "chat"}, [SpanEvent("new_token", {}, odd_time), SpanEvent("first_token", {}, 7)])
+    assert m.first_token_time_ns == 7 and m.consumed_events == {1}
