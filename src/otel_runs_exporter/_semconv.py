@@ -516,6 +516,20 @@ def _content_block(part: Any) -> Any:
     return part
 
 
+def _tool_content(value: Any) -> Any:
+    """A tool message's content: text as it came, any other value as its JSON text.
+
+    Tools return objects (pydantic-ai records a returned dict as one); a message's
+    content is text or content blocks, and the model was sent the JSON text anyway.
+    """
+    if value is None or isinstance(value, str):
+        return value
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except (orjson.JSONEncodeError, TypeError):
+        return str(value)
+
+
 def _content(value: Any) -> Any:
     """Message content: a string when it is plain text, else a list of blocks."""
     if isinstance(value, str) and value[:1] == "[":
@@ -566,8 +580,10 @@ def _message(raw: Any, role: str | None = None) -> list[dict[str, Any]]:
                 if tc:
                     tool_calls.append(tc)
             elif kind == "tool_call_response":
-                response = part.get("response")
-                extra.append({"role": "tool", "content": _plain(response), "tool_call_id": part.get("id")})
+                # The GenAI semconv names the tool's output "response"; pydantic-ai (and the semconv's
+                # own examples since) write it as "result".
+                response = part.get("response", part.get("result"))
+                extra.append({"role": "tool", "content": _tool_content(response), "tool_call_id": part.get("id")})
             else:
                 content_parts.append(part)
         if content_parts:
@@ -584,6 +600,8 @@ def _message(raw: Any, role: str | None = None) -> list[dict[str, Any]]:
         )
     if tool_calls:
         msg["tool_calls"] = tool_calls
+    if speaker == "tool" and isinstance(msg["content"], dict):
+        msg["content"] = _tool_content(msg["content"])  # a returned object (pydantic-ai's tool message events)
     tool_call_id = raw.get("tool_call_id", raw.get("id") if speaker == "tool" else None)
     if tool_call_id is not None:
         msg["tool_call_id"] = tool_call_id

@@ -155,6 +155,19 @@ def test_genai_tool_calls_and_tool_results():
     }
 
 
+def test_genai_tool_result_under_result_and_as_json_text():
+    # pydantic-ai names the tool's output "result" and records a returned dict as an object.
+    messages = [{"role": "user", "parts": [
+        {"type": "tool_call_response", "id": "c1", "name": "weather", "result": {"city": "Paris", "sky": "clear"}},
+        {"type": "tool_call_response", "id": "c2", "name": "time", "result": "noon"},
+    ]}]
+    m = map_span({"gen_ai.input.messages": json.dumps(messages)})
+    assert m.inputs == {"messages": [
+        {"role": "tool", "content": '{"city":"Paris","sky":"clear"}', "tool_call_id": "c1"},
+        {"role": "tool", "content": "noon", "tool_call_id": "c2"},
+    ]}
+
+
 def test_genai_multi_part_content_stays_a_block_list():
     parts = [
         {"type": "text", "content": "look:"},
