@@ -95,9 +95,10 @@ def agent_rows(
     turn = [(0, "chain", answering), (1, "llm", chat), (1, "tool", tool), (1, "llm", chat)]
     answer = [{"role": "assistant", "content": REPLY}]
     called = [{"role": "assistant", "content": None, "tool_calls": [TOOL_CALL]}]
+    runs = [*turn, *turn, (0, "chain", refused), (1, "llm", "chat error-500")]
     return [
-        ("tree", "trace", "tree", [*turn, *turn, (0, "chain", refused), (1, "llm", "chat error-500")]),
-        ("run_types", "trace", "run_types", [(d, t) for d, t, _ in [*turn, *turn]] + [(0, "chain"), (1, "llm")]),
+        ("tree", "trace", "tree", runs),
+        ("run_types", "trace", "run_types", [(depth, run_type) for depth, run_type, _ in runs]),
         ("input_messages", "type:llm#1", "inputs.messages", CONVERSATION),
         ("input_messages", "type:chain#2", "inputs.messages", CONVERSATION),
         ("input_messages", "type:chain#3", "inputs.messages", CONVERSATION),

@@ -77,7 +77,7 @@ def anthropic_conversation(client: Any) -> None:
 
 
 def weather(city: str) -> dict[str, str]:
-    """Weather for a city"""
+    """Weather for a city"""  # an agent framework offers the docstring as the tool's description
     return {**WEATHER, "city": city}
 
 

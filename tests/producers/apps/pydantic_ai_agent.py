@@ -9,19 +9,18 @@ import warnings
 
 import app_harness
 import openai
+from pydantic_ai import Agent
+from pydantic_ai.capabilities import Instrumentation
+from pydantic_ai.models.instrumented import InstrumentationSettings
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
 from scenarios import MODEL, SYSTEM, agent_conversation, weather
 
 harness = app_harness.start()
-
-from pydantic_ai import Agent  # noqa: E402 - after the harness, as an app configures tracing first
-from pydantic_ai.capabilities import Instrumentation  # noqa: E402
-from pydantic_ai.models.instrumented import InstrumentationSettings  # noqa: E402
-from pydantic_ai.models.openai import OpenAIChatModel  # noqa: E402
-from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
-
 version = os.environ.get("MATRIX_PYDANTIC_AI_VERSION")
 with warnings.catch_warnings():
-    warnings.simplefilter("ignore")  # versions 2-4 are deprecated, and say so
+    warnings.simplefilter("ignore")  # formats 2-4 are deprecated, and say so
+    # Made after the harness: the settings take the global tracer provider when they are made.
     settings = InstrumentationSettings(**({"version": int(version)} if version else {}))
 provider = OpenAIProvider(openai_client=openai.AsyncOpenAI(max_retries=0))
 
