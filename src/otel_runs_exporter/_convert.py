@@ -515,9 +515,12 @@ def span_to_run(
         ]
     else:
         run_events = []  # no events and no failure: nothing to scan (most spans)
-    if mapped.first_token_time_ns is not None:
+    first_token = mapped.first_token_time_ns
+    if first_token is None and mapped.first_token_after_s is not None and span.start_time:
+        first_token = span.start_time + int(mapped.first_token_after_s * 1e9)
+    if first_token is not None:
         # The service reads time to first token from the first new_token event, as its client records it.
-        run_events.insert(0, {"name": "new_token", "time": iso_time(mapped.first_token_time_ns), "kwargs": {}})
+        run_events.insert(0, {"name": "new_token", "time": iso_time(first_token), "kwargs": {}})
     if run_events:
         run["events"] = run_events
     if opts.redact is not None:

@@ -67,7 +67,9 @@ class Mapped:
     so they are not repeated in the run's events either.
 
     ``first_token_time_ns`` is the earliest streaming "first token" event of the
-    span (epoch nanoseconds), for the converter to place as a ``new_token`` event.
+    span (epoch nanoseconds), for the converter to place as a ``new_token`` event;
+    without one, ``first_token_after_s`` places it that many seconds after the
+    span's start (a producer that records only the delay).
 
     ``malformed`` lists ``(attribute, what its convention says it holds)`` for
     values a rule could not read (malformed JSON, a wrong type): they are left
@@ -90,6 +92,7 @@ class Mapped:
     consumed: set[str] = field(default_factory=set)
     consumed_events: set[int] = field(default_factory=set)
     first_token_time_ns: Any = None  # an event's time, as the app gave it (see SpanEvent)
+    first_token_after_s: float | None = None  # else: seconds after the span's start
     inputs_final: bool = False
     malformed: list[tuple[str, str]] = field(default_factory=list)
 
@@ -184,6 +187,13 @@ _RESPONSE_MODEL_KEYS = (
     "embedding.model_name",
     "reranker.model_name",
 )
+#: ``outputs.finish_reason`` of a model run whose output messages carry none: the
+#: first choice's, from the GenAI array of every choice's reason.
+_FINISH_REASONS_ARRAY_KEYS = ("gen_ai.response.finish_reasons",)
+#: Seconds from the request to its first streamed chunk (pydantic-ai writes the GenAI metric's
+#: name as a span attribute): a ``new_token`` event that long after the span's start, when no
+#: first-token event marks it.
+_FIRST_CHUNK_AFTER_KEYS = ("gen_ai.client.operation.time_to_first_chunk",)
 #: ``metadata["ls_provider"]``.
 _PROVIDER_KEYS = (
     "gen_ai.provider.name",
@@ -302,21 +312,26 @@ _USAGE_FIELDS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (
         ("input_token_details", "cache_read"),
         ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens",
-         "llm.token_count.prompt_details.cache_read"),
+         "llm.token_count.prompt_details.cache_read", "gen_ai.usage.details.cache_read_tokens"),
     ),
     (
         ("input_token_details", "cache_creation"),
         # (cache_write.input_tokens: the anthropic SDK's own spans, traced by default in anthropic 2.x)
         ("gen_ai.usage.cache_creation.input_tokens", "gen_ai.usage.cache_creation_input_tokens",
-         "gen_ai.usage.cache_write.input_tokens", "llm.token_count.prompt_details.cache_write"),
+         "gen_ai.usage.cache_write.input_tokens", "llm.token_count.prompt_details.cache_write",
+         "gen_ai.usage.details.cache_write_tokens"),
     ),
-    (("input_token_details", "audio"), ("llm.token_count.prompt_details.audio",)),
+    # pydantic-ai repeats its counts under gen_ai.usage.details.<its usage field> (cache_*_tokens
+    # above, "for backwards compat"), and names audio by side there.
+    (("input_token_details", "audio"),
+     ("llm.token_count.prompt_details.audio", "gen_ai.usage.details.input_audio_tokens")),
     (
         ("output_token_details", "reasoning"),
         ("gen_ai.usage.reasoning.output_tokens", "gen_ai.usage.reasoning_tokens",
          "gen_ai.usage.details.reasoning_tokens", "llm.token_count.completion_details.reasoning"),
     ),
-    (("output_token_details", "audio"), ("llm.token_count.completion_details.audio",)),
+    (("output_token_details", "audio"),
+     ("llm.token_count.completion_details.audio", "gen_ai.usage.details.output_audio_tokens")),
     # doc: gen_ai.usage.details.reasoning_tokens -> usage_metadata.reasoning_tokens. "Number of reasoning
     # tokens used". Where the doc puts it, and (row above) where the SDK's usage shape and the rest of this
     # table put reasoning tokens, so both readers find it.
@@ -364,6 +379,17 @@ _LOGFIRE_PROMPT = "prompt"
 _LOGFIRE_ALL_MESSAGES = "all_messages_events"
 #: doc: events -> inputs/outputs. "Logfire events array, splits input/choice events"
 _LOGFIRE_EVENTS = "events"
+
+#: pydantic-ai's agent run span (its ``Instrumentation`` capability, data formats 2 to 6): the
+#: whole conversation as GenAI messages and the agent's answer, both set as the run ends, and
+#: where this run's own messages start when it was given a history (absent when it was not).
+_PYDANTIC_AI_MESSAGES = "pydantic_ai.all_messages"
+_PYDANTIC_AI_NEW_MESSAGE_INDEX = "pydantic_ai.new_message_index"
+_PYDANTIC_AI_FINAL_RESULT = "final_result"
+#: Its tool span in data format 2 (later formats write ``gen_ai.tool.call.arguments``/``.result``).
+#: ``tool_arguments`` is also a documented row (``_PARAM_FIELDS``), which this does not replace.
+_PYDANTIC_AI_TOOL_ARGUMENTS = "tool_arguments"
+_PYDANTIC_AI_TOOL_RESULT = "tool_response"
 
 #: Flattened conventions, gathered in the single pass over the attributes.
 _FLAT_PREFIXES = (
@@ -470,7 +496,18 @@ def _param_value(value: Any, shape: str) -> Any:
         return _plain(items) if items is not None else [_plain(value)]
     if shape == "json":
         return _plain(_json_value(value))
+    if shape == "tools":
+        return [_tool_definition(t) for t in _as_list(value) or ()]
     return _plain(value)
+
+
+def _tool_definition(tool: Any) -> Any:
+    """A GenAI tool definition (``{"type": "function", "name", "description", "parameters"}``)
+    in the OpenAI shape; one already nested, or of another type, as it came."""
+    if not isinstance(tool, dict) or "function" in tool or tool.get("type", "function") != "function":
+        return _plain(tool)
+    function = {k: _plain(_json_value(v) if k == "parameters" else v) for k, v in tool.items() if k != "type"}
+    return {"type": "function", "function": function}
 
 
 def _nested(obj: Any, key: str) -> Any:
@@ -562,6 +599,20 @@ def _content_block(part: Any) -> Any:
         text = part.get("text", part.get("content"))
         return {"type": "text", "text": text if isinstance(text, str) else "" if text is None else str(text)}
     return part
+
+
+def _json_text(value: Any) -> Any:
+    """Message content from a value that may not be text: text as it came, any other value as its JSON text.
+
+    Tools return objects (pydantic-ai records a returned dict as one); a message's
+    content is text or content blocks, and the model was sent the JSON text anyway.
+    """
+    if value is None or isinstance(value, str):
+        return value
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except (orjson.JSONEncodeError, TypeError):
+        return str(value)
 
 
 def _content(value: Any) -> Any:
@@ -714,8 +765,10 @@ def _message(raw: Any, role: str | None = None) -> list[dict[str, Any]]:
                 if tc:
                     tool_calls.append(tc)
             elif kind == "tool_call_response":
-                response = part.get("response")
-                extra.append({"role": "tool", "content": _plain(response), "tool_call_id": part.get("id")})
+                # The GenAI semconv names the tool's output "response"; pydantic-ai (and the semconv's
+                # own examples since) write it as "result".
+                response = part.get("response", part.get("result"))
+                extra.append({"role": "tool", "content": _json_text(response), "tool_call_id": part.get("id")})
             else:
                 content_parts.append(part)
         if content_parts:
@@ -733,6 +786,8 @@ def _message(raw: Any, role: str | None = None) -> list[dict[str, Any]]:
         )
     if tool_calls:
         msg["tool_calls"] = tool_calls
+    if speaker == "tool" and isinstance(msg["content"], dict):
+        msg["content"] = _json_text(msg["content"])  # a returned object (pydantic-ai's tool message events)
     tool_call_id = raw.get("tool_call_id", raw.get("id") if speaker == "tool" else None)
     if tool_call_id is not None:
         msg["tool_call_id"] = tool_call_id
@@ -873,7 +928,7 @@ def _read_genai_input(ctx: _Ctx, key: str) -> dict[str, Any] | None:
     if ctx.claim_only:
         return None
     messages = _messages(_message_items(ctx, key, raw)) if raw is not None else []
-    if raw is None:
+    if raw is None and system is not None:
         # The system instructions alone are not the inputs yet: producers set them just
         # before the messages, and an early post must not show a conversation without them.
         ctx.partial_inputs = True
@@ -952,13 +1007,23 @@ def _logfire_events(ctx: _Ctx, key: str) -> list[dict[str, Any]] | None:
     """The event objects of a Logfire ``events``/``all_messages_events`` attribute, or None.
 
     These names are generic, so the attribute is claimed only when it has
-    Logfire's shape: an array of objects, named by ``event.name``.
+    Logfire's shape: an array of objects, named by ``event.name`` (pydantic-ai's
+    events). Logfire itself also writes ``all_messages_events`` as plain messages
+    (``role`` and ``content`` or ``tool_calls``, no event names), which it builds
+    for the spans of other instrumentations; for that name, that shape counts too.
     """
     if key in ctx.logfire:
         return ctx.logfire[key]
     value = ctx.attributes.get(key)
     items = _as_list(value) if value is not None else None
-    if not items or not all(isinstance(i, dict) for i in items) or not any("event.name" in i for i in items):
+    if (
+        not items
+        or not all(isinstance(i, dict) for i in items)
+        or not (
+            any("event.name" in i for i in items)
+            or (key == _LOGFIRE_ALL_MESSAGES and all(_looks_like_message(i) for i in items))
+        )
+    ):
         items = None
     else:
         ctx.consumed.add(key)
@@ -1005,6 +1070,61 @@ def _read_logfire_all_messages(ctx: _Ctx, key: str) -> dict[str, Any] | None:
         return None
     messages = _logfire_messages(items)
     return {"messages": messages} if messages else None
+
+
+def _read_pydantic_ai(ctx: _Ctx, side: str) -> dict[str, Any] | None:
+    """pydantic-ai's agent run and its format-2 tool span.
+
+    The agent run's inputs are the conversation it was given: the instructions,
+    the history, and its prompt (every message before its first reply); its
+    outputs are its final result as the assistant's answer, so the run reads as
+    one chat turn, the way the service shows a chat (its thread view included).
+    The whole exchange in between (tool calls, tool results) is in the child runs.
+    A run that failed has no final result, hence no outputs: its error says why.
+    """
+    attributes = ctx.attributes
+    if _PYDANTIC_AI_MESSAGES not in attributes:
+        if not attributes.get("gen_ai.tool.name"):
+            return None
+        # The tool span's arguments are also the documented invocation_params.tool_arguments row.
+        key = _PYDANTIC_AI_TOOL_ARGUMENTS if side == "in" else _PYDANTIC_AI_TOOL_RESULT
+        value = ctx.take(key)
+        if ctx.claim_only or value is None:
+            return None
+        return _payload(value, "input" if side == "in" else "output")
+    if side == "out":
+        final = ctx.take(_PYDANTIC_AI_FINAL_RESULT)
+        if ctx.claim_only or final is None:
+            return None
+        return {"messages": [{"role": "assistant", "content": _json_text(_plain(final))}]}
+    raw = ctx.take(_PYDANTIC_AI_MESSAGES)
+    index = _as_int(ctx.take(_PYDANTIC_AI_NEW_MESSAGE_INDEX)) or 0
+    system = ctx.take("gen_ai.system_instructions")
+    if ctx.claim_only:
+        return None
+    items = _as_list(raw) or []
+    # new_message_index counts pydantic-ai messages: a response is one GenAI message (the
+    # assistant's), a request one or more consecutive others (system, user, tool parts).
+    start = counted = 0
+    while start < len(items) and counted < index:
+        if _role_of(items[start]) == "assistant":
+            start += 1
+        else:
+            while start < len(items) and _role_of(items[start]) != "assistant":
+                start += 1
+        counted += 1
+    end = start
+    while end < len(items) and _role_of(items[end]) != "assistant":
+        end += 1
+    messages = _messages(items[:end])
+    sys_msg = _system_message(system) if system is not None else None
+    if sys_msg:
+        messages.insert(0, sys_msg)
+    return {"messages": messages} if messages else None
+
+
+def _role_of(item: Any) -> Any:
+    return item.get("role") if isinstance(item, dict) else None
 
 
 def _read_value(ctx: _Ctx, key: str) -> dict[str, Any] | None:
@@ -1076,6 +1196,9 @@ _NOT_FINAL: frozenset[str] = frozenset()
 #: the tool-call arguments for spans that carry nothing else): ``(reader, its
 #: argument, run types for which the value is final at start)``.
 _INPUT_SOURCES: tuple[tuple[_Reader, str, frozenset[str]], ...] = (
+    # pydantic-ai's agent run (set as it ends) and its format-2 tool span (set at its start). First,
+    # because the row below would take the agent's instructions alone as its inputs.
+    (_read_pydantic_ai, "in", frozenset({"tool"})),
     # doc: gen_ai.input.messages -> inputs.messages. "Array of input messages"
     (_read_genai_input, "gen_ai.input.messages", _FINAL),
     # doc: llm.input_messages -> inputs.messages. "Input messages"
@@ -1119,6 +1242,7 @@ _OUTPUT_SOURCES: tuple[tuple[_Reader, str], ...] = (
     # doc: traceloop.entity.output -> outputs. "Full output value from TraceLoop"
     (_read_value, "traceloop.entity.output"),
     (_read_value, "gen_ai.tool.call.result"),
+    (_read_pydantic_ai, "out"),
     (_read_logfire_all_messages, _LOGFIRE_ALL_MESSAGES),
     (_read_logfire_events, "out"),
 )
@@ -1456,7 +1580,7 @@ def _read_prefixes() -> tuple[str, ...]:
     keys += [key for key, _ in _RUN_TYPE_PRESENCE]
     keys += [key for key, _ in _NAME_RULES]
     keys += [*_MODEL_KEYS, *_REQUEST_MODEL_KEYS, *_RESPONSE_MODEL_KEYS, *_FINISH_REASON_KEYS, *_PROVIDER_KEYS]
-    keys += [*_ID_ATTRIBUTES, _SESSION_NAME, _SESSION_ID]
+    keys += [*_ID_ATTRIBUTES, _SESSION_NAME, _SESSION_ID, *_FINISH_REASONS_ARRAY_KEYS, *_FIRST_CHUNK_AFTER_KEYS]
     keys += [key for key, _ in _METADATA_KEYS]
     keys += [_METADATA_OBJECT_KEY, *_METADATA_PREFIXES, _PARAM_PREFIX, *_PARAM_OBJECT_KEYS, _FUNCTIONS_PREFIX]
     keys += [key for key, _, _ in _PARAM_FIELDS]
@@ -1476,7 +1600,11 @@ def _read_prefixes() -> tuple[str, ...]:
 
 
 #: Keys a reader takes beside the one its row names.
-_READER_COMPANIONS = ["gen_ai.system_instructions", "gen_ai.prompt", "gen_ai.completion", _LOGFIRE_EVENTS]
+_READER_COMPANIONS = [
+    "gen_ai.system_instructions", "gen_ai.prompt", "gen_ai.completion", _LOGFIRE_EVENTS,
+    _PYDANTIC_AI_MESSAGES, _PYDANTIC_AI_NEW_MESSAGE_INDEX, _PYDANTIC_AI_FINAL_RESULT, _PYDANTIC_AI_TOOL_ARGUMENTS,
+    _PYDANTIC_AI_TOOL_RESULT,
+]
 
 
 def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Mapped:
@@ -1515,6 +1643,24 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
     if usage is not None:
         out.outputs = {**(out.outputs or {}), "usage_metadata": usage}
     out.invocation_params, requested_model = _invocation_params(ctx)
+    outputs = out.outputs
+    if outputs is not None and "messages" in outputs:  # our message shape; a producer's own payload stays as it is
+        for key in _FINISH_REASONS_ARRAY_KEYS:
+            reasons = _as_list(attributes.get(key))
+            if not reasons or not isinstance(reasons[0], str):
+                continue
+            if "finish_reason" not in outputs:
+                out.outputs = outputs = {**outputs, "finish_reason": reasons[0]}
+            if len(reasons) == 1 and outputs["finish_reason"] == reasons[0]:
+                consumed.add(key)  # said already; several choices' reasons stay in metadata
+            break
+    if out.first_token_time_ns is None:
+        for key in _FIRST_CHUNK_AFTER_KEYS:
+            after = attributes.get(key)
+            if isinstance(after, (int, float)) and not isinstance(after, bool) and 0 <= after < 86_400:
+                out.first_token_after_s = float(after)
+                consumed.add(key)
+                break
 
     metadata = out.metadata
     _models(attributes, requested_model, consumed, metadata)

@@ -93,7 +93,7 @@ _json_leaf = st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.f
 _JSON_KEYS = ["role", "content", "parts", "type", "message", "tool_calls", "tool_call", "function", "id", "name",
               "arguments", "response", "document", "embedding", "text", "metadata", "score", "index",
               "message_content", "contents", "event.name", "finish_reason", "page_content", "function_call_name",
-              "tool_call_id"]
+              "tool_call_id", "result", "parameters"]
 _json = st.recursive(
     _json_leaf, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(_JSON_KEYS), inner, max_size=4),
     max_leaves=10,
@@ -117,6 +117,8 @@ _ATTRIBUTE_KEYS = [
     "langsmith.trace.name", "gen_ai.tool.name", "tools", "tool_arguments", "prompt", "events", "all_messages_events",
     "llm.request.functions.0.name", "gen_ai.provider.name", "gen_ai.response.model", "session.id", "user.id",
     "gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.details.reasoning_tokens", "app.anything",
+    "pydantic_ai.all_messages", "pydantic_ai.new_message_index", "final_result", "tool_response",
+    "gen_ai.tool.definitions", "gen_ai.response.finish_reasons", "gen_ai.client.operation.time_to_first_chunk",
 ]
 _EVENT_NAMES = ["gen_ai.user.message", "gen_ai.assistant.message", "gen_ai.tool.message", "gen_ai.system.message",
                 "gen_ai.choice", "gen_ai.content.prompt", "gen_ai.content.completion", "new_token",

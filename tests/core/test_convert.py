@@ -330,3 +330,15 @@ def test_invalid_given_ids_keep_the_computed_ones(capture, caplog):
         ids = span_ids(spans["bad"], root, given=given_ids(spans["bad"].attributes))
     assert ids == span_ids(spans["bad"], root)
     assert "ignoring langsmith.span.dotted_order on span 'bad'" in caplog.text
+
+
+def test_first_chunk_delay_becomes_a_new_token_event(capture):
+    # pydantic-ai records how long the first streamed chunk took, not when it came.
+    tracer, exporter = capture
+    span = tracer.start_span("chat m", attributes={"gen_ai.operation.name": "chat"}, start_time=1_700_000_000_000_000_000)
+    span.set_attribute("gen_ai.client.operation.time_to_first_chunk", 0.25)
+    span.end(end_time=1_700_000_001_000_000_000)
+    span = _by_name(exporter)["chat m"]
+    run = span_to_run(span, span_ids(span, None), ConvertOptions())
+    assert run["events"] == [{"name": "new_token", "time": "2023-11-14T22:13:20.250000+00:00", "kwargs": {}}]
+    assert "gen_ai.client.operation.time_to_first_chunk" not in run["extra"]["metadata"]

@@ -202,6 +202,21 @@ def test_content_blocks_without_tool_blocks_are_unchanged():
     assert m.inputs == {"messages": [{"role": "user", "content": blocks}]}
 
 
+
+
+def test_genai_tool_result_under_result_and_as_json_text():
+    # pydantic-ai names the tool's output "result" and records a returned dict as an object.
+    messages = [{"role": "user", "parts": [
+        {"type": "tool_call_response", "id": "c1", "name": "weather", "result": {"city": "Paris", "sky": "clear"}},
+        {"type": "tool_call_response", "id": "c2", "name": "time", "result": "noon"},
+    ]}]
+    m = map_span({"gen_ai.input.messages": json.dumps(messages)})
+    assert m.inputs == {"messages": [
+        {"role": "tool", "content": '{"city":"Paris","sky":"clear"}', "tool_call_id": "c1"},
+        {"role": "tool", "content": "noon", "tool_call_id": "c2"},
+    ]}
+
+
 def test_genai_multi_part_content_stays_a_block_list():
     parts = [
         {"type": "text", "content": "look:"},
@@ -1146,6 +1161,8 @@ _KEYS = [
     "tool_arguments", "prompt", "events", "all_messages_events", "llm.request.functions",
     "llm.request.functions.0.name", "traceloop.entity.name", "llm.prompt_template.variables",
     "gen_ai.usage.details.reasoning_tokens", "gen_ai.response.model", "traceloop.llm.request.type",
+    "pydantic_ai.all_messages", "pydantic_ai.new_message_index", "final_result", "tool_response",
+    "gen_ai.tool.definitions", "gen_ai.response.finish_reasons", "gen_ai.client.operation.time_to_first_chunk",
 ]
 _json_leaf = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5)
 _json = st.recursive(
@@ -1153,7 +1170,8 @@ _json = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
         st.sampled_from(["role", "content", "parts", "type", "message", "tool_calls", "tool_call", "function",
                          "id", "name", "arguments", "response", "document", "embedding", "text", "metadata",
-                         "score", "index", "message_content", "contents", "event.name", "finish_reason"]),
+                         "score", "index", "message_content", "contents", "event.name", "finish_reason",
+                         "result", "parameters"]),
         inner,
         max_size=4,
     ),
@@ -1352,3 +1370,176 @@ def test_system_instructions_alone_are_not_final_inputs():
 def test_a_first_token_event_with_an_odd_time_stays_an_event(odd_time):
     m = map_span({"gen_ai.operation.name": "chat"}, [SpanEvent("new_token", {}, odd_time), SpanEvent("first_token", {}, 7)])
     assert m.first_token_time_ns == 7 and m.consumed_events == {1}
+
+
+# pydantic-ai (its Instrumentation capability) and the Logfire shapes
+# ---------------------------------------------------------------------------
+# Attribute values as pydantic-ai 2.68.0 writes them (format 5; format 2 differs on tool spans only),
+# and as its last release with format 1 (1.107.5, event_mode="attributes") wrote the Logfire shape.
+
+TOOL_CALL_PART = {"type": "tool_call", "id": "call_1", "name": "get_weather", "arguments": '{"city": "Paris"}'}
+OPENAI_TOOL_CALL = {"id": "call_1", "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+WEATHER = {"city": "Paris", "forecast": "sunny"}
+
+
+def _all_messages(*before):
+    return json.dumps([
+        *before,
+        {"role": "user", "parts": [{"type": "text", "content": "What is the weather in Paris?"}]},
+        {"role": "assistant", "parts": [TOOL_CALL_PART], "finish_reason": "tool_call"},
+        {"role": "user", "parts": [{"type": "tool_call_response", "id": "call_1", "name": "get_weather",
+                                    "result": WEATHER}]},
+        {"role": "assistant", "parts": [{"type": "text", "content": "Sunny."}], "finish_reason": "stop"},
+    ])
+
+
+AGENT_RUN = {
+    "gen_ai.operation.name": "invoke_agent",
+    "gen_ai.agent.name": "weather",
+    "final_result": "Sunny.",
+    "pydantic_ai.all_messages": _all_messages(),
+    "gen_ai.system_instructions": '[{"type":"text","content":"Be brief."}]',
+    "gen_ai.aggregated_usage.input_tokens": 24,
+}
+PROMPT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def test_pydantic_ai_agent_run_is_a_chat_turn():
+    m = map_span(AGENT_RUN)
+    assert m.run_type == "chain"
+    assert m.inputs == {"messages": PROMPT}
+    assert m.outputs == {"messages": [{"role": "assistant", "content": "Sunny."}]}
+    assert {"pydantic_ai.all_messages", "final_result", "gen_ai.system_instructions"} <= m.consumed
+    # Set as the run ends: an early post must not carry them.
+    assert not m.inputs_final
+    # The run's summed usage is its children's: as a chain's usage the service would count it twice.
+    assert "gen_ai.aggregated_usage.input_tokens" not in m.consumed
+
+
+def test_pydantic_ai_agent_run_given_a_history():
+    history = [
+        {"role": "system", "parts": [{"type": "text", "content": "old prompt"}]},
+        {"role": "user", "parts": [{"type": "text", "content": "earlier"}]},
+        {"role": "assistant", "parts": [{"type": "text", "content": "ok"}], "finish_reason": "stop"},
+    ]
+    # Two pydantic-ai messages of history (a request of two GenAI messages, a response); the prompt is new.
+    m = map_span({**AGENT_RUN, "pydantic_ai.all_messages": _all_messages(*history),
+                  "pydantic_ai.new_message_index": 2})
+    assert m.inputs == {"messages": [
+        PROMPT[0],
+        {"role": "system", "content": "old prompt"}, {"role": "user", "content": "earlier"},
+        {"role": "assistant", "content": "ok"}, PROMPT[1],
+    ]}
+    assert "pydantic_ai.new_message_index" in m.consumed
+
+
+def test_pydantic_ai_failed_or_structured_runs():
+    failed = {k: v for k, v in AGENT_RUN.items() if k != "final_result"}
+    failed["pydantic_ai.all_messages"] = json.dumps(json.loads(_all_messages())[:1])
+    m = map_span(failed)
+    assert (m.inputs, m.outputs) == ({"messages": PROMPT}, None)
+    structured = map_span({**AGENT_RUN, "final_result": '{"city":"Paris","forecast":"sunny"}'})
+    assert structured.outputs == {"messages": [{"role": "assistant",
+                                                "content": '{"city":"Paris","forecast":"sunny"}'}]}
+    # A final_result alone is some app's attribute, not pydantic-ai's answer.
+    assert map_span({"final_result": "x"}).outputs is None
+
+
+def test_pydantic_ai_format2_tool_span():
+    m = map_span({
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather", "gen_ai.tool.call.id": "call_1",
+        "tool_arguments": '{"city":"Paris"}', "tool_response": json.dumps(WEATHER),
+    })
+    assert (m.run_type, m.name) == ("tool", "get_weather")
+    assert (m.inputs, m.outputs) == ({"city": "Paris"}, WEATHER)
+    assert m.inputs_final  # set when the tool span starts
+    # The doc's row still applies.
+    assert m.invocation_params == {"tool_name": "get_weather", "tool_arguments": {"city": "Paris"}}
+    text = map_span({"gen_ai.tool.name": "t", "tool_response": "plain words"})
+    assert text.outputs == {"output": "plain words"}
+
+
+def test_pydantic_ai_chat_span_model_tools_finish_usage_first_chunk():
+    m = map_span({
+        "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "gpt-4o-mini",
+        "gen_ai.response.model": "gpt-4o-mini-2024-07-18",
+        "gen_ai.tool.definitions": '[{"type":"function","name":"get_weather","description":"Weather",'
+                                   '"parameters":{"type":"object","properties":{"city":{"type":"string"}}}}]',
+        "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [TOOL_CALL_PART],
+                                               "finish_reason": "tool_call"}]),
+        "gen_ai.response.finish_reasons": ("tool_call",),
+        "gen_ai.usage.input_tokens": 12, "gen_ai.usage.output_tokens": 7,
+        "gen_ai.usage.cache_read.input_tokens": 2, "gen_ai.usage.details.cache_read_tokens": 2,
+        "gen_ai.usage.details.cache_write_tokens": 3, "gen_ai.usage.details.reasoning_tokens": 1,
+        "gen_ai.usage.details.input_audio_tokens": 4, "gen_ai.usage.details.output_audio_tokens": 5,
+        "gen_ai.client.operation.time_to_first_chunk": 0.25,
+    })
+    assert m.metadata["ls_model_name"] == "gpt-4o-mini"
+    assert m.metadata["response_model"] == "gpt-4o-mini-2024-07-18"
+    assert m.invocation_params["tools"] == [{"type": "function", "function": {
+        "name": "get_weather", "description": "Weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+    assert m.outputs["messages"] == [{"role": "assistant", "content": None, "tool_calls": [OPENAI_TOOL_CALL]}]
+    assert m.outputs["finish_reason"] == "tool_call"
+    usage = m.outputs["usage_metadata"]
+    assert usage["input_token_details"] == {"cache_read": 2, "cache_creation": 3, "audio": 4}
+    assert usage["output_token_details"] == {"reasoning": 1, "audio": 5}
+    assert m.first_token_after_s == 0.25
+    assert {"gen_ai.tool.definitions", "gen_ai.response.model", "gen_ai.response.finish_reasons",
+            "gen_ai.usage.details.cache_read_tokens", "gen_ai.client.operation.time_to_first_chunk"} <= m.consumed
+
+
+def test_finish_reasons_fill_in_and_stay_when_they_say_more():
+    out = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "a"}]}])
+    m = map_span({"gen_ai.output.messages": out, "gen_ai.response.finish_reasons": ("length",)})
+    assert m.outputs["finish_reason"] == "length" and "gen_ai.response.finish_reasons" in m.consumed
+    m = map_span({"gen_ai.output.messages": out, "gen_ai.response.finish_reasons": ("stop", "length")})
+    assert m.outputs["finish_reason"] == "stop" and "gen_ai.response.finish_reasons" not in m.consumed
+
+
+def test_tool_definitions_already_nested_or_malformed():
+    nested = [{"type": "function", "function": {"name": "f"}}, {"type": "web_search"}]
+    assert map_span({"gen_ai.tool.definitions": json.dumps(nested)}).invocation_params == {"tools": nested}
+    bad = map_span({"gen_ai.tool.definitions": "[not json"})
+    assert bad.invocation_params is None and "gen_ai.tool.definitions" not in bad.consumed
+
+
+def test_logfire_shape_from_pydantic_ai_format1():
+    # The agent run's all_messages_events: one object per message, named by event.name.
+    events = [
+        {"role": "system", "content": "Be brief.", "event.name": "gen_ai.system.message"},
+        {"content": "What is the weather in Paris?", "role": "user", "gen_ai.message.index": 0,
+         "event.name": "gen_ai.user.message"},
+        {"role": "assistant", "tool_calls": [OPENAI_TOOL_CALL], "gen_ai.message.index": 1,
+         "event.name": "gen_ai.assistant.message"},
+        {"role": "tool", "id": "call_1", "name": "get_weather", "content": WEATHER, "gen_ai.message.index": 2,
+         "event.name": "gen_ai.tool.message"},
+        {"role": "assistant", "content": "Sunny.", "gen_ai.message.index": 3, "event.name": "gen_ai.assistant.message"},
+    ]
+    m = map_span({"gen_ai.operation.name": "invoke_agent", "all_messages_events": json.dumps(events),
+                  "final_result": "Sunny."})
+    # The doc's row: the whole conversation is the outputs.
+    assert m.outputs == {"messages": [
+        *PROMPT,
+        {"role": "assistant", "content": None, "tool_calls": [OPENAI_TOOL_CALL]},
+        {"role": "tool", "content": '{"city":"Paris","forecast":"sunny"}', "tool_call_id": "call_1",
+         "name": "get_weather"},
+        {"role": "assistant", "content": "Sunny."},
+    ]}
+    assert "all_messages_events" in m.consumed
+    # Its chat span's events: the request's messages, then the choice.
+    chat = [events[0], events[1], {"index": 0, "message": {"role": "assistant", "tool_calls": [OPENAI_TOOL_CALL]},
+                                   "gen_ai.system": "openai", "event.name": "gen_ai.choice"}]
+    m = map_span({"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini", "events": json.dumps(chat)})
+    assert m.inputs == {"messages": PROMPT}
+    assert m.outputs == {"messages": [{"role": "assistant", "content": None, "tool_calls": [OPENAI_TOOL_CALL]}]}
+
+
+def test_logfire_all_messages_events_as_plain_messages():
+    # Logfire writes all_messages_events for other instrumentations' spans as plain messages, no event names.
+    plain = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello"}]
+    m = map_span({"all_messages_events": json.dumps(plain)})
+    assert m.outputs == {"messages": [USER_HI, ASSISTANT_HELLO]} and "all_messages_events" in m.consumed
+    # The generic "events" name still needs event names: a list of messages there may be anything.
+    assert map_span({"events": json.dumps(plain)}).outputs is None

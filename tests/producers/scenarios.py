@@ -116,3 +116,25 @@ def langchain_conversation() -> None:
         (prompt | model("error-500") | StrOutputParser()).invoke({"question": QUESTION})
     except Exception:  # noqa: BLE001 - the refusal is the point
         pass
+
+
+def weather(city: str) -> dict[str, str]:
+    """Weather for a city"""  # an agent framework offers the docstring as the tool's description
+    return {**WEATHER, "city": city}
+
+
+def agent_conversation(agent: Any, failing_agent: Any) -> None:
+    """An agent framework's runs, for agents built with ``SYSTEM`` as instructions and :func:`weather` as a tool.
+
+    1. ``run_sync``: a chat that calls the tool, the tool, a chat that answers in text;
+    2. the same run streamed (``run_stream_sync``), so its chats mark their first token;
+    3. an agent whose model the API refuses with a 500, so the agent and its chat carry an error.
+    """
+    agent.run_sync(QUESTION)
+    with agent.run_stream_sync(QUESTION) as stream:
+        for _ in stream.stream_text(delta=True):
+            pass
+    try:
+        failing_agent.run_sync(QUESTION)
+    except Exception:  # noqa: BLE001 - the refusal is the point
+        pass
