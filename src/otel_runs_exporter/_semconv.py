@@ -496,18 +496,7 @@ def _param_value(value: Any, shape: str) -> Any:
         return _plain(items) if items is not None else [_plain(value)]
     if shape == "json":
         return _plain(_json_value(value))
-    if shape == "tools":
-        return [_tool_definition(t) for t in _as_list(value) or ()]
     return _plain(value)
-
-
-def _tool_definition(tool: Any) -> Any:
-    """A GenAI tool definition (``{"type": "function", "name", "description", "parameters"}``)
-    in the OpenAI shape; one already nested, or of another type, as it came."""
-    if not isinstance(tool, dict) or "function" in tool or tool.get("type", "function") != "function":
-        return _plain(tool)
-    function = {k: _plain(_json_value(v) if k == "parameters" else v) for k, v in tool.items() if k != "type"}
-    return {"type": "function", "function": function}
 
 
 def _nested(obj: Any, key: str) -> Any:
