@@ -23,6 +23,7 @@ import logging
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,13 +32,12 @@ from typing import Any, Literal
 import orjson
 
 from ._store_projects import (
+    PROJECT_COLUMNS,
     ProjectExists,
-    create_project,
+    insert_project,
     project_for_run,
     project_id_for_name,
-    project_stats,
-    select_project,
-    select_projects,
+    project_row,
 )
 from ._store_schema import (
     INDEX_COLUMNS,
@@ -52,6 +52,7 @@ from ._store_schema import (
     index_values,
     merge_into,
     merge_run,
+    now_iso,
     sortable_time,
 )
 from ._validate import RunOp, Violation
@@ -356,9 +357,7 @@ class RunStore:
             row = self._db.execute("SELECT project_id FROM runs WHERE id = ? AND posted = 1", (run_id,)).fetchone()
         return row[0] if row else None
 
-    # --- projects -----------------------------------------------------------------
-
-    # --- projects (SQL in ._store_projects) ---------------------------------------
+    # --- projects (derived and inserted in ._store_projects) -------------------------
 
     def projects(
         self,
@@ -370,18 +369,42 @@ class RunStore:
         offset: int = 0,
     ) -> list[dict[str, Any]]:
         """Projects, newest first; every given filter must hold (``name_contains`` ignores ASCII case)."""
+        clauses: list[str] = []
+        args: list[Any] = []
+        if ids is not None:
+            clauses.append(f"id IN ({', '.join('?' * len(ids))})" if ids else "0")
+            args += ids
+        if name is not None:
+            clauses.append("name = ?")
+            args.append(name)
+        if name_contains is not None:
+            clauses.append("instr(lower(name), lower(?)) > 0")
+            args.append(name_contains)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         with self._lock:
-            return select_projects(self._db, ids=ids, name=name, name_contains=name_contains, limit=limit, offset=offset)
+            rows = self._db.execute(
+                f"SELECT {PROJECT_COLUMNS} FROM projects {where} ORDER BY seq DESC LIMIT ? OFFSET ?",
+                (*args, limit, offset),
+            ).fetchall()
+        return [project_row(r) for r in rows]
 
     def project(self, project_id: str) -> dict[str, Any] | None:
         """One project by id, or None."""
         with self._lock:
-            return select_project(self._db, project_id)
+            row = self._db.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE id = ?", (project_id,)).fetchone()
+        return project_row(row) if row else None
 
     def project_stats(self, project_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """project id -> run_count and last_run_start_time, for the projects that have runs."""
+        if not project_ids:
+            return {}
         with self._lock:
-            return project_stats(self._db, project_ids)
+            rows = self._db.execute(
+                "SELECT project_id, COUNT(*), MAX(start_time) FROM runs"
+                f" WHERE posted = 1 AND project_id IN ({', '.join('?' * len(project_ids))}) GROUP BY project_id",
+                list(project_ids),
+            ).fetchall()
+        return {r[0]: {"run_count": r[1], "last_run_start_time": r[2]} for r in rows}
 
     def create_project(
         self,
@@ -402,17 +425,58 @@ class RunStore:
         as it does on the service.
         """
         with self._lock:
-            return create_project(
-                self._db,
-                name=name,
-                project_id=project_id,
-                description=description,
-                extra=extra,
-                reference_dataset_id=reference_dataset_id,
-                start_time=start_time,
-                end_time=end_time,
-                upsert=upsert,
-            )
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                by_name = db.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE name = ?", (name,)).fetchone()
+                by_id = (
+                    db.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE id = ?", (project_id,)).fetchone()
+                    if project_id is not None
+                    else None
+                )
+                if by_id is not None and (by_name is None or by_id[0] != by_name[0]):
+                    raise ProjectExists(f"a project with id {project_id} already exists", project_row(by_id))
+                if by_name is not None:
+                    if not upsert:
+                        raise ProjectExists(
+                            f"a project named {name!r} already exists (id {by_name[0]}); pass upsert=true to update it",
+                            project_row(by_name),
+                        )
+                    updates = {
+                        "description": description,
+                        "extra": dumps(dict(extra)) if extra is not None else None,
+                        "reference_dataset_id": reference_dataset_id,
+                        "end_time": end_time,
+                    }
+                    given = {k: v for k, v in updates.items() if v is not None}
+                    if given:
+                        db.execute(
+                            f"UPDATE projects SET {', '.join(f'{k} = ?' for k in given)} WHERE id = ?",
+                            (*given.values(), by_name[0]),
+                        )
+                    row = db.execute(
+                        f"SELECT {PROJECT_COLUMNS} FROM projects WHERE id = ?", (by_name[0],)
+                    ).fetchone()
+                    db.execute("COMMIT")
+                    return project_row(row), False
+                new_id = project_id or str(uuid.uuid4())
+                insert_project(
+                    db,
+                    new_id,
+                    name,
+                    start_time or now_iso(),
+                    created=True,
+                    description=description,
+                    extra=extra,
+                    reference_dataset_id=reference_dataset_id,
+                    end_time=end_time,
+                )
+                row = db.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE id = ?", (new_id,)).fetchone()
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return project_row(row), True
 
     def count(self, *, completed: bool = False) -> int:
         """Number of posted runs (with an end_time when ``completed``)."""

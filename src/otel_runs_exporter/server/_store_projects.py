@@ -1,4 +1,4 @@
-"""The local service's projects in SQL: derived from runs as they arrive, created, listed and counted.
+"""How the local service's projects come to exist: derived from the runs that name them, or created.
 
 Projects are rows of their own: created through ``POST /sessions``, or derived
 when a run names a project that does not exist yet. A project named by
@@ -6,8 +6,8 @@ when a run names a project that does not exist yet. A project named by
 the same id across restarts and databases; one named only by ``session_id``
 keeps that id and has no name.
 
-Functions over the store's connection: :class:`~._store.RunStore` calls them
-holding its lock (inside its write transaction for :func:`project_for_run`).
+Functions over the store's connection, which :class:`~._store.RunStore` calls
+inside its write transactions; the store itself lists, reads and counts projects.
 """
 
 from __future__ import annotations
@@ -25,13 +25,10 @@ from ._validate import canonical_id
 __all__ = [
     "ProjectExists",
     "PROJECT_COLUMNS",
-    "create_project",
+    "insert_project",
     "project_for_run",
     "project_id_for_name",
     "project_row",
-    "project_stats",
-    "select_project",
-    "select_projects",
 ]
 
 
@@ -63,7 +60,7 @@ def project_for_run(db: sqlite3.Connection, run: Mapping[str, Any]) -> str | Non
     if session_id is not None:
         found = db.execute("SELECT id, start_time, created FROM projects WHERE id = ?", (session_id,)).fetchone()
         if found is None:
-            _insert_project(db, session_id, None, start)
+            insert_project(db, session_id, None, start)
         else:
             _note_run_start(db, found, start)
         return session_id
@@ -77,11 +74,11 @@ def project_for_run(db: sqlite3.Connection, run: Mapping[str, Any]) -> str | Non
     project_id = project_id_for_name(name)
     if db.execute("SELECT 1 FROM projects WHERE id = ?", (project_id,)).fetchone() is not None:
         project_id = str(uuid.uuid4())  # someone created a project with exactly that id under another name
-    _insert_project(db, project_id, name, start)
+    insert_project(db, project_id, name, start)
     return project_id
 
 
-def _insert_project(
+def insert_project(
     db: sqlite3.Connection,
     project_id: str,
     name: str | None,
@@ -93,6 +90,7 @@ def _insert_project(
     reference_dataset_id: str | None = None,
     end_time: str | None = None,
 ) -> None:
+    """Add one project row (in the caller's transaction)."""
     # seq orders the projects newest first; reset empties the table, so it starts at 1 again.
     db.execute(
         "INSERT INTO projects (id, name, description, extra, reference_dataset_id, start_time, end_time, created, seq)"
@@ -130,121 +128,3 @@ def project_row(row: Sequence[Any]) -> dict[str, Any]:
         "start_time": row[5],
         "end_time": row[6],
     }
-
-
-def select_projects(
-    db: sqlite3.Connection,
-    *,
-    ids: Sequence[str] | None = None,
-    name: str | None = None,
-    name_contains: str | None = None,
-    limit: int = 100,
-    offset: int = 0,
-) -> list[dict[str, Any]]:
-    """Projects, newest first; every given filter must hold (``name_contains`` ignores ASCII case)."""
-    clauses: list[str] = []
-    args: list[Any] = []
-    if ids is not None:
-        clauses.append(f"id IN ({', '.join('?' * len(ids))})" if ids else "0")
-        args += ids
-    if name is not None:
-        clauses.append("name = ?")
-        args.append(name)
-    if name_contains is not None:
-        clauses.append("instr(lower(name), lower(?)) > 0")
-        args.append(name_contains)
-    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    rows = db.execute(
-        f"SELECT {PROJECT_COLUMNS} FROM projects {where} ORDER BY seq DESC LIMIT ? OFFSET ?",
-        (*args, limit, offset),
-    ).fetchall()
-    return [project_row(r) for r in rows]
-
-
-def select_project(db: sqlite3.Connection, project_id: str) -> dict[str, Any] | None:
-    """One project by id, or None."""
-    row = db.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE id = ?", (project_id,)).fetchone()
-    return project_row(row) if row else None
-
-
-def project_stats(db: sqlite3.Connection, project_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """project id -> run_count and last_run_start_time, for the projects that have runs."""
-    if not project_ids:
-        return {}
-    rows = db.execute(
-        "SELECT project_id, COUNT(*), MAX(start_time) FROM runs"
-        f" WHERE posted = 1 AND project_id IN ({', '.join('?' * len(project_ids))}) GROUP BY project_id",
-        list(project_ids),
-    ).fetchall()
-    return {r[0]: {"run_count": r[1], "last_run_start_time": r[2]} for r in rows}
-
-
-def create_project(
-    db: sqlite3.Connection,
-    *,
-    name: str,
-    project_id: str | None = None,
-    description: str | None = None,
-    extra: Mapping[str, Any] | None = None,
-    reference_dataset_id: str | None = None,
-    start_time: str | None = None,
-    end_time: str | None = None,
-    upsert: bool = False,
-) -> tuple[dict[str, Any], bool]:
-    """Create a project, or with ``upsert`` update the one of that name; returns it and whether it is new.
-
-    Raises :class:`ProjectExists` when the name (or the id) is taken and
-    ``upsert`` is off: a project derived from ingested runs counts as existing,
-    as it does on the service.
-    """
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        by_name = db.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE name = ?", (name,)).fetchone()
-        by_id = (
-            db.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE id = ?", (project_id,)).fetchone()
-            if project_id is not None
-            else None
-        )
-        if by_id is not None and (by_name is None or by_id[0] != by_name[0]):
-            raise ProjectExists(f"a project with id {project_id} already exists", project_row(by_id))
-        if by_name is not None:
-            if not upsert:
-                raise ProjectExists(
-                    f"a project named {name!r} already exists (id {by_name[0]}); pass upsert=true to update it",
-                    project_row(by_name),
-                )
-            updates = {
-                "description": description,
-                "extra": dumps(dict(extra)) if extra is not None else None,
-                "reference_dataset_id": reference_dataset_id,
-                "end_time": end_time,
-            }
-            given = {k: v for k, v in updates.items() if v is not None}
-            if given:
-                db.execute(
-                    f"UPDATE projects SET {', '.join(f'{k} = ?' for k in given)} WHERE id = ?",
-                    (*given.values(), by_name[0]),
-                )
-            row = db.execute(
-                f"SELECT {PROJECT_COLUMNS} FROM projects WHERE id = ?", (by_name[0],)
-            ).fetchone()
-            db.execute("COMMIT")
-            return project_row(row), False
-        new_id = project_id or str(uuid.uuid4())
-        _insert_project(
-            db,
-            new_id,
-            name,
-            start_time or now_iso(),
-            created=True,
-            description=description,
-            extra=extra,
-            reference_dataset_id=reference_dataset_id,
-            end_time=end_time,
-        )
-        row = db.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE id = ?", (new_id,)).fetchone()
-        db.execute("COMMIT")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    return project_row(row), True
