@@ -59,31 +59,27 @@ class DispatchedService(Service, Protocol):
     max_body_bytes: int
 
 
+@dataclass
 class Dispatcher:
-    """Answers one :class:`~._http.Exchange` by the steps above; the framing calls it for every request."""
+    """Answers one :class:`~._http.Exchange` by the steps above; the framing calls it for every request.
 
-    def __init__(
-        self,
-        service: DispatchedService,
-        credentials: Credentials,
-        stopping: threading.Event,
-        router: Router = ROUTER,
-        files: Files = FILES,
-    ) -> None:
-        self._service = service
-        self._credentials = credentials
-        self._stopping = stopping
-        self._router = router
-        self._files = files
+    ``stopping`` is the service's: set, it answers 503 and ends waits early.
+    """
+
+    service: DispatchedService
+    credentials: Credentials
+    stopping: threading.Event
+    router: Router = ROUTER
+    files: Files = FILES
 
     def __call__(self, exchange: Exchange) -> Reply:
-        service = self._service
+        service = self.service
         method, path = exchange.method, exchange.path
-        if self._stopping.is_set():
+        if self.stopping.is_set():
             exchange.discard_body()
             raise Refuse(503, detail("the local service is shutting down"), close=True)
-        if method in self._files.methods:
-            page = self._files.lookup(path)
+        if method in self.files.methods:
+            page = self.files.lookup(path)
             if page is not None:
                 exchange.discard_body()
                 return page
@@ -99,7 +95,7 @@ class Dispatcher:
         if exchange.header_count("x-api-key") > 1:
             exchange.discard_body()
             raise Refuse(400, detail("more than one x-api-key header; send exactly one"), close=True)
-        match = self._router.match(method, path)
+        match = self.router.match(method, path)
         policy = match.policy
         if policy is not None and policy.public:
             exchange.discard_body()
@@ -116,7 +112,7 @@ class Dispatcher:
         raw = exchange.read_body(limit)
         exchange.log["body_bytes"] = len(raw)
         if decision.delay:
-            self._stopping.wait(decision.delay)
+            self.stopping.wait(decision.delay)
         if decision.action == "status":
             assert decision.status is not None
             headers = {}
@@ -135,7 +131,7 @@ class Dispatcher:
 
     def _serve(self, match: Match, exchange: Exchange, data: bytes) -> Reply:
         """The route's answer: 404 without one, 405 with ``Allow`` for another method, else its handler's."""
-        service = self._service
+        service = self.service
         policy = match.policy
         if policy is None or (policy.enabled_by is not None and not getattr(service, policy.enabled_by)):
             return Reply(404, detail("Not Found"))
@@ -146,24 +142,13 @@ class Dispatcher:
             injected = service.control.take_injected()
             if injected is not None:
                 return injected
-        request = Request(
-            method=exchange.method,
-            path=exchange.path,
-            route=match.route_path,
-            params=match.params,
-            query=exchange.query,
-            headers=exchange.headers,
-            data=data,
-            log=exchange.log,
-            stopping=self._stopping,
-            body_kind=route.body,
-        )
+        request = Request(exchange, match, data, self.stopping)
         return route.handler(request, service)
 
     def _authenticate(self, exchange: Exchange, bearer: bool) -> None:
         headers = exchange.headers
-        key = self._credentials.api_key
-        token = self._credentials.bearer_token
+        key = self.credentials.api_key
+        token = self.credentials.bearer_token
         # Spec 5: the control plane also lists a Bearer scheme; a right bearer token
         # stands in for the API key there (and a wrong one is refused, not ignored).
         given_bearer = headers.get("authorization", "")
@@ -178,7 +163,7 @@ class Dispatcher:
             if not hmac.compare_digest(given.encode(), key.encode()):
                 exchange.discard_body()
                 raise Refuse(401, detail("missing or invalid x-api-key"))
-        workspace = self._service.workspace_id
+        workspace = self.service.workspace_id
         if workspace is not None and headers.get("x-tenant-id", "").lower() != workspace.lower():
             exchange.discard_body()
             raise Refuse(403, detail("x-tenant-id does not name this service's workspace"))

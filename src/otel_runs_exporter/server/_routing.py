@@ -43,6 +43,7 @@ from ._validate import Violation, json_depth_exceeds, too_deep
 
 if TYPE_CHECKING:
     from ._control import ControlPlane
+    from ._http import Exchange
     from ._faults import FaultConfig
     from ._store import RunStore
 
@@ -210,32 +211,30 @@ class Files:
     methods: tuple[str, ...] = GET_HEAD
 
 
-@dataclass
 class Request:
     """What a handler is given: one request, with its body decoded (``data``) and parsed on first use (``body``).
 
-    ``route`` is the path without ``/api/v1``. ``log`` is the request's entry in the
-    request log (a handler notes ``run_ids``, ``part_names`` and ``fault`` there).
-    ``stopping`` is set when the service shuts down: a handler that waits stops waiting.
+    ``path`` is the URL path as sent, ``route`` the same without ``/api/v1``, ``params``
+    the path parameters, ``query`` the query string, ``headers`` lower-case. ``log`` is
+    the request's entry in the request log (a handler notes ``run_ids``,
+    ``part_names`` and ``fault`` there). ``stopping`` is set when the service shuts
+    down: a handler that waits stops waiting.
     """
 
-    method: str
-    path: str
-    route: str
-    params: dict[str, str]
-    query: str
-    headers: Mapping[str, str]
-    data: bytes
-    log: dict[str, Any]
-    stopping: threading.Event
-    body_kind: Body = NO_BODY
+    def __init__(self, exchange: Exchange, match: Match, data: bytes, stopping: threading.Event) -> None:
+        self.method, self.path, self.query = exchange.method, exchange.path, exchange.query
+        self.headers: Mapping[str, str] = exchange.headers
+        self.log: dict[str, Any] = exchange.log
+        self.route, self.params = match.route_path, match.params
+        self.data, self.stopping = data, stopping
+        self._body = match.route.body if match.route is not None else NO_BODY
 
     @cached_property
     def body(self) -> Any:
         """The body parsed as the route's :class:`Body` says (None for ``none``); parsing errors are a 422."""
-        if self.body_kind.parse is None:
+        if self._body.parse is None:
             return None
-        return self.body_kind.parse(self.data, self.headers.get("content-type"))
+        return self._body.parse(self.data, self.headers.get("content-type"))
 
 
 @dataclass(frozen=True)
