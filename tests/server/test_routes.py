@@ -9,6 +9,7 @@ table's.
 
 from __future__ import annotations
 
+import doctest
 import re
 import uuid
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from otel_runs_exporter.server import LocalService
+from otel_runs_exporter.server import LocalService, _reply, _routing
 from otel_runs_exporter.server._ratelimit import SPEC_RULES
 from otel_runs_exporter.server._route_docs import BEGIN, END, markdown
 from otel_runs_exporter.server._routes import FILES, ROUTER, ROUTES
@@ -180,3 +181,8 @@ def test_the_docs_route_list_is_the_table() -> None:
         "docs/local-service.md's route list differs from server/_routes.py; run "
         "python -m otel_runs_exporter.server._route_docs docs/local-service.md"
     )
+
+
+@pytest.mark.parametrize("module", [_routing, _reply], ids=lambda m: m.__name__)
+def test_doctests(module) -> None:
+    assert doctest.testmod(module).failed == 0

@@ -208,6 +208,12 @@ class _Refuser:
 
 
 class HttpServer(ThreadingHTTPServer):
+    """Serves connections on daemon threads and hands each request to ``app``; counts the requests in flight.
+
+    :meth:`wait_idle` lets a stopping service finish what it answers before closing
+    the connections (:meth:`close_connections`) and the store.
+    """
+
     daemon_threads = True
     allow_reuse_address = True
     # The stdlib's listen backlog of 5 reset connections under 50 concurrent clients.

@@ -176,12 +176,10 @@ class Route:
     trailing_slash: bool = True
     enabled_by: str | None = None
     pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
-    params: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.path.startswith("/"):
             raise ValueError(f"route path {self.path!r} must start with /")
-        params = tuple(re.findall(r"{([a-z_]+)}", self.path))
         regex = "".join(
             f"(?P<{piece[1:-1]}>[^/]+)" if piece.startswith("{") else re.escape(piece)
             for piece in re.split(r"({[a-z_]+})", self.path)
@@ -190,7 +188,6 @@ class Route:
         if self.trailing_slash and self.path != "/":
             regex += "/?"
         object.__setattr__(self, "pattern", re.compile(f"^{regex}$"))
-        object.__setattr__(self, "params", params)
 
     @property
     def public(self) -> bool:
