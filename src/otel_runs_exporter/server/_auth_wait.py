@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
-from ._control_common import ControlReply, ControlRequest, Part, ServiceClock, invalid, not_allowed
+from ._control_common import Part, ServiceClock, invalid
 
-__all__ = ["AuthWaits"]
+__all__ = ["AuthWaits", "timeout_param"]
 
-_ROUTE = re.compile(r"^/v2/auth/wait/(?P<id>[^/]+)/?$")
 # Bounded: int() refuses strings past 4,300 digits (a 500), and no wait needs more than 18.
 _INT = re.compile(r"^[+-]?\d{1,18}$")
 _MAX_AUTH_WAIT_S = 3600
@@ -51,15 +50,6 @@ class AuthWaits(Part):
         """Forget every auth wait."""
         with self._lock:
             self._auth: dict[str, _AuthWait] = {}
-
-    def serve(self, request: ControlRequest) -> ControlReply | None:
-        """Answer ``/v2/auth/wait/{auth_id}``; None for any other route."""
-        match = _ROUTE.match(request.path)
-        if not match:
-            return None
-        if request.method != "GET":
-            return not_allowed()
-        return ControlReply(200, self.wait(match["id"], _timeout_param(request.query), request.stopping))
 
     def start(
         self,
@@ -115,7 +105,8 @@ class AuthWaits(Part):
                 self._auth_changed.wait(min(left, 0.02))
 
 
-def _timeout_param(query: str) -> float:
+def timeout_param(query: str) -> float:
+    """The ``timeout`` query parameter of an auth wait: whole seconds, 0 to 3600, 30 when absent; else a 422."""
     values = parse_qs(query, keep_blank_values=True).get("timeout")
     if not values:
         return 30.0

@@ -1,32 +1,43 @@
-"""The local service's bulk exports, deployments and auth waits behind one entry point (spec 2.1, 2.4-2.6, 3, 4.1-4.3, 8.2).
+"""The local service's bulk exports, deployments and auth waits (spec 2.1, 2.4-2.6, 3, 4.1-4.3, 8.2), and their handlers.
 
-:class:`ControlPlane` routes each request to the part that owns its path
-(:class:`~._exports.BulkExports`, :class:`~._deployments.Deployments`,
-:class:`~._auth_wait.AuthWaits`), all on one :class:`~._control_common.ServiceClock`,
-and can answer the next requests with injected statuses (:meth:`ControlPlane.fail_next`).
+:class:`ControlPlane` holds the three parts (:class:`~._exports.BulkExports`,
+:class:`~._deployments.Deployments`, :class:`~._auth_wait.AuthWaits`) on one
+:class:`~._control_common.ServiceClock`, and can answer the next requests with
+injected statuses (:meth:`ControlPlane.fail_next`). The functions below are the
+handlers the route table (:mod:`._routes`) names for ``/bulk-exports`` and ``/v2/...``:
+each turns a request into one call on a part.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Mapping
+from typing import TYPE_CHECKING
 
-from ._auth_wait import AuthWaits
-from ._control_common import ControlReply, ControlRequest, Part, Refuse, ServiceClock
+from ._auth_wait import AuthWaits, timeout_param
+from ._control_common import ServiceClock, invalid
 from ._deployments import Deployments
 from ._exports import EXPORT_STATUSES, BulkExports
+from ._reply import Reply
 
-__all__ = ["ControlPlane", "ControlReply", "ServiceClock", "is_control_route", "EXPORT_STATUSES"]
+if TYPE_CHECKING:
+    from ._routing import Request, Service
 
-
-def is_control_route(path: str, route: str) -> bool:
-    """Whether a request belongs here: ``route`` is the path without ``/api/v1``, ``path`` the raw one.
-
-    Bulk exports live on the main API (``/api/v1/bulk-exports``, also served at the
-    root like every main-API path); the control plane's ``/v2/...`` paths only at the root.
-    """
-    return route.startswith("/bulk-exports") or path.startswith("/v2/")
+__all__ = [
+    "ControlPlane",
+    "ServiceClock",
+    "EXPORT_STATUSES",
+    "list_exports",
+    "create_export",
+    "read_export",
+    "cancel_export",
+    "export_runs",
+    "create_deployment",
+    "read_deployment",
+    "update_deployment",
+    "read_revision",
+    "wait_for_auth",
+]
 
 
 class ControlPlane:
@@ -61,31 +72,68 @@ class ControlPlane:
         with self._lock:
             self._next_statuses.extend((s, retry_after) for s in statuses)
 
-    def handle(
-        self,
-        method: str,
-        path: str,
-        route: str,
-        query: str,
-        headers: Mapping[str, str],
-        data: bytes,
-        stopping: threading.Event | None = None,
-    ) -> ControlReply:
-        """Answer one request routed here (see :func:`is_control_route`)."""
+    def take_injected(self) -> Reply | None:
+        """The answer :meth:`fail_next` queued for the next request, or None (the dispatcher asks before each one)."""
         with self._lock:
             injected = self._next_statuses.popleft() if self._next_statuses else None
-        if injected is not None:
-            status, retry_after = injected
-            extra = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else {}
-            return ControlReply(status, {"detail": f"injected status {status} (ControlPlane.fail_next)"}, extra)
-        workspace = (headers.get("x-tenant-id") or "default").lower()
-        request = ControlRequest(method, path, route, query, workspace, data, stopping)
-        try:
-            parts: tuple[Part, ...] = (self.exports, self.deployments, self.auth)
-            for part in parts:
-                reply = part.serve(request)
-                if reply is not None:
-                    return reply
-        except Refuse as refusal:
-            return ControlReply(refusal.status, refusal.body)
-        return ControlReply(404, {"detail": "Not Found"})
+        if injected is None:
+            return None
+        status, retry_after = injected
+        extra = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else {}
+        return Reply(status, {"detail": f"injected status {status} (ControlPlane.fail_next)"}, extra)
+
+
+# --- handlers (rows in ._routes) ---------------------------------------------------
+
+
+def _workspace(request: Request) -> str:
+    # Without --workspace-id any x-tenant-id is a workspace of its own.
+    return (request.headers.get("x-tenant-id") or "default").lower()
+
+
+def list_exports(request: Request, service: Service) -> Reply:
+    return Reply(200, service.control.exports.all(_workspace(request)))
+
+
+def create_export(request: Request, service: Service) -> Reply:
+    exports = service.control.exports
+    exports.check_create_size(len(request.data))  # before parsing it
+    return Reply(201, exports.create(request.body, _workspace(request)))
+
+
+def read_export(request: Request, service: Service) -> Reply:
+    return Reply(200, service.control.exports.get(request.params["export_id"], _workspace(request)))
+
+
+def cancel_export(request: Request, service: Service) -> Reply:
+    body = request.body
+    if not isinstance(body, dict) or body.get("status") != "Cancelled":
+        raise invalid(["body", "status"], "Input should be 'Cancelled'", "literal_error")
+    return Reply(200, service.control.exports.cancel(request.params["export_id"], _workspace(request)))
+
+
+def export_runs(request: Request, service: Service) -> Reply:
+    return Reply(200, service.control.exports.runs(request.params["export_id"], _workspace(request)))
+
+
+def create_deployment(request: Request, service: Service) -> Reply:
+    return Reply(201, service.control.deployments.create(request.body))
+
+
+def read_deployment(request: Request, service: Service) -> Reply:
+    return Reply(200, service.control.deployments.get(request.params["deployment_id"]))
+
+
+def update_deployment(request: Request, service: Service) -> Reply:
+    return Reply(200, service.control.deployments.update(request.params["deployment_id"], request.body))
+
+
+def read_revision(request: Request, service: Service) -> Reply:
+    params = request.params
+    return Reply(200, service.control.deployments.revision(params["deployment_id"], params["revision_id"]))
+
+
+def wait_for_auth(request: Request, service: Service) -> Reply:
+    """``GET /v2/auth/wait/{auth_id}?timeout=N``: held until the authentication completes or N service seconds pass."""
+    auth = service.control.auth
+    return Reply(200, auth.wait(request.params["auth_id"], timeout_param(request.query), request.stopping))

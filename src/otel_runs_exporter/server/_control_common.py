@@ -7,24 +7,24 @@ State does not move on a background thread: each part is brought up to the
 clock's ``now`` when it is asked, so the same clock always gives the same
 history, however slowly the test's requests arrive.
 
-Each :class:`Part` answers the requests routed to it (:class:`ControlRequest`) with a
-:class:`ControlReply`, or refuses one by raising :class:`Refuse` (:func:`invalid`
-builds the 422 of spec 2.2).
+Each :class:`Part` keeps its own state and refuses a request by raising
+:class:`~._reply.Refuse` (:func:`invalid` builds the 422 of spec 2.2); the HTTP
+handlers that call the parts are in :mod:`._control`, their routes in :mod:`._routes`.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
 import orjson
 
+from ._reply import Refuse
 from ._validate import MAX_JSON_DEPTH, json_depth_exceeds
 
-__all__ = ["ServiceClock", "ControlRequest", "ControlReply", "Part", "Refuse", "invalid", "not_allowed", "iso", "json_body", "number"]
+__all__ = ["ServiceClock", "Part", "Refuse", "invalid", "iso", "json_body", "number"]
 
 
 class ServiceClock:
@@ -76,43 +76,10 @@ class ServiceClock:
         return float("inf") if self._speed == 0 else service_seconds / self._speed
 
 
-@dataclass
-class ControlReply:
-    """What the HTTP side sends back."""
-
-    status: int
-    body: Any
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-
-@dataclass(frozen=True)
-class ControlRequest:
-    """One request routed to the control plane: ``route`` is the path without ``/api/v1``, ``path`` the raw one."""
-
-    method: str
-    path: str
-    route: str
-    query: str
-    workspace: str
-    data: bytes
-    stopping: threading.Event | None = None
-
-
-class Refuse(Exception):
-    """A request the service answers with an error: ``status`` and the JSON ``body``."""
-
-    def __init__(self, status: int, body: Any) -> None:
-        super().__init__(status)
-        self.status = status
-        self.body = body
-
-
 class Part:
     """One part of the control plane: its own state under its own lock, on the clock all parts share.
 
-    A part answers the requests on its paths (:meth:`serve` returns None for any
-    other) and forgets everything on :meth:`reset`, which also sets the state up.
+    A part forgets everything on :meth:`reset`, which also sets the state up.
     """
 
     def __init__(self, clock: ServiceClock) -> None:
@@ -121,9 +88,6 @@ class Part:
         self.reset()
 
     def reset(self) -> None:
-        raise NotImplementedError
-
-    def serve(self, request: ControlRequest) -> ControlReply | None:
         raise NotImplementedError
 
 
@@ -137,11 +101,6 @@ def iso(t: float | None) -> str | None:
     if t is None:
         return None
     return datetime.fromtimestamp(t, tz=timezone.utc).isoformat()
-
-
-def not_allowed() -> ControlReply:
-    """A known path asked with a method it does not serve."""
-    return ControlReply(405, {"detail": "Method Not Allowed"})
 
 
 def number(local: Mapping[str, Any], name: str, default: float) -> float:

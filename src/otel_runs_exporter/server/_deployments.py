@@ -7,17 +7,15 @@ body makes it fail. Every PATCH starts a new revision.
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._control_common import ControlReply, ControlRequest, Part, Refuse, ServiceClock, invalid, iso, json_body, not_allowed, number
+from ._control_common import Part, Refuse, ServiceClock, invalid, iso, number
 
 __all__ = ["Deployments"]
 
 _DEPLOY_FAILURES = frozenset({"BUILD_FAILED", "DEPLOY_FAILED"})
-_ROUTE = re.compile(r"^/v2/deployments(?:/(?P<id>[^/]+)(?:/revisions/(?P<rev>[^/]+))?)?/?$")
 
 
 @dataclass
@@ -84,24 +82,6 @@ class Deployments(Part):
         """Forget every deployment."""
         with self._lock:
             self._deployments: dict[str, _Deployment] = {}
-
-    def serve(self, request: ControlRequest) -> ControlReply | None:
-        """Answer ``/v2/deployments...``; None for any other route."""
-        match = _ROUTE.match(request.path)
-        if not match:
-            return None
-        deployment_id, revision_id, method = match["id"], match["rev"], request.method
-        if deployment_id is None:
-            if method == "POST":
-                return ControlReply(201, self.create(json_body(request.data)))
-        elif revision_id is not None:
-            if method == "GET":
-                return ControlReply(200, self.revision(deployment_id, revision_id))
-        elif method == "GET":
-            return ControlReply(200, self.get(deployment_id))
-        elif method == "PATCH":
-            return ControlReply(200, self.update(deployment_id, json_body(request.data)))
-        return not_allowed()
 
     def create(self, body: Any) -> dict[str, Any]:
         fields, local = _deployment_body(body)

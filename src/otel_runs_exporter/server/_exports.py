@@ -41,13 +41,12 @@ from typing import Any, Iterator, Mapping
 
 import orjson
 
-from ._control_common import ControlReply, ControlRequest, Part, Refuse, ServiceClock, invalid, iso, json_body, not_allowed, number
+from ._control_common import Part, Refuse, ServiceClock, invalid, iso, number
 
 __all__ = ["BulkExports", "EXPORT_STATUSES"]
 
 EXPORT_STATUSES = ("CREATED", "RUNNING", "COMPLETED", "FAILED", "CANCELLED", "TIMEDOUT")
 _FINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEDOUT"})
-_ROUTE = re.compile(r"^/bulk-exports(?:/(?P<id>[^/]+)(?P<runs>/runs)?)?/?$")
 _MAX_PARTITIONS = 3660  # ten years of days; more is surely a mistake in the request
 _MAX_MESSAGE_CHARS = 500  # fail_message / destination_error: each is repeated in up to 21 errors per run
 _INDEX_KEY = re.compile(r"0|[1-9][0-9]{0,6}")
@@ -360,31 +359,6 @@ class BulkExports(Part):
             self._stale = 0  # events in the heap whose export has finished or been forgotten
             self._seq = itertools.count()
 
-    def serve(self, request: ControlRequest) -> ControlReply | None:
-        """Answer ``/bulk-exports...`` (main API paths, not ``/v2``); None for any other route."""
-        match = _ROUTE.match(request.route)
-        if not match or request.path.startswith("/v2/"):
-            return None
-        export_id, runs, method, workspace = match["id"], match["runs"], request.method, request.workspace
-        if export_id is None:
-            if method == "GET":
-                return ControlReply(200, self.all(workspace))
-            if method == "POST":
-                if len(request.data) > self.max_create_body_bytes:
-                    raise self._too_large(len(request.data))  # before parsing it
-                return ControlReply(201, self.create(json_body(request.data), workspace))
-        elif runs:
-            if method == "GET":
-                return ControlReply(200, self.runs(export_id, workspace))
-        elif method == "GET":
-            return ControlReply(200, self.get(export_id, workspace))
-        elif method == "PATCH":
-            body = json_body(request.data)
-            if not isinstance(body, dict) or body.get("status") != "Cancelled":
-                raise invalid(["body", "status"], "Input should be 'Cancelled'", "literal_error")
-            return ControlReply(200, self.cancel(export_id, workspace))
-        return not_allowed()
-
     def fail_runs(self, export_id: str, failures: Mapping[str | int, int], message: str = "injected failure") -> None:
         """Make runs of an export fail: partition (``"2025-01-02"`` or index) -> number of failed attempts.
 
@@ -436,8 +410,7 @@ class BulkExports(Part):
                 "value_error",
             )
         fields_json = orjson.dumps(body)
-        if len(fields_json) > self.max_create_body_bytes:
-            raise self._too_large(len(fields_json))
+        self.check_create_size(len(fields_json))
         run_seconds = number(local, "run_seconds", self.run_seconds)
         rows = int(number(local, "rows_per_run", self.rows_per_run))
         error = _message(local, "destination_error")
@@ -539,8 +512,11 @@ class BulkExports(Part):
                 },
             )
 
-    def _too_large(self, size: int) -> Refuse:
-        return Refuse(
+    def check_create_size(self, size: int) -> None:
+        """Refuse (413) a create body of ``size`` bytes past ``max_create_body_bytes``, before it is parsed."""
+        if size <= self.max_create_body_bytes:
+            return
+        raise Refuse(
             413,
             {
                 "detail": f"export create body is {size} bytes; at most {self.max_create_body_bytes} are kept per export "

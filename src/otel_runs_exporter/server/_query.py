@@ -53,6 +53,7 @@ from typing import Any, Literal
 
 import orjson
 
+from ._reply import Refuse
 from ._store import QueriedRun, sortable_time
 from ._validate import canonical_id
 
@@ -130,13 +131,14 @@ _BODY_KEYS = (
 )
 
 
-class QueryError(Exception):
-    """A read request the local service cannot answer: where in the request, and what is supported instead."""
+class QueryError(Refuse):
+    """A read request the local service cannot answer: where in the request, and what is supported instead (a 422)."""
 
     def __init__(self, loc: Sequence[str | int], msg: str) -> None:
-        super().__init__(msg)
         self.loc = tuple(loc)
         self.msg = msg
+        super().__init__(422, self.as_detail())
+        self.args = (msg,)
 
     def as_detail(self) -> dict[str, Any]:
         """The spec 2.2 HTTPValidationError body for this error."""

@@ -1,5 +1,12 @@
 """Rate limits of spec 8.1, keyed the way its table says, so clients can be tested against them.
 
+Which rule counts a request: for the routes this service has, the route table
+names the rule (a row's ``rate``, :mod:`._routes`), and the rules below with that
+``route`` count the requests the row serves. The rows of 8.1 for paths this service
+does not serve (``/repos``, ``/generate``, ``/otel/v1/traces``, ...) keep the
+regular expression of their path, searched in the path without ``/api/v1``, so
+a client of those paths can still be tested against them.
+
 The spec leaves precedence open. The choice here: the rules whose *match* fits
 the request are tried in table order, and among them every rule whose identity
 is present in the request applies (an API-key rule needs ``x-api-key``, a
@@ -34,10 +41,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from ._routes import ROUTER
+from ._routing import strip_prefix
+
 __all__ = ["RateRule", "RateLimiter", "SPEC_RULES", "DEFAULT_RULES", "Refusal", "scaled"]
 
 Identity = Literal["ip", "api_key", "user_ip"]
-_UUID = r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}"
 
 
 @dataclass(frozen=True)
@@ -51,12 +60,16 @@ class RateRule:
     method: str | None = None
     """Upper-case method, or None for all methods."""
     pattern: str = ""
-    """Regular expression searched in the path (after any ``/api/v1`` prefix is removed)."""
+    """Regular expression searched in the path (after any ``/api/v1`` prefix is removed); unused with ``route``."""
+    route: str = ""
+    """The name rows of the route table give this rule (their ``rate``): the rule counts the requests they serve."""
 
-    def matches(self, method: str, path: str) -> bool:
-        """Whether this rule's method and path match the request."""
+    def matches(self, method: str, path: str, route: str | None = None) -> bool:
+        """Whether this rule counts the request: ``path`` without ``/api/v1``, ``route`` the rule the table names for it."""
         if self.method is not None and method != self.method:
             return False
+        if self.route:
+            return route == self.route
         return re.search(self.pattern, path) is not None
 
 
@@ -64,23 +77,27 @@ def _rule(category: str, identity: Identity, count: int, interval: float, patter
     return RateRule(category, identity, count, interval, method, pattern)
 
 
+def _routed(category: str, identity: Identity, count: int, interval: float, route: str, method: str | None = None) -> RateRule:
+    return RateRule(category, identity, count, interval, method, route=route)
+
+
 # US values where the table gives two.
 SPEC_RULES: tuple[RateRule, ...] = (
     _rule("High throughput", "ip", 2000, 10, r"", "OPTIONS"),
-    _rule("High throughput", "ip", 2000, 10, r"^/info/?$"),
+    _routed("High throughput", "ip", 2000, 10, "info"),
     _rule("High throughput", "ip", 2000, 10, r"/v1/metadata/submit$"),
     _rule("High throughput", "api_key", 2000, 10, r"^/auth(/|$)"),
     _rule("High throughput", "user_ip", 2000, 10, r"^/auth(/|$)"),
     _rule("High throughput", "ip", 2000, 10, r"^/v1/beacon(/|$)"),
     _rule("Repository", "api_key", 100, 60, r"^/repos(/|$)"),
     _rule("Repository", "user_ip", 100, 60, r"^/repos(/|$)"),
-    _rule("High throughput", "api_key", 2000, 10, r"^/runs/batch/?$", "POST"),
+    _routed("High throughput", "api_key", 2000, 10, "runs.batch"),
     _rule("Run ingest", "api_key", 2000, 10, r"^/otel/v1/traces/?$", "POST"),
     _rule("Charts", "api_key", 750, 600, r"/charts", "POST"),
     _rule("Charts", "user_ip", 750, 600, r"/charts", "POST"),
-    _rule("Multipart ingest", "api_key", 6000, 10, r"^/runs/multipart/?$", "POST"),
-    _rule("Run query (API)", "api_key", 15, 10, r"^/runs/query/?$", "POST"),
-    _rule("Run query (User)", "user_ip", 300, 10, r"^/runs/query/?$", "POST"),
+    _routed("Multipart ingest", "api_key", 6000, 10, "runs.multipart"),
+    _routed("Run query (API)", "api_key", 15, 10, "runs.query"),
+    _routed("Run query (User)", "user_ip", 300, 10, "runs.query"),
     _rule("Generation", "api_key", 30, 3600, r"^/generate(/|$)"),
     _rule("Generation", "user_ip", 30, 3600, r"^/generate(/|$)"),
     _rule("Commits", "api_key", 10000, 60, r"^/commits(/|$)"),
@@ -89,13 +106,13 @@ SPEC_RULES: tuple[RateRule, ...] = (
     _rule("Deletion", "api_key", 10, 60, r"/trigger/?$"),
     _rule("Deletion", "user_ip", 30, 60, r"^/sessions(/|$)", "DELETE"),
     _rule("Deletion", "user_ip", 30, 60, r"/trigger/?$"),
-    _rule("Run ingest", "api_key", 2000, 10, r"^/runs/?$", "POST"),
-    _rule("Run ingest", "api_key", 2000, 10, r"/runs", "PATCH"),
+    _routed("Run ingest", "api_key", 2000, 10, "runs.post"),
+    _routed("Run ingest", "api_key", 2000, 10, "runs.patch"),
     _rule("High throughput", "api_key", 2000, 10, r"^/feedback/?$", "POST"),
-    _rule("Run lookup", "api_key", 30, 60, rf"^/runs/{_UUID}/?$", "GET"),
+    _routed("Run lookup", "api_key", 30, 60, "runs.read", "GET"),
     _rule("Examples", "api_key", 5000, 60, r"/examples", "GET"),
     _rule("Public download", "ip", 5000, 60, r"^/public/download(/|$)"),
-    _rule("Stats", "api_key", 1, 10, r"^/runs/stats(/|$)"),
+    _routed("Stats", "api_key", 1, 10, "runs.stats"),
 )
 """The specific rows of 8.1, in table order."""
 
@@ -166,11 +183,17 @@ class RateLimiter:
         self._windows: dict[tuple[int, str], tuple[float, int]] = {}
 
     def applicable(self, method: str, path: str, headers: Mapping[str, str], ip: str) -> list[tuple[RateRule, str]]:
-        """The rules (with identity keys) that count this request, per the precedence above."""
+        """The rules (with identity keys) that count this request, per the precedence above.
+
+        ``path`` is the URL path as sent.
+        """
+        served = ROUTER.match(method, path).route
+        route = served.rate if served is not None else None
+        path = strip_prefix(path)
         for group in (self.rules, self.defaults):
             chosen = []
             for rule in group:
-                if not rule.matches(method, path):
+                if not rule.matches(method, path, route):
                     continue
                 key = _identity_key(rule.identity, headers, ip)
                 if key is not None:

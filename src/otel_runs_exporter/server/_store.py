@@ -13,11 +13,8 @@ also keeps a few columns of the merged run up to date (name, run_type, times,
 error, tags, metadata, project): the JSON of a post and its patches is only
 merged in Python, and a filter on ``error`` must see what the patch said.
 
-Projects are rows of their own: created through ``POST /sessions``, or derived
-when a run names a project that does not exist yet. A project named by
-``session_name`` gets a stable id (a UUID 5 of its name), so the same name has
-the same id across restarts and databases; one named only by ``session_id``
-keeps that id and has no name.
+The schema and the merge rules are in :mod:`._store_schema`; projects (rows of
+their own, created or derived from the runs that name them) in :mod:`._store_projects`.
 """
 
 from __future__ import annotations
@@ -28,14 +25,37 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
 import orjson
 
-from ._validate import RunOp, Violation, canonical_id, parse_timestamp
+from ._store_projects import (
+    PROJECT_COLUMNS,
+    ProjectExists,
+    insert_project,
+    project_for_run,
+    project_id_for_name,
+    project_row,
+)
+from ._store_schema import (
+    INDEX_COLUMNS,
+    RUN_INDEX_NAMES,
+    RUN_INDEX_SET,
+    SCHEMA,
+    SCHEMA_VERSION,
+    ApplyResult,
+    QueriedRun,
+    RunSummary,
+    dumps,
+    index_values,
+    merge_into,
+    merge_run,
+    now_iso,
+    sortable_time,
+)
+from ._validate import RunOp, Violation
 
 __all__ = [
     "RunStore",
@@ -49,202 +69,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-_SCHEMA_VERSION = 2
-# Columns of ``runs`` that only mirror the merged run, for the read API's filters.
-# Version 1 databases get them (and the projects table) added and filled on open.
-_INDEX_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("project_id", "TEXT"),
-    ("name", "TEXT"),
-    ("run_type", "TEXT"),
-    ("start_time", "TEXT"),
-    ("end_time", "TEXT"),
-    ("latency", "REAL"),
-    ("error", "TEXT"),
-    ("tags", "TEXT"),
-    ("metadata", "TEXT"),
-    ("reference_example_id", "TEXT"),
-)
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    id TEXT PRIMARY KEY,
-    trace_id TEXT,
-    parent_run_id TEXT,
-    dotted_order TEXT,
-    posted INTEGER NOT NULL DEFAULT 0,
-    patched INTEGER NOT NULL DEFAULT 0,
-    extra_posts INTEGER NOT NULL DEFAULT 0,
-    post_data TEXT,
-    patch_data TEXT,
-    first_seen REAL NOT NULL,
-    seq INTEGER NOT NULL,
-    project_id TEXT,
-    name TEXT,
-    run_type TEXT,
-    start_time TEXT,
-    end_time TEXT,
-    latency REAL,
-    error TEXT,
-    tags TEXT,
-    metadata TEXT,
-    reference_example_id TEXT
-);
-CREATE INDEX IF NOT EXISTS runs_by_trace ON runs (trace_id, dotted_order);
-CREATE INDEX IF NOT EXISTS runs_by_project ON runs (project_id, start_time);
--- Exactly the order query_runs sorts by, so a trace's pages (the viewer reads a 10,000-run
--- trace 100 at a time) come off the index instead of sorting the whole trace for each page.
-CREATE INDEX IF NOT EXISTS runs_by_trace_start ON runs (trace_id, COALESCE(start_time, ''), seq);
-CREATE TABLE IF NOT EXISTS projects (
-    id TEXT PRIMARY KEY,
-    name TEXT UNIQUE,
-    description TEXT,
-    extra TEXT,
-    reference_dataset_id TEXT,
-    start_time TEXT NOT NULL,
-    end_time TEXT,
-    created INTEGER NOT NULL,
-    seq INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS violations (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_id TEXT,
-    rule TEXT NOT NULL,
-    msg TEXT NOT NULL,
-    loc TEXT NOT NULL,
-    path TEXT,
-    accepted INTEGER NOT NULL,
-    at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS feedback (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_id TEXT,
-    data TEXT NOT NULL
-);
-"""
-_RUN_INDEX_SET = ", ".join(f"{name} = ?" for name, _ in _INDEX_COLUMNS)
-_RUN_INDEX_NAMES = ", ".join(name for name, _ in _INDEX_COLUMNS)
-
-# Any fixed UUID works as the namespace; changing it would change every derived project id.
-_PROJECT_NAMESPACE = uuid.UUID("6f1c58a4-3a55-4c1e-9c52-5a0c6f0e2d17")
-
-
-def project_id_for_name(name: str) -> str:
-    """The id a project gets when runs name it before anyone created it: the same for the same name.
-
-    >>> project_id_for_name("demo") == project_id_for_name("demo")
-    True
-    """
-    return str(uuid.uuid5(_PROJECT_NAMESPACE, name))
-
-
-def _sortable(moment: datetime | None) -> str | None:
-    # isoformat rather than strftime: several times faster, and this runs for every stored run.
-    return None if moment is None else moment.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
-
-
-def sortable_time(value: Any) -> str | None:
-    """An ISO 8601 timestamp as fixed-width UTC text, so SQL compares and sorts it as text.
-
-    >>> sortable_time("2025-03-01T13:00:00.5+01:00")
-    '2025-03-01T12:00:00.500000Z'
-    """
-    return _sortable(parse_timestamp(value))
-
-
-def _merge_into(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
-    """Overlay a patch: each field it carries replaces the stored one, ``extra`` and
-    the inputs, outputs and events included, as a whole.
-
-    A client sends in its patch the run as it is at the end (the service's SDK
-    sends its whole ``extra`` again), so a key its post guessed must be able to
-    go; a union could only add. A field sent as null is one the client left out
-    (the SDK's ``inputs=None`` when it excludes them), not an erasure.
-    """
-    for key, value in update.items():
-        if value is None and key in base:
-            continue
-        base[key] = value
-    return base
-
-
-def merge_run(post: Mapping[str, Any] | None, patch: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The run as the service shows it: the post's fields overlaid by the patches'."""
-    merged: dict[str, Any] = dict(post or {})
-    if patch:
-        _merge_into(merged, patch)
-    if post is not None and "inputs" not in merged:
-        # Clients leave out an empty inputs part (spec 4.4: parts are "sent only when
-        # present"); the service's runs always have inputs, as the SDK's Run model requires.
-        merged["inputs"] = {}
-    return merged
-
-
-@dataclass
-class ApplyResult:
-    """What storing one request's ops did."""
-
-    posted: list[str] = field(default_factory=list)
-    patched: list[str] = field(default_factory=list)
-    duplicates: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class QueriedRun:
-    """One run found by :meth:`RunStore.query_runs`: the merged run, its project, and where a next page starts."""
-
-    run: dict[str, Any]
-    project_id: str | None
-    position: tuple[str, int]
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    """What :meth:`RunStore.summarize` found: counts from the index columns, and the few runs that report tokens."""
-
-    count: int
-    errors: int
-    last_start_time: str | None
-    latencies: list[float]
-    token_runs: list[dict[str, Any]]
-
-
-class ProjectExists(Exception):
-    """``POST /sessions`` named a project (or an id) that already exists; carries the existing project."""
-
-    def __init__(self, message: str, project: dict[str, Any]) -> None:
-        super().__init__(message)
-        self.project = project
-
-
-def _dumps(value: Any) -> str:
-    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
-
-
-def _now_iso() -> str:
-    return _sortable(datetime.now(timezone.utc)) or ""
-
-
-def _index_values(merged: Mapping[str, Any], project_id: str | None) -> tuple[Any, ...]:
-    """The values of ``_INDEX_COLUMNS`` for one merged run, in that order."""
-    begun, ended = parse_timestamp(merged.get("start_time")), parse_timestamp(merged.get("end_time"))
-    latency = (ended - begun).total_seconds() if begun is not None and ended is not None else None
-    name, run_type, error = merged.get("name"), merged.get("run_type"), merged.get("error")
-    tags = merged.get("tags")
-    extra = merged.get("extra")
-    metadata = extra.get("metadata") if isinstance(extra, dict) else None
-    return (
-        project_id,
-        name if isinstance(name, str) else None,
-        run_type if isinstance(run_type, str) else None,
-        _sortable(begun),
-        _sortable(ended),
-        latency,
-        # A lenient service may hold an error that is not text; a filter still sees that there is one.
-        None if error is None else error if isinstance(error, str) else _dumps(error),
-        _dumps(tags) if isinstance(tags, list) else None,
-        _dumps(metadata) if isinstance(metadata, dict) else None,
-        canonical_id(merged.get("reference_example_id")),
-    )
 
 
 class RunStore:
@@ -274,25 +98,24 @@ class RunStore:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, 1, _SCHEMA_VERSION):
+            if version not in (0, 1, SCHEMA_VERSION):
                 raise RuntimeError(
-                    f"runs database {self.path} has schema version {version}, this version reads {_SCHEMA_VERSION}"
+                    f"runs database {self.path} has schema version {version}, this version reads {SCHEMA_VERSION}"
                 )
             if version == 1:
                 # Before the schema script: its new indexes name columns a version 1 table lacks. Each ALTER
                 # commits on its own, so an upgrade cut short leaves some columns behind; add only the rest.
                 present = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
-                for name, kind in _INDEX_COLUMNS:
+                for name, kind in INDEX_COLUMNS:
                     if name not in present:
                         conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
-            conn.executescript(_SCHEMA)
+            conn.executescript(SCHEMA)
             if version == 1:
                 self._reindex_all(conn)
-                logger.info("runs database %s upgraded from schema version 1 to %d", self.path, _SCHEMA_VERSION)
-            if version != _SCHEMA_VERSION:
-                conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+                logger.info("runs database %s upgraded from schema version 1 to %d", self.path, SCHEMA_VERSION)
+            if version != SCHEMA_VERSION:
+                conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         self._seq = self._max_seq()
-        self._project_seq = self._max_project_seq()
 
     # --- lifecycle ---------------------------------------------------------------
 
@@ -313,13 +136,8 @@ class RunStore:
         with self._lock:
             return int(self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM runs").fetchone()[0])
 
-    def _max_project_seq(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM projects").fetchone()[0])
-
     def _reindex_all(self, db: sqlite3.Connection) -> None:
         """Fill the index columns and derive the projects of every stored run (upgrade from version 1)."""
-        self._project_seq = int(db.execute("SELECT COALESCE(MAX(seq), 0) FROM projects").fetchone()[0])
         rows = db.execute("SELECT id, posted, post_data, patch_data FROM runs ORDER BY seq").fetchall()
         db.execute("BEGIN IMMEDIATE")
         try:
@@ -327,9 +145,9 @@ class RunStore:
                 merged = merge_run(
                     orjson.loads(post_data) if post_data else None, orjson.loads(patch_data) if patch_data else None
                 )
-                project_id = self._project_of(db, merged) if posted else None
+                project_id = project_for_run(db, merged) if posted else None
                 db.execute(
-                    f"UPDATE runs SET {_RUN_INDEX_SET} WHERE id = ?", (*_index_values(merged, project_id), run_id)
+                    f"UPDATE runs SET {RUN_INDEX_SET} WHERE id = ?", (*index_values(merged, project_id), run_id)
                 )
             db.execute("COMMIT")
         except BaseException:
@@ -350,7 +168,7 @@ class RunStore:
                     self._apply_one(db, op, now, result)
                 for item in feedback:
                     db.execute(
-                        "INSERT INTO feedback (run_id, data) VALUES (?, ?)", (item.get("run_id"), _dumps(dict(item)))
+                        "INSERT INTO feedback (run_id, data) VALUES (?, ?)", (item.get("run_id"), dumps(dict(item)))
                     )
                 db.execute("COMMIT")
             except BaseException:
@@ -372,17 +190,17 @@ class RunStore:
                 db.execute("UPDATE runs SET extra_posts = extra_posts + 1 WHERE id = ?", (op.run_id,))
                 result.duplicates.append(op.run_id)
                 return
-            post, posted, post_data = op.data, True, _dumps(op.data)
+            post, posted, post_data = op.data, True, dumps(op.data)
             result.posted.append(op.run_id)
         else:
             post = orjson.loads(post_data) if post_data else None
-            patch, patched = _merge_into(patch or {}, op.data), True
+            patch, patched = merge_into(patch or {}, op.data), True
             result.patched.append(op.run_id)
         merged = merge_run(post, patch)
         # The project is settled when the post arrives (a patch that came first may help name it);
         # later patches do not move a run to another project.
         if op.kind == "post":
-            project_id = self._project_of(db, merged)
+            project_id = project_for_run(db, merged)
         else:
             project_id = row[4] if row is not None else None
         values = (
@@ -392,89 +210,28 @@ class RunStore:
             int(posted),
             int(patched),
             post_data,
-            _dumps(patch) if patch is not None else None,
-            *_index_values(merged, project_id),
+            dumps(patch) if patch is not None else None,
+            *index_values(merged, project_id),
         )
         if row is None:
             self._seq += 1
             db.execute(
                 "INSERT INTO runs (trace_id, parent_run_id, dotted_order, posted, patched, post_data, patch_data,"
-                f" {_RUN_INDEX_NAMES}, id, first_seen, seq) VALUES ({', '.join('?' * (len(values) + 3))})",
+                f" {RUN_INDEX_NAMES}, id, first_seen, seq) VALUES ({', '.join('?' * (len(values) + 3))})",
                 (*values, op.run_id, now, self._seq),
             )
         else:
             db.execute(
                 "UPDATE runs SET trace_id = ?, parent_run_id = ?, dotted_order = ?, posted = ?, patched = ?,"
-                f" post_data = ?, patch_data = ?, {_RUN_INDEX_SET} WHERE id = ?",
+                f" post_data = ?, patch_data = ?, {RUN_INDEX_SET} WHERE id = ?",
                 (*values, op.run_id),
             )
-
-    def _project_of(self, db: sqlite3.Connection, run: Mapping[str, Any]) -> str | None:
-        """The id of the project a posted run names, creating the project the first time it is named."""
-        start = sortable_time(run.get("start_time")) or _now_iso()
-        session_id = canonical_id(run.get("session_id"))
-        if session_id is not None:
-            found = db.execute("SELECT id, start_time, created FROM projects WHERE id = ?", (session_id,)).fetchone()
-            if found is None:
-                self._insert_project(db, session_id, None, start)
-            else:
-                self._note_run_start(db, found, start)
-            return session_id
-        name = run.get("session_name")
-        if not isinstance(name, str) or not name:
-            return None
-        found = db.execute("SELECT id, start_time, created FROM projects WHERE name = ?", (name,)).fetchone()
-        if found is not None:
-            self._note_run_start(db, found, start)
-            return str(found[0])
-        project_id = project_id_for_name(name)
-        if db.execute("SELECT 1 FROM projects WHERE id = ?", (project_id,)).fetchone() is not None:
-            project_id = str(uuid.uuid4())  # someone created a project with exactly that id under another name
-        self._insert_project(db, project_id, name, start)
-        return project_id
-
-    def _insert_project(
-        self,
-        db: sqlite3.Connection,
-        project_id: str,
-        name: str | None,
-        start_time: str,
-        *,
-        created: bool = False,
-        description: str | None = None,
-        extra: Mapping[str, Any] | None = None,
-        reference_dataset_id: str | None = None,
-        end_time: str | None = None,
-    ) -> None:
-        self._project_seq += 1
-        db.execute(
-            "INSERT INTO projects (id, name, description, extra, reference_dataset_id, start_time, end_time, created, seq)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                project_id,
-                name,
-                description,
-                _dumps(dict(extra)) if extra is not None else None,
-                reference_dataset_id,
-                start_time,
-                end_time,
-                int(created),
-                self._project_seq,
-            ),
-        )
-
-    @staticmethod
-    def _note_run_start(db: sqlite3.Connection, project: Sequence[Any], start: str) -> None:
-        # A derived project began with its earliest run, which need not be the first to arrive.
-        project_id, project_start, created = project
-        if not created and start < project_start:
-            db.execute("UPDATE projects SET start_time = ? WHERE id = ?", (start, project_id))
 
     def record_violations(self, violations: Iterable[Violation], *, path: str, accepted: bool) -> None:
         """Keep violations so ``runs check`` can show what a lenient service let through."""
         now = time.time()
         rows = [
-            (v.run_id, v.rule, v.msg, _dumps(list(v.loc)), path, int(accepted), now) for v in violations
+            (v.run_id, v.rule, v.msg, dumps(list(v.loc)), path, int(accepted), now) for v in violations
         ]
         if not rows:
             return
@@ -491,7 +248,6 @@ class RunStore:
                 "DELETE FROM runs; DELETE FROM projects; DELETE FROM violations; DELETE FROM feedback;"
             )
             self._seq = 0
-            self._project_seq = 0
             self._changed.notify_all()
 
     # --- reads ------------------------------------------------------------------
@@ -601,21 +357,7 @@ class RunStore:
             row = self._db.execute("SELECT project_id FROM runs WHERE id = ? AND posted = 1", (run_id,)).fetchone()
         return row[0] if row else None
 
-    # --- projects -----------------------------------------------------------------
-
-    _PROJECT_COLUMNS = "id, name, description, extra, reference_dataset_id, start_time, end_time"
-
-    @staticmethod
-    def _project_row(row: Sequence[Any]) -> dict[str, Any]:
-        return {
-            "id": row[0],
-            "name": row[1],
-            "description": row[2],
-            "extra": orjson.loads(row[3]) if row[3] else None,
-            "reference_dataset_id": row[4],
-            "start_time": row[5],
-            "end_time": row[6],
-        }
+    # --- projects (derived and inserted in ._store_projects) -------------------------
 
     def projects(
         self,
@@ -641,18 +383,16 @@ class RunStore:
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         with self._lock:
             rows = self._db.execute(
-                f"SELECT {self._PROJECT_COLUMNS} FROM projects {where} ORDER BY seq DESC LIMIT ? OFFSET ?",
+                f"SELECT {PROJECT_COLUMNS} FROM projects {where} ORDER BY seq DESC LIMIT ? OFFSET ?",
                 (*args, limit, offset),
             ).fetchall()
-        return [self._project_row(r) for r in rows]
+        return [project_row(r) for r in rows]
 
     def project(self, project_id: str) -> dict[str, Any] | None:
         """One project by id, or None."""
         with self._lock:
-            row = self._db.execute(
-                f"SELECT {self._PROJECT_COLUMNS} FROM projects WHERE id = ?", (project_id,)
-            ).fetchone()
-        return self._project_row(row) if row else None
+            row = self._db.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE id = ?", (project_id,)).fetchone()
+        return project_row(row) if row else None
 
     def project_stats(self, project_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """project id -> run_count and last_run_start_time, for the projects that have runs."""
@@ -688,23 +428,23 @@ class RunStore:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
-                by_name = db.execute(f"SELECT {self._PROJECT_COLUMNS} FROM projects WHERE name = ?", (name,)).fetchone()
+                by_name = db.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE name = ?", (name,)).fetchone()
                 by_id = (
-                    db.execute(f"SELECT {self._PROJECT_COLUMNS} FROM projects WHERE id = ?", (project_id,)).fetchone()
+                    db.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE id = ?", (project_id,)).fetchone()
                     if project_id is not None
                     else None
                 )
                 if by_id is not None and (by_name is None or by_id[0] != by_name[0]):
-                    raise ProjectExists(f"a project with id {project_id} already exists", self._project_row(by_id))
+                    raise ProjectExists(f"a project with id {project_id} already exists", project_row(by_id))
                 if by_name is not None:
                     if not upsert:
                         raise ProjectExists(
                             f"a project named {name!r} already exists (id {by_name[0]}); pass upsert=true to update it",
-                            self._project_row(by_name),
+                            project_row(by_name),
                         )
                     updates = {
                         "description": description,
-                        "extra": _dumps(dict(extra)) if extra is not None else None,
+                        "extra": dumps(dict(extra)) if extra is not None else None,
                         "reference_dataset_id": reference_dataset_id,
                         "end_time": end_time,
                     }
@@ -715,28 +455,28 @@ class RunStore:
                             (*given.values(), by_name[0]),
                         )
                     row = db.execute(
-                        f"SELECT {self._PROJECT_COLUMNS} FROM projects WHERE id = ?", (by_name[0],)
+                        f"SELECT {PROJECT_COLUMNS} FROM projects WHERE id = ?", (by_name[0],)
                     ).fetchone()
                     db.execute("COMMIT")
-                    return self._project_row(row), False
+                    return project_row(row), False
                 new_id = project_id or str(uuid.uuid4())
-                self._insert_project(
+                insert_project(
                     db,
                     new_id,
                     name,
-                    start_time or _now_iso(),
+                    start_time or now_iso(),
                     created=True,
                     description=description,
                     extra=extra,
                     reference_dataset_id=reference_dataset_id,
                     end_time=end_time,
                 )
-                row = db.execute(f"SELECT {self._PROJECT_COLUMNS} FROM projects WHERE id = ?", (new_id,)).fetchone()
+                row = db.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE id = ?", (new_id,)).fetchone()
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
-        return self._project_row(row), True
+        return project_row(row), True
 
     def count(self, *, completed: bool = False) -> int:
         """Number of posted runs (with an end_time when ``completed``)."""

@@ -3,7 +3,8 @@
 The page is plain HTML, CSS and ES modules under ``server/viewer/`` (no build
 step, nothing fetched from elsewhere) and reads runs through the same endpoints
 the SDK uses (``POST /runs/query``, ``POST /runs/stats``, ``GET /runs/{id}``,
-``GET /sessions``), so it needs no route of its own beyond its files.
+``GET /sessions``: the rows of :mod:`._routes` whose ``browsers`` is ``SAME_ORIGIN``),
+so it needs no route of its own beyond its files.
 
 The files are public: the page has to load before it can ask for the API key.
 Run contents are untrusted (model output, user input), so the page renders
@@ -18,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 
-__all__ = ["ViewerFile", "viewer_file", "viewer_link", "SECURITY_HEADERS", "CSP"]
+__all__ = ["ViewerFile", "viewer_file", "viewer_link", "PATHS", "SECURITY_HEADERS", "CSP"]
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
@@ -49,6 +50,8 @@ _FILES = {
     "/viewer/run.js": ("run.js", "text/javascript; charset=utf-8"),
     "/viewer/icon.svg": ("icon.svg", "image/svg+xml"),
 }
+PATHS = tuple(_FILES)
+"""The URL paths of the viewer's files."""
 
 
 @dataclass(frozen=True)

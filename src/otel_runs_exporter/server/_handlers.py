@@ -1,0 +1,182 @@
+"""The handlers of the local service's main API: ingest (spec 4.4, 4.5), the read API and projects.
+
+Each is ``handler(request, service) -> Reply`` (the calling convention of
+:mod:`._routing`); the route table (:mod:`._routes`) says which path and methods
+each one serves and what is checked before it runs. The rules themselves live
+elsewhere: reading a request into runs and violations in :mod:`._validate`, read
+queries in :mod:`._query`, :mod:`._run_stats` and :mod:`._projects`, storage in
+:mod:`._store`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ._projects import NO_WORKSPACE, api_project, parse_project_create, parse_project_list, parse_project_read
+from ._query import QueryError, api_run, page_body, parse_run_query
+from ._reply import Reply, detail
+from ._routing import Request, Service
+from ._run_stats import parse_stats_query, run_stats
+from ._store import ProjectExists
+from ._validate import ReadResult, canonical_id, read_basic_patch, read_basic_post, read_batch, read_multipart
+
+__all__ = [
+    "ok",
+    "info",
+    "post_run",
+    "patch_run",
+    "post_batch",
+    "post_multipart",
+    "read_run",
+    "query_runs",
+    "stats",
+    "list_projects",
+    "read_project",
+    "create_project",
+    "ingest",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def ok(request: Request, service: Service) -> Reply:
+    return Reply(200, {"ok": True})
+
+
+def info(request: Request, service: Service) -> Reply:
+    return Reply(200, service.info())
+
+
+# --- ingest -------------------------------------------------------------------------
+
+
+def ingest(result: ReadResult, request: Request, service: Service) -> Reply:
+    """Store what one request carried, or refuse all of it: injected rejections, then rule violations (422)."""
+    request.log["run_ids"] = sorted(result.run_ids)
+    rejected = service.faults.rejected(result.run_ids)
+    if rejected:
+        errors = [
+            {
+                "loc": ["body", run_id],
+                "msg": f"run {run_id} rejected (fault injection: reject_run_ids); nothing in this request was stored",
+                "type": "runs.rejected",
+            }
+            for run_id in rejected
+        ]
+        request.log["fault"] = "reject_run_ids"
+        return Reply(422, {"detail": errors})
+    store = service.store
+    if result.violations:
+        store.record_violations(result.violations, path=request.route, accepted=service.lenient)
+        for violation in result.violations[:5]:
+            logger.info("rule violation on %s: %s", request.route, violation.as_error()["msg"])
+        if not service.lenient:
+            return Reply(422, {"detail": [v.as_error() for v in result.violations]})
+    applied = store.apply(result.ops, result.feedback)
+    return Reply(202, {"post": applied.posted, "patch": applied.patched, "duplicates": applied.duplicates})
+
+
+def post_run(request: Request, service: Service) -> Reply:
+    """Basic tracing's post; answers the ids it computed (handy when the client sent none)."""
+    result = read_basic_post(request.body, service.store.get_run)
+    reply = ingest(result, request, service)
+    if reply.status == 202 and result.ops:
+        run = result.ops[0].data
+        return Reply(202, {"id": run["id"], "trace_id": run.get("trace_id"), "dotted_order": run.get("dotted_order")})
+    return reply
+
+
+def patch_run(request: Request, service: Service) -> Reply:
+    run_id = request.params["run_id"]
+    reply = ingest(read_basic_patch(run_id, request.body), request, service)
+    if reply.status == 202:
+        return Reply(202, {"id": canonical_id(run_id)})
+    return reply
+
+
+def post_batch(request: Request, service: Service) -> Reply:
+    return ingest(read_batch(request.body), request, service)
+
+
+def post_multipart(request: Request, service: Service) -> Reply:
+    parts = request.body
+    request.log["part_names"] = [p.name for p in parts]
+    return ingest(read_multipart(parts), request, service)
+
+
+# --- the read API (runs and projects) ---------------------------------------------
+
+
+def _tenant_id(service: Service) -> str:
+    return canonical_id(service.workspace_id) or NO_WORKSPACE
+
+
+def read_run(request: Request, service: Service) -> Reply:
+    raw_id = request.params["run_id"]
+    run_id = canonical_id(raw_id)
+    store = service.store
+    run = store.get_run(run_id) if run_id else None
+    if run is None:
+        return Reply(404, detail(f"run {raw_id} not found"))
+    return Reply(200, api_run(run, store.project_of_run(run["id"])))
+
+
+def query_runs(request: Request, service: Service) -> Reply:
+    query = parse_run_query(request.body)
+    # One run past the page says whether a next page exists.
+    found = service.store.query_runs(
+        query.where.sql, query.where.params, order=query.order, after=query.after, limit=query.page_size + 1
+    )
+    return Reply(200, page_body(found, query))
+
+
+def stats(request: Request, service: Service) -> Reply:
+    query = parse_stats_query(request.body)
+    return Reply(200, run_stats(service.store.summarize(query.where.sql, query.where.params)))
+
+
+def list_projects(request: Request, service: Service) -> Reply:
+    query = parse_project_list(request.query)
+    if query.match_none:
+        return Reply(200, [])
+    store = service.store
+    projects = store.projects(
+        ids=query.ids, name=query.name, name_contains=query.name_contains, limit=query.limit, offset=query.offset
+    )
+    counts = store.project_stats([p["id"] for p in projects]) if query.include_stats else {}
+    tenant = _tenant_id(service)
+    body: list[Any] = [api_project(p, tenant, counts.get(p["id"]), include_stats=query.include_stats) for p in projects]
+    return Reply(200, body)
+
+
+def read_project(request: Request, service: Service) -> Reply:
+    include_stats = parse_project_read(request.query)
+    raw_id = request.params["project_id"]
+    project_id = canonical_id(raw_id)
+    if project_id is None:
+        raise QueryError(("path", "project_id"), f"project id {raw_id[:60]!r} is not a UUID")
+    store = service.store
+    project = store.project(project_id)
+    if project is None:
+        return Reply(404, detail(f"project {project_id} not found"))
+    counts = store.project_stats([project_id]).get(project_id) if include_stats else None
+    return Reply(200, api_project(project, _tenant_id(service), counts, include_stats=include_stats))
+
+
+def create_project(request: Request, service: Service) -> Reply:
+    wanted = parse_project_create(request.body, request.query)
+    try:
+        project, created = service.store.create_project(
+            name=wanted.name,
+            project_id=wanted.project_id,
+            description=wanted.description,
+            extra=wanted.extra,
+            reference_dataset_id=wanted.reference_dataset_id,
+            start_time=wanted.start_time,
+            end_time=wanted.end_time,
+            upsert=wanted.upsert,
+        )
+    except ProjectExists as exc:
+        return Reply(409, detail(str(exc), id=exc.project["id"]))
+    return Reply(201 if created else 200, api_project(project, _tenant_id(service)))

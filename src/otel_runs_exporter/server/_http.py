@@ -1,0 +1,540 @@
+"""The local service's HTTP framing: connections, bodies, encodings and the request log.
+
+Built on :class:`http.server.ThreadingHTTPServer` so the package needs no web
+framework: one daemon thread per connection (up to ``max_connections``, past which a
+503 goes out without a thread), HTTP/1.1 keep-alive, and every answer carries a
+Content-Length so clients reuse connections.
+
+This module knows nothing of routes. Each request becomes an :class:`Exchange`
+handed to the service's ``app`` (:class:`._dispatch.Dispatcher`), which decides
+whether the body is read (:meth:`Exchange.read_body`: Content-Length or strictly
+chunked, bounded), thrown away (:meth:`Exchange.discard_body`) or decoded
+(:func:`decode_body`: gzip, deflate, zstd, with the output bounded too), and returns
+a :class:`~._reply.Reply`. The framing sends it, or closes the connection for status 0,
+and appends the request to the :class:`RequestLog` before answering.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+import selectors
+import socket
+import threading
+import time
+import zlib
+from collections import deque
+from collections.abc import Callable
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from ._numbers import plain_int
+from ._reply import DROP, Refuse, Reply, detail
+
+__all__ = ["Exchange", "RequestLog", "HttpServer", "decode_body", "App"]
+
+logger = logging.getLogger(__name__)
+
+_VERSION = "0.1.0"
+# A refused request's body is read (to keep the connection) only up to this; past it the
+# connection is closed, so an unauthenticated client cannot make us read megabytes.
+_DISCARD_MAX = 64 * 1024
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
+_CHUNK_LINE_MAX = 64
+_MAX_TRAILERS = 32
+_READ_CHUNK = 1 << 16
+_REQUEST_LOG_MAX = 10_000
+
+
+def zstd_available() -> bool:
+    try:
+        import zstandard  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# A zstd frame names the window its decoder must allocate before any output; libzstd
+# allows 128 MiB by default, so one small authenticated body could make us allocate that.
+# Levels 1-19 use at most 8 MiB (only --ultra levels ask for more).
+_ZSTD_MAX_WINDOW = 1 << 23
+
+
+def _decode_zstd(data: bytes, limit: int | None) -> bytes:
+    try:
+        import zstandard
+    except ImportError:
+        raise Refuse(
+            415,
+            detail("Content-Encoding zstd needs the optional zstandard package: pip install 'otel-runs-exporter[zstd]'"),
+        ) from None
+    try:
+        window = zstandard.get_frame_parameters(data).window_size
+    except zstandard.ZstdError as exc:
+        raise Refuse(400, detail(f"body is not valid zstd: {exc}")) from None
+    if window > _ZSTD_MAX_WINDOW:
+        raise Refuse(
+            413,
+            detail(f"zstd frame asks for a {window}-byte window; at most {_ZSTD_MAX_WINDOW} (zstd levels 1-19)",
+                    max_window_size=_ZSTD_MAX_WINDOW),
+            close=True,
+        )
+    # A stream reader, because streaming compressors (the service's own client)
+    # write frames without a content size, which ZstdDecompressor.decompress refuses.
+    reader = zstandard.ZstdDecompressor(max_window_size=_ZSTD_MAX_WINDOW).stream_reader(
+        io.BytesIO(data), read_across_frames=True
+    )
+    out = bytearray()
+    try:
+        while True:
+            chunk = reader.read(_READ_CHUNK)
+            if not chunk:
+                break
+            out += chunk
+            if limit is not None and len(out) > limit:
+                raise Refuse(413, detail("decompressed body too large", max_size=limit), close=True)
+    except zstandard.ZstdError as exc:
+        raise Refuse(400, detail(f"body is not valid zstd: {exc}")) from None
+    return bytes(out)
+
+
+def _decode_gzip(data: bytes, limit: int | None, wbits: int) -> bytes:
+    decomp = zlib.decompressobj(wbits)
+    try:
+        out = decomp.decompress(data, (limit + 1) if limit is not None else 0)
+        if limit is not None and (len(out) > limit or decomp.unconsumed_tail):
+            raise Refuse(413, detail("decompressed body too large", max_size=limit), close=True)
+        out += decomp.flush()
+    except zlib.error as exc:
+        raise Refuse(400, detail(f"body is not valid gzip/deflate: {exc}")) from None
+    return out
+
+
+def decode_body(data: bytes, content_encoding: str | None, limit: int | None) -> bytes:
+    """Undo the Content-Encoding codings, last applied first; 415 for unknown ones."""
+    if not content_encoding:
+        return data
+    codings = [c.strip().lower() for c in content_encoding.split(",") if c.strip()]
+    for coding in reversed(codings):
+        if coding == "identity":
+            continue
+        if coding in ("gzip", "x-gzip"):
+            data = _decode_gzip(data, limit, 16 + zlib.MAX_WBITS)
+        elif coding == "deflate":
+            data = _decode_gzip(data, limit, zlib.MAX_WBITS)
+        elif coding == "zstd":
+            data = _decode_zstd(data, limit)
+        else:
+            raise Refuse(415, detail(f"unsupported Content-Encoding {coding!r}; use gzip or zstd"))
+    return data
+
+
+_BUSY_BODY = b'{"detail":"the local service is serving as many connections as it can"}'
+_BUSY_ANSWER = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+    b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY)
+)
+# How long a refused connection is drained before it is closed, and how many are drained at once.
+_BUSY_DRAIN_S = 5.0
+_BUSY_DRAIN_MAX = 1024
+
+
+class _Refuser:
+    """Answers connections past the worker limit with a 503, without a thread each.
+
+    The answer goes out at once (it fits in the socket's send buffer); the request is
+    then read and thrown away until the client closes, because closing a socket with
+    unread bytes sends a TCP reset, which can destroy the 503 before the client reads it.
+    """
+
+    def __init__(self) -> None:
+        self._selector = selectors.DefaultSelector()
+        self._lock = threading.Lock()
+        self._deadlines: dict[socket.socket, float] = {}
+        self._thread: threading.Thread | None = None
+
+    def refuse(self, conn: socket.socket) -> None:
+        try:
+            conn.setblocking(False)
+            conn.send(_BUSY_ANSWER)
+            conn.shutdown(socket.SHUT_WR)
+        except OSError:
+            conn.close()
+            return
+        with self._lock:
+            if len(self._deadlines) >= _BUSY_DRAIN_MAX:
+                conn.close()  # the last resort: bounded even under a flood
+                return
+            self._deadlines[conn] = time.monotonic() + _BUSY_DRAIN_S
+            self._selector.register(conn, selectors.EVENT_READ)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._drain, name="otel-runs-local-busy", daemon=True)
+                self._thread.start()
+
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                if not self._deadlines:
+                    self._thread = None
+                    return
+            for key, _ in self._selector.select(0.1):
+                try:
+                    more = key.fileobj.recv(_READ_CHUNK)  # type: ignore[union-attr]
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    more = b""
+                if not more:
+                    self._forget(key.fileobj)  # type: ignore[arg-type]
+            now = time.monotonic()
+            with self._lock:
+                late = [conn for conn, deadline in self._deadlines.items() if deadline < now]
+            for conn in late:
+                self._forget(conn)
+
+    def _forget(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._deadlines.pop(conn, None)
+            try:
+                self._selector.unregister(conn)
+            except (KeyError, ValueError):
+                pass
+        conn.close()
+
+
+class HttpServer(ThreadingHTTPServer):
+    """Serves connections on daemon threads and hands each request to ``app``; counts the requests in flight.
+
+    :meth:`wait_idle` lets a stopping service finish what it answers before closing
+    the connections (:meth:`close_connections`) and the store.
+    """
+
+    daemon_threads = True
+    allow_reuse_address = True
+    # The stdlib's listen backlog of 5 reset connections under 50 concurrent clients.
+    request_queue_size = 1024
+
+    def __init__(
+        self, address: tuple[str, int], app: App, request_log: RequestLog, max_connections: int
+    ) -> None:
+        self.app = app
+        self.request_log = request_log
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        # One thread per connection, up to this many; past it a 503 with Retry-After
+        # (which clients honour), so idle or slow connections cannot grow the threads without bound.
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._refuser = _Refuser()
+        self._inflight = 0
+        self._idle = threading.Condition()
+        super().__init__(address, _Handler)
+
+    def enter(self) -> None:
+        """A request is being answered."""
+        with self._idle:
+            self._inflight += 1
+
+    def exit(self) -> None:
+        with self._idle:
+            self._inflight -= 1
+            self._idle.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` for the requests being answered to finish."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._inflight == 0, timeout)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self._refuser.refuse(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        with self._connections_lock:
+            self._connections.add(request)
+        try:
+            super().finish_request(request, client_address)
+        finally:
+            with self._connections_lock:
+                self._connections.discard(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        logger.debug("error while serving %s", client_address, exc_info=True)
+
+    def close_connections(self) -> None:
+        """Shut every open connection so idle keep-alive threads stop reading."""
+        with self._connections_lock:
+            conns = list(self._connections)
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+App = Callable[["Exchange"], Reply]
+"""What the framing calls for each request: the service's dispatcher."""
+
+
+class RequestLog:
+    """The last 10,000 answered requests, oldest first, and each as a JSON line in ``path`` when given.
+
+    The file is for measuring a client's pacing from another process; see
+    :meth:`LocalService.requests <._app.LocalService.requests>` for the entries' fields.
+    """
+
+    def __init__(self, path: str | None = None) -> None:
+        self.path = path
+        self._entries: deque[dict[str, Any]] = deque(maxlen=_REQUEST_LOG_MAX)
+        self._lock = threading.Lock()
+        self._file: Any = None
+
+    def open(self) -> None:
+        """Open the file (append, line-buffered), if there is one and it is not open."""
+        with self._lock:
+            if self.path is not None and self._file is None:
+                self._file = open(self.path, "a", encoding="utf-8", buffering=1)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+    def append(self, entry: dict[str, Any]) -> None:
+        with self._lock:
+            self._entries.append(entry)
+            if self._file is not None:
+                line = {
+                    "at": round(time.time() - (entry.get("duration") or 0.0), 6),
+                    "method": entry["method"],
+                    "path": entry["path"],
+                    "status": entry["status"],
+                    "runs": len(entry["run_ids"]),
+                    "run_ids": entry["run_ids"],
+                    "body_bytes": entry["body_bytes"],
+                    "duration": entry.get("duration"),
+                    "client_port": entry["client_port"],
+                }
+                self._file.write(orjson.dumps(line).decode() + "\n")
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Copies of the entries, oldest first."""
+        with self._lock:
+            return [dict(e) for e in self._entries]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+class Exchange:
+    """One request as the framing received it: what the dispatcher reads, and the body on demand.
+
+    ``path`` is the URL path as sent (no query), ``headers`` has lower-case names,
+    ``log`` is this request's entry in the :class:`RequestLog` (the dispatcher and the
+    handlers note ``run_ids``, ``part_names``, ``fault`` and ``body_bytes`` in it).
+    """
+
+    def __init__(self, handler: _Handler, path: str, query: str, headers: dict[str, str], log: dict[str, Any]) -> None:
+        self._handler = handler
+        self.method: str = handler.command
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.client_ip: str = handler.client_address[0] if isinstance(handler.client_address, tuple) else ""
+        self.log = log
+
+    def header_count(self, name: str) -> int:
+        """How many times the header ``name`` was sent."""
+        return len(self._handler.headers.get_all(name) or [])
+
+    def _declared_length(self) -> int | None:
+        values = self._handler.headers.get_all("Content-Length") or []
+        if not values:
+            return None
+        raw = values[0].strip()
+        # One value: two differing lengths are how request smuggling starts.
+        length = plain_int(raw)
+        if len(set(v.strip() for v in values)) != 1 or length is None:
+            raise Refuse(400, detail(f"Content-Length {raw[:40]!r} is not a whole number of bytes"), close=True)
+        return length
+
+    def _chunked(self) -> bool:
+        return "chunked" in self._handler.headers.get("Transfer-Encoding", "").lower()
+
+    def read_body(self, limit: int | None) -> bytes:
+        """The body as sent (still encoded): 411 without a length on POST/PATCH/PUT, 413 past ``limit``."""
+        if self._chunked():
+            return self._read_chunked(limit)
+        length = self._declared_length()
+        if length is None:
+            if self.method in ("POST", "PATCH", "PUT"):
+                raise Refuse(411, detail("Content-Length required"), close=True)
+            return b""
+        if limit is not None and length > limit:
+            raise Refuse(413, detail("request body too large", size=length, max_size=limit), close=True)
+        data = self._handler.rfile.read(length)
+        if len(data) != length:
+            raise Refuse(400, detail("body shorter than Content-Length"), close=True)
+        return data
+
+    def _read_chunked(self, limit: int | None) -> bytes:
+        """A chunked body, strictly: hex sizes only (no sign, no extensions), CRLF after each chunk."""
+        rfile = self._handler.rfile
+        out = bytearray()
+        while True:
+            line = rfile.readline(_CHUNK_LINE_MAX + 1)
+            size_text = line.rstrip(b"\r\n")
+            if not line.endswith(b"\n") or not _HEX.fullmatch(size_text):
+                raise Refuse(
+                    400, detail("malformed chunked body: a chunk size must be 1-16 hex digits, without extensions"), close=True
+                )
+            size = int(size_text, 16)
+            if size == 0:
+                for _ in range(_MAX_TRAILERS):
+                    if not rfile.readline(_CHUNK_LINE_MAX).strip():
+                        return bytes(out)
+                raise Refuse(400, detail("too many trailer lines in a chunked body"), close=True)
+            if limit is not None and len(out) + size > limit:
+                raise Refuse(413, detail("request body too large", max_size=limit), close=True)
+            chunk = rfile.read(size)
+            if len(chunk) != size or rfile.read(2) != b"\r\n":
+                raise Refuse(400, detail("malformed chunked body: a chunk is shorter than its size"), close=True)
+            out += chunk
+
+    def discard_body(self) -> None:
+        """Throw the body away unread by anything: read up to 64 KiB of it, else close after answering.
+
+        Reading an early-refused request's body keeps the connection usable; a body
+        too large to bother with closes the connection instead.
+        """
+        try:
+            length = self._declared_length()
+        except Refuse:
+            self._handler.close_connection = True
+            return
+        if length is None and not self._chunked():
+            return
+        if length is not None and length <= _DISCARD_MAX:
+            remaining = length
+            while remaining > 0:
+                chunk = self._handler.rfile.read(min(remaining, _READ_CHUNK))
+                if not chunk:
+                    break
+                remaining -= len(chunk)
+        else:
+            self._handler.close_connection = True
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    # Headers and body leave in two writes; with Nagle on, the body waits for the
+    # client's delayed ACK (~40 ms per request on a kept-alive connection).
+    disable_nagle_algorithm = True
+    server_version = "otel-runs-local/" + _VERSION
+    timeout = 60  # idle keep-alive connections are closed after this many seconds
+    server: HttpServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        logger.debug("%s " + format, self.address_string(), *args)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        except OSError:
+            pass  # the peer or a dropped-connection fault already closed it
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        self._handle()
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        # The stdlib answers a method it has no do_X for with 501; that is the
+        # client's mistake, and a 5xx would tell a retrying client to come back.
+        if code == HTTPStatus.NOT_IMPLEMENTED:
+            code, message = HTTPStatus.METHOD_NOT_ALLOWED, f"method {str(self.command)[:20]!r} is not supported"
+        super().send_error(code, message, explain)
+
+    do_POST = do_PATCH = do_PUT = do_DELETE = do_OPTIONS = do_HEAD = do_GET
+
+    def _handle(self) -> None:
+        server = self.server
+        started = time.monotonic()
+        parts = urlsplit(self.path)
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        entry: dict[str, Any] = {
+            "method": self.command,
+            "path": parts.path,
+            "status": None,
+            "content_encoding": headers.get("content-encoding"),
+            "body_bytes": 0,
+            "part_names": None,
+            "run_ids": [],
+            "fault": None,
+            "client_port": self.client_address[1] if isinstance(self.client_address, tuple) else None,
+        }
+        server.enter()
+        try:
+            try:
+                reply = server.app(Exchange(self, parts.path, parts.query, headers, entry))
+            except Refuse as refusal:
+                reply = refusal.reply()
+            except (ConnectionError, socket.timeout):
+                reply = DROP
+            except Exception:
+                logger.exception("local service failed on %s %s", self.command, parts.path)
+                reply = Reply(500, detail("internal error in the local service"), close=True)
+            # Logged before answering, so a client that has its answer also finds the entry.
+            entry["status"] = reply.status
+            entry["duration"] = round(time.monotonic() - started, 6)
+            server.request_log.append(entry)
+            if reply.status == 0:
+                self._drop()
+            else:
+                self._send(reply)
+        except OSError:
+            self.close_connection = True  # the client went away mid-answer
+        finally:
+            server.exit()
+
+    def _send(self, reply: Reply) -> None:
+        body = reply.body
+        if isinstance(body, (bytes, bytearray)):
+            payload = bytes(body)
+        else:
+            payload = b"" if body is None else orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+        self.send_response(reply.status)
+        self.send_header("Content-Type", reply.content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        if reply.close:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+        self.wfile.flush()
+
+    def _drop(self) -> None:
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass

@@ -1,0 +1,108 @@
+"""The local service's routes: one table that the dispatcher, the 405 answers, auth, rate limits and the docs read.
+
+To add a route, write its handler (``handler(request, service) -> Reply``, in
+:mod:`._handlers`, or :mod:`._control` for the control plane) and add one row
+below; then ``python -m otel_runs_exporter.server._route_docs`` rewrites the route
+list in ``docs/local-service.md`` (``tests/server/test_routes.py`` checks that it
+matches). What each field means is in :class:`~._routing.Route`; the order the
+checks run in, in :mod:`._dispatch`.
+
+Every row is served at the root and under ``/api/v1``, with or without a trailing
+slash, except where it says otherwise. A literal path comes before a parameter that
+would also match it: ``/runs/query`` before ``/runs/{run_id}``.
+"""
+
+from __future__ import annotations
+
+from ._control import (
+    cancel_export,
+    create_deployment,
+    create_export,
+    export_runs,
+    list_exports,
+    read_deployment,
+    read_export,
+    read_revision,
+    update_deployment,
+    wait_for_auth,
+)
+from ._handlers import (
+    create_project,
+    info,
+    list_projects,
+    ok,
+    patch_run,
+    post_batch,
+    post_multipart,
+    post_run,
+    query_runs,
+    read_project,
+    read_run,
+    stats,
+)
+from ._reply import Reply
+from ._routing import CONTROL_JSON, GET, GET_HEAD, JSON, MULTIPART, PATCH, POST, SAME_ORIGIN, Files, Route, Router
+from ._viewer import PATHS, viewer_file
+
+__all__ = ["ROUTES", "FILES", "ROUTER"]
+
+ROUTES: tuple[Route, ...] = (
+    # What the service's client reads first (no key: it asks before it has one), and a health check.
+    Route("/ok", ok, methods=GET_HEAD, auth="public", trailing_slash=False),
+    Route("/info", info, methods=GET_HEAD, auth="public", trailing_slash=False, rate="info"),
+    # Ingest: the exporter and the service's SDK (spec 4.4, 4.5). Injected faults apply here only.
+    Route("/runs", post_run, methods=POST, body=JSON, rate="runs.post", faults="tracing"),
+    Route("/runs/batch", post_batch, methods=POST, body=JSON, rate="runs.batch", faults="tracing"),
+    Route(
+        "/runs/multipart", post_multipart, methods=POST, body=MULTIPART, rate="runs.multipart", faults="tracing",
+        enabled_by="multipart",
+    ),
+    # The read API (the SDK's list_runs, get_run_stats, read_run, projects); the viewer's page calls four of them.
+    Route("/runs/query", query_runs, methods=POST, body=JSON, rate="runs.query", browsers=SAME_ORIGIN),
+    Route("/runs/stats", stats, methods=POST, body=JSON, rate="runs.stats", browsers=SAME_ORIGIN),
+    Route("/runs/{run_id}", patch_run, methods=PATCH, body=JSON, rate="runs.patch", faults="tracing"),
+    Route("/runs/{run_id}", read_run, methods=GET_HEAD, rate="runs.read", browsers=SAME_ORIGIN),
+    Route("/sessions", list_projects, methods=GET_HEAD, browsers=SAME_ORIGIN),
+    Route("/sessions", create_project, methods=POST, body=JSON),
+    Route("/sessions/{project_id}", read_project, methods=GET_HEAD),
+    # Bulk exports (spec 4.3), on the main API; ControlPlane.fail_next answers for them.
+    Route("/bulk-exports", list_exports, methods=GET, faults="control"),
+    Route("/bulk-exports", create_export, methods=POST, body=CONTROL_JSON, faults="control"),
+    Route("/bulk-exports/{export_id}", read_export, methods=GET, faults="control"),
+    Route("/bulk-exports/{export_id}", cancel_export, methods=PATCH, body=CONTROL_JSON, faults="control"),
+    Route("/bulk-exports/{export_id}/runs", export_runs, methods=GET, faults="control"),
+    # The control plane (spec 2.6, 4.1, 4.2): at the root only, and a bearer token may stand in for the key.
+    Route(
+        "/v2/deployments", create_deployment, methods=POST, body=CONTROL_JSON, auth="key-or-bearer",
+        faults="control", api_v1=False,
+    ),
+    Route(
+        "/v2/deployments/{deployment_id}", read_deployment, methods=GET, auth="key-or-bearer", faults="control",
+        api_v1=False,
+    ),
+    Route(
+        "/v2/deployments/{deployment_id}", update_deployment, methods=PATCH, body=CONTROL_JSON,
+        auth="key-or-bearer", faults="control", api_v1=False,
+    ),
+    Route(
+        "/v2/deployments/{deployment_id}/revisions/{revision_id}", read_revision, methods=GET,
+        auth="key-or-bearer", faults="control", api_v1=False,
+    ),
+    Route(
+        "/v2/auth/wait/{auth_id}", wait_for_auth, methods=GET, auth="key-or-bearer", faults="control", api_v1=False,
+    ),
+)
+"""Every route of the local service but the viewer's files, in the order paths are tried."""
+
+
+def _viewer(path: str) -> Reply | None:
+    page = viewer_file(path)
+    if page is None:
+        return None
+    return Reply(200, page.data, dict(page.headers), content_type=page.content_type)
+
+
+FILES = Files(_viewer, PATHS, browsers=SAME_ORIGIN)
+"""The trace viewer's page and files (:mod:`._viewer`), at the root, before any route."""
+
+ROUTER = Router(ROUTES)

@@ -1,0 +1,298 @@
+"""How the local service's route table is written and read: :class:`Route` rows, :class:`Request`, :class:`Router`.
+
+A row declares one or more methods on one path, the handler that answers them, and
+every policy the service applies before the handler runs (the table itself is
+:data:`._routes.ROUTES`; the order of the checks is :mod:`._dispatch`)::
+
+    Route("/runs/query", query_runs, methods=POST, body=JSON, rate="runs.query", browsers=SAME_ORIGIN)
+
+Static files (the viewer's page) are not rows but one :class:`Files` entry, served
+before everything else.
+
+A handler is ``handler(request, service) -> Reply``: a :class:`Request` (method,
+path parameters, query string, lower-case headers, the body decoded and parsed as
+the row's :class:`Body` says), and the :class:`Service`, the service's public
+surface. A handler answers by returning a :class:`~._reply.Reply` or raising
+:class:`~._reply.Refuse`.
+
+Paths: ``{name}`` is a path parameter (one segment), passed in ``request.params``.
+A row is served at the root and under ``/api/v1`` (``api_v1=False``: at the root
+only), with or without a trailing slash (``trailing_slash=False``: exactly as
+written). Rows on the same path form one resource: the first path in the table
+that matches a request decides, so a literal path must come before a parameter
+that would also match it (``/runs/query`` before ``/runs/{run_id}``; the tests
+check it). A method no row of the path serves is a 405 whose ``Allow`` lists the
+methods that are.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import orjson
+
+from ._control_common import json_body as control_json_body
+from ._multipart import MultipartError, boundary_from_content_type, parse
+from ._reply import Refuse, Reply
+from ._validate import Violation, json_depth_exceeds, too_deep
+
+if TYPE_CHECKING:
+    from ._control import ControlPlane
+    from ._http import Exchange
+    from ._faults import FaultConfig
+    from ._store import RunStore
+
+__all__ = [
+    "API_PREFIX",
+    "Auth",
+    "Body",
+    "CONTROL_JSON",
+    "Faults",
+    "Files",
+    "GET",
+    "GET_HEAD",
+    "Handler",
+    "JSON",
+    "MULTIPART",
+    "Match",
+    "NO_BODY",
+    "PATCH",
+    "POST",
+    "Request",
+    "Route",
+    "Router",
+    "SAME_ORIGIN",
+    "Service",
+]
+
+API_PREFIX = "/api/v1"
+
+GET_HEAD = ("GET", "HEAD")
+GET = ("GET",)
+POST = ("POST",)
+PATCH = ("PATCH",)
+
+Auth = Literal["public", "key", "key-or-bearer"]
+"""``public``: no credentials asked, and no body read. ``key``: ``x-api-key`` (and
+``x-tenant-id``) when the service has them. ``key-or-bearer``: also
+``Authorization: Bearer`` when the service has a bearer token (spec 5's control plane)."""
+
+Faults = Literal["tracing", "control"]
+"""Which injected faults may answer instead of the handler: ``tracing``
+(:class:`~._faults.FaultConfig`: rates, outages, scripted statuses, drops) or
+``control`` (:meth:`ControlPlane.fail_next <._control.ControlPlane.fail_next>`)."""
+
+SAME_ORIGIN = ("self",)
+"""``browsers`` for a route the viewer's page calls: from the service's own origin only."""
+
+
+class Service(Protocol):
+    """What a handler may use of the service: its public surface (:class:`~._app.LocalService`)."""
+
+    faults: FaultConfig
+    control: ControlPlane
+    lenient: bool
+    multipart: bool
+    workspace_id: str | None
+
+    @property
+    def store(self) -> RunStore: ...
+
+    def info(self) -> dict[str, Any]: ...
+
+
+Handler = Callable[["Request", Service], Reply]
+
+
+@dataclass(frozen=True)
+class Body:
+    """What a route reads from its body: ``kind``, the content types it is meant to come as, and its parser.
+
+    ``content_types`` is declared, not enforced yet: clients send JSON without a
+    Content-Type today. ``parse(data, content_type)`` turns the decoded bytes into
+    ``request.body`` on first use, so a handler can check the raw size first.
+    """
+
+    kind: Literal["json", "multipart", "none"]
+    content_types: tuple[str, ...] = ()
+    parse: Callable[[bytes, str | None], Any] | None = None
+
+
+def _ingest_json(data: bytes, content_type: str | None) -> Any:
+    """JSON for the tracing and read routes: 422 with the runs' rule names, as :mod:`._validate` words them."""
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise Refuse(422, {"detail": [Violation(None, "json", f"body is not valid JSON ({exc})").as_error()]}) from None
+    if json_depth_exceeds(value):
+        raise Refuse(422, {"detail": [too_deep(None, ("body",)).as_error()]})
+    return value
+
+
+def _multipart(data: bytes, content_type: str | None) -> Any:
+    try:
+        return parse(data, boundary_from_content_type(content_type))
+    except MultipartError as exc:
+        raise Refuse(422, {"detail": [Violation(None, "multipart", str(exc)).as_error()]}) from None
+
+
+NO_BODY = Body("none")
+JSON = Body("json", ("application/json",), _ingest_json)
+"""A JSON body; an empty or malformed one is a 422 naming the rule (``runs.json``, ``runs.json_depth``)."""
+CONTROL_JSON = Body("json", ("application/json",), lambda data, _type: control_json_body(data))
+"""A JSON body as the control plane reads it: empty is None, malformed a 422 ``json_invalid``."""
+MULTIPART = Body("multipart", ("multipart/form-data",), _multipart)
+"""``multipart/form-data`` parsed into :class:`~._multipart.Part` objects; malformed is a 422 ``runs.multipart``."""
+
+
+@dataclass(frozen=True)
+class Route:
+    """One row of the table: methods on a path, the handler, and the policy each request gets.
+
+    ``rate`` names the rate-limit rule (:data:`._ratelimit.SPEC_RULES` rows with that
+    ``route``); None counts the request under the default rules. ``faults`` says which
+    injected faults apply. ``browsers`` lists the origins whose pages may call the
+    route (``SAME_ORIGIN``: the viewer's own page; empty: not for browsers).
+    ``streams`` is for an answer sent in pieces (none yet). ``enabled_by`` names a
+    boolean attribute of the service that turns the route on; while it is off, the
+    path answers 404 to every method.
+    """
+
+    path: str
+    handler: Handler
+    methods: tuple[str, ...]
+    auth: Auth = "key"
+    rate: str | None = None
+    faults: Faults | None = None
+    body: Body = NO_BODY
+    browsers: tuple[str, ...] = ()
+    streams: bool = False
+    api_v1: bool = True
+    trailing_slash: bool = True
+    enabled_by: str | None = None
+    pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.path.startswith("/"):
+            raise ValueError(f"route path {self.path!r} must start with /")
+        regex = "".join(
+            f"(?P<{piece[1:-1]}>[^/]+)" if piece.startswith("{") else re.escape(piece)
+            for piece in re.split(r"({[a-z_]+})", self.path)
+            if piece
+        )
+        if self.trailing_slash and self.path != "/":
+            regex += "/?"
+        object.__setattr__(self, "pattern", re.compile(f"^{regex}$"))
+
+    @property
+    def public(self) -> bool:
+        return self.auth == "public"
+
+
+@dataclass(frozen=True)
+class Files:
+    """Static files at the root: public, not rate-limited, served to ``GET`` and ``HEAD`` before any route.
+
+    ``lookup(path)`` answers one of ``paths`` (a fixed list, so no request path reaches
+    the filesystem), None for any other path, which then goes to the routes.
+    """
+
+    lookup: Callable[[str], Reply | None]
+    paths: tuple[str, ...]
+    browsers: tuple[str, ...] = ()
+    methods: tuple[str, ...] = GET_HEAD
+
+
+class Request:
+    """What a handler is given: one request, with its body decoded (``data``) and parsed on first use (``body``).
+
+    ``path`` is the URL path as sent, ``route`` the same without ``/api/v1``, ``params``
+    the path parameters, ``query`` the query string, ``headers`` lower-case. ``log`` is
+    the request's entry in the request log (a handler notes ``run_ids``,
+    ``part_names`` and ``fault`` there). ``stopping`` is set when the service shuts
+    down: a handler that waits stops waiting.
+    """
+
+    def __init__(self, exchange: Exchange, match: Match, data: bytes, stopping: threading.Event) -> None:
+        self.method, self.path, self.query = exchange.method, exchange.path, exchange.query
+        self.headers: Mapping[str, str] = exchange.headers
+        self.log: dict[str, Any] = exchange.log
+        self.route, self.params = match.route_path, match.params
+        self.data, self.stopping = data, stopping
+        self._body = match.route.body if match.route is not None else NO_BODY
+
+    @cached_property
+    def body(self) -> Any:
+        """The body parsed as the route's :class:`Body` says (None for ``none``); parsing errors are a 422."""
+        if self._body.parse is None:
+            return None
+        return self._body.parse(self.data, self.headers.get("content-type"))
+
+
+@dataclass(frozen=True)
+class Match:
+    """What the table says about one request.
+
+    ``route`` is the row that serves the method, or None. ``rows`` are the rows of the
+    path that matched (empty: no path matched, a 404); their methods are the ``allow``.
+    """
+
+    route: Route | None
+    rows: tuple[Route, ...]
+    params: dict[str, str]
+    route_path: str
+
+    @property
+    def policy(self) -> Route | None:
+        """The row whose policies apply: the one serving the method, else the path's first (for its 405)."""
+        return self.route or (self.rows[0] if self.rows else None)
+
+    @property
+    def allow(self) -> tuple[str, ...]:
+        return tuple(m for row in self.rows for m in row.methods)
+
+
+def strip_prefix(path: str) -> str:
+    """The path without ``/api/v1`` (``/`` for the prefix itself).
+
+    >>> strip_prefix("/api/v1/runs"), strip_prefix("/api/v1"), strip_prefix("/api/v10")
+    ('/runs', '/', '/api/v10')
+    """
+    if path == API_PREFIX or path.startswith(API_PREFIX + "/"):
+        path = path[len(API_PREFIX) :]
+    return path or "/"
+
+
+class Router:
+    """Finds the row for a request; the rows of one path are tried together, paths in table order.
+
+    >>> from ._reply import Reply
+    >>> ok = lambda request, service: Reply(200)
+    >>> router = Router([Route("/runs/query", ok, methods=POST), Route("/runs/{run_id}", ok, methods=GET_HEAD)])
+    >>> router.match("GET", "/api/v1/runs/query").allow
+    ('POST',)
+    >>> router.match("GET", "/runs/abc/").params
+    {'run_id': 'abc'}
+    """
+
+    def __init__(self, routes: tuple[Route, ...] | list[Route]) -> None:
+        self.routes = tuple(routes)
+        paths: dict[tuple[str, bool, bool], list[Route]] = {}
+        for row in self.routes:
+            paths.setdefault((row.path, row.api_v1, row.trailing_slash), []).append(row)
+        self._paths = [(rows[0].pattern, rows[0].api_v1, tuple(rows)) for rows in paths.values()]
+
+    def match(self, method: str, path: str) -> Match:
+        """The row serving ``method`` on ``path`` (the URL path as sent), the path's rows, its parameters."""
+        route_path = strip_prefix(path)
+        for pattern, api_v1, rows in self._paths:
+            found = pattern.match(route_path if api_v1 else path)
+            if found is not None:
+                served = next((row for row in rows if method in row.methods), None)
+                return Match(served, rows, found.groupdict(), route_path)
+        return Match(None, (), {}, route_path)
