@@ -49,6 +49,8 @@ __all__ = [
     "LANGSMITH_SPAN_ID",
     "LANGSMITH_PARENT_ID",
     "LANGSMITH_DOTTED_ORDER",
+    "LANGSMITH_SESSION_NAME",
+    "LANGSMITH_SESSION_ID",
     "RunIds",
     "IdScheme",
     "run_id_v7",
@@ -183,10 +185,13 @@ class RunIds(NamedTuple):
     parent_run_id: str | None
     dotted_order: str
     start_time_ns: int
-    # The project the tree lives in when it was decided elsewhere (a parent run
-    # made by the service's SDK); None: the exporter's own. Children inherit it,
-    # so one tree stays in one project.
+    # The project the tree lives in, by name or by id, when it is not the
+    # exporter's own: decided where the tree's place is decided (a parent run made
+    # by the service's SDK, or the session attributes of the span that starts the
+    # tree here); both None: the exporter's own. Children inherit it, so one tree
+    # stays in one project.
     project: str | None = None
+    project_id: str | None = None
 
 
 def root_ids(run_id: UUID | str, start_time_ns: int) -> RunIds:
@@ -206,6 +211,7 @@ def child_ids(parent: RunIds, run_id: UUID | str, start_time_ns: int) -> RunIds:
         parent.dotted_order + "." + format_entry(start, rid),
         start,
         parent.project,
+        parent.project_id,
     )
 
 
@@ -260,6 +266,9 @@ LANGSMITH_TRACE_ID = "langsmith.trace.id"
 LANGSMITH_SPAN_ID = "langsmith.span.id"
 LANGSMITH_PARENT_ID = "langsmith.span.parent_id"
 LANGSMITH_DOTTED_ORDER = "langsmith.span.dotted_order"
+#: The project the span's run goes to (read where the span starts its tree, see ``_convert.span_ids``).
+LANGSMITH_SESSION_NAME = "langsmith.trace.session_name"
+LANGSMITH_SESSION_ID = "langsmith.trace.session_id"
 
 
 class GivenIds(NamedTuple):

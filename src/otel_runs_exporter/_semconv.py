@@ -38,7 +38,14 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import orjson
 
-from ._ids import LANGSMITH_DOTTED_ORDER, LANGSMITH_PARENT_ID, LANGSMITH_SPAN_ID, LANGSMITH_TRACE_ID
+from ._ids import (
+    LANGSMITH_DOTTED_ORDER,
+    LANGSMITH_PARENT_ID,
+    LANGSMITH_SESSION_ID,
+    LANGSMITH_SESSION_NAME,
+    LANGSMITH_SPAN_ID,
+    LANGSMITH_TRACE_ID,
+)
 
 __all__ = ["SpanEvent", "Mapped", "map_span", "reads_nothing", "RUN_TYPES"]
 
@@ -191,10 +198,11 @@ _PROVIDER_KEYS = (
 _ID_ATTRIBUTES = (LANGSMITH_TRACE_ID, LANGSMITH_SPAN_ID, LANGSMITH_PARENT_ID, LANGSMITH_DOTTED_ORDER)
 
 #: doc: langsmith.trace.session_name -> Session name. "Name of the session"
-_SESSION_NAME = "langsmith.trace.session_name"
+#: (the project goes with the run's place: ``_convert.span_ids`` reads it where a tree starts).
+_SESSION_NAME = LANGSMITH_SESSION_NAME
 #: doc: langsmith.trace.session_id -> Session ID. "Session identifier for related traces"
 #: (the name wins when both are given: the service takes exactly one).
-_SESSION_ID = "langsmith.trace.session_id"
+_SESSION_ID = LANGSMITH_SESSION_ID
 
 #: Attributes copied to metadata under the key the service groups threads by
 #: (its thread keys are ``session_id``, ``thread_id`` and ``conversation_id``).
@@ -1237,7 +1245,7 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
     else:
         session_id = attributes.get(_SESSION_ID)
         if session_id not in (None, ""):
-            out.session_id = session_id  # checked by _convert, which can say when it is unusable
+            out.session_id = session_id  # checked by _convert.span_ids, which can say when it is unusable
             consumed.add(_SESSION_ID)
     consumed.update(k for k in _ID_ATTRIBUTES if k in attributes)
     out.tags = _tags(attributes, consumed)

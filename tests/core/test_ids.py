@@ -177,6 +177,14 @@ def test_a_trace_id_alone_is_honoured_when_it_is_the_runs_trace():
     assert (moved.trace_id, moved.parent_run_id) == (ROOT, ROOT)
 
 
+def test_the_project_stays_with_a_run_placed_in_its_known_tree():
+    above = CHAIN_MID._replace(project="p")
+    leaf = child_ids(above, run_id_v7(3, 3, 3_000_000), 3_000_000)
+    assert (leaf.project, leaf.project_id) == ("p", None)
+    assert given_run_ids(GivenIds(span_id=OWN, parent_id=ROOT), leaf).project == "p"
+    assert given_run_ids(GivenIds(dotted_order=GIVEN_DOTTED), leaf).project is None  # placed elsewhere
+
+
 def test_nothing_given_keeps_the_computed_ids():
     assert given_run_ids(GivenIds(), COMPUTED) is COMPUTED
     assert given_run_ids(GivenIds("", "", "", ""), COMPUTED) is COMPUTED
