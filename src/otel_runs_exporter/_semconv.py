@@ -33,6 +33,7 @@ non-text parts as they came).
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -300,6 +301,23 @@ _USAGE_FIELDS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     # tokens used". Where the doc puts it, and (row above) where the SDK's usage shape and the rest of this
     # table put reasoning tokens, so both readers find it.
     (("reasoning_tokens",), ("gen_ai.usage.details.reasoning_tokens",)),
+)
+
+#: Whole usage objects that complete the rows above, lower in precedence, in
+#: this order: ``(attribute or None, where its object is)``. The first row is the
+#: ``usage_metadata`` of the outputs the mapping found (the langsmith SDK's OTel
+#: exporter writes the run's whole outputs in ``gen_ai.completion``, usage
+#: details included); the next two are that exporter's own token-detail
+#: attributes (a Python ``str()`` of a dict, not JSON); the last is the usage its
+#: ``@traceable`` also keeps in the run's metadata. They only add what the rows
+#: above did not say (details merged from every source, never dropped); the
+#: metadata copy only completes usage another source reported, as the SDK's own
+#: runs carry usage in their outputs only where that was so.
+_USAGE_OBJECTS: tuple[tuple[str | None, str], ...] = (
+    (None, "outputs"),
+    ("gen_ai.usage.input_token_details", "input_token_details"),
+    ("gen_ai.usage.output_token_details", "output_token_details"),
+    ("langsmith.metadata.usage_metadata", "usage_metadata"),
 )
 
 #: Span events that mark the first streamed token (ours emit ``new_token``;
@@ -971,7 +989,7 @@ def _first_str(attributes: Mapping[str, Any], keys: Sequence[str]) -> tuple[str,
     return None
 
 
-def _usage(attributes: Mapping[str, Any], consumed: set[str]) -> dict[str, Any] | None:
+def _usage(attributes: Mapping[str, Any], consumed: set[str], outputs: Any = None) -> dict[str, Any] | None:
     usage: dict[str, Any] = {}
     for path, keys in _USAGE_FIELDS:
         for key in keys:
@@ -984,12 +1002,79 @@ def _usage(attributes: Mapping[str, Any], consumed: set[str]) -> dict[str, Any] 
                 else:
                     usage.setdefault(path[0], {})[path[1]] = count
                 break
-    if not usage:
+    found = bool(usage)
+    for key, where in _USAGE_OBJECTS:
+        if key is None:
+            source = outputs.get("usage_metadata") if isinstance(outputs, dict) else None
+        elif key in attributes:
+            source = _langsmith_sdk_usage_object(attributes[key])
+            if source is None:
+                continue  # unreadable: it stays in metadata as it came
+            if where != "usage_metadata":
+                consumed.add(key)
+                source = {where: source}
+            elif not found:
+                continue
+        else:
+            continue
+        if isinstance(source, dict) and _merge_usage(usage, source):
+            found = True
+    if not found:
         return None
     usage.setdefault("input_tokens", 0)
     usage.setdefault("output_tokens", 0)
     usage.setdefault("total_tokens", usage["input_tokens"] + usage["output_tokens"])
     return usage
+
+
+def _merge_usage(usage: dict[str, Any], source: Mapping[str, Any]) -> bool:
+    """Add what ``source`` says that ``usage`` does not, one level of details deep; True if it had a count.
+
+    Values are kept as they came (a cost is a float), so a source never loses anything by being merged.
+    """
+    counted = False
+    for key, value in source.items():
+        if not isinstance(key, str) or value is None or isinstance(value, bool):
+            continue
+        if isinstance(value, dict):
+            have = usage.setdefault(key, {})
+            if not isinstance(have, dict):
+                continue
+            for detail, count in value.items():
+                if isinstance(detail, str) and isinstance(count, (int, float)) and not isinstance(count, bool):
+                    have.setdefault(detail, count)
+                    counted = True
+            if not have:
+                del usage[key]
+        elif isinstance(value, (int, float)):
+            usage.setdefault(key, value)
+            counted = True
+    return counted
+
+
+#: A Python ``str()`` of a dict is read only this long (a usage object is a few dozen characters).
+_REPR_MAX_CHARS = 4096
+
+
+def _langsmith_sdk_usage_object(value: Any) -> dict[str, Any] | None:
+    """A usage object the langsmith SDK's OTel exporter wrote: JSON, or ``str()`` of a dict of counts.
+
+    Its token details (``{'audio': 0, 'cache_read': 2}``) are Python literals; they
+    are read with ``ast.literal_eval``, which evaluates literals only, so a
+    hostile value cannot run anything. Anything else is None.
+    """
+    if isinstance(value, dict):
+        return value
+    if not isinstance(value, str) or value[:1] != "{" or len(value) > _REPR_MAX_CHARS:
+        return None
+    decoded = _json_value(value)
+    if isinstance(decoded, dict):
+        return decoded
+    try:
+        literal = ast.literal_eval(value)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    return literal if isinstance(literal, dict) else None
 
 
 def _invocation_params(ctx: _Ctx) -> dict[str, Any] | None:
@@ -1156,6 +1241,7 @@ def _read_prefixes() -> tuple[str, ...]:
     keys += [_METADATA_OBJECT_KEY, *_METADATA_PREFIXES, _PARAM_PREFIX, *_PARAM_OBJECT_KEYS, _FUNCTIONS_PREFIX]
     keys += [key for key, _, _ in _PARAM_FIELDS]
     keys += [key for _, names in _USAGE_FIELDS for key in names]
+    keys += [key for key, _ in _USAGE_OBJECTS if key is not None]
     keys += [*_FLAT_PREFIXES, *_DOCUMENT_PREFIXES, *_TAG_KEYS, *_DOCUMENT_KEYS]
     for _, arg in _INPUT_READERS + _OUTPUT_SOURCES:
         if arg not in ("in", "out"):  # the event readers' side, not a key
@@ -1201,7 +1287,7 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
     documents = _documents(ctx)
     if documents is not None:
         out.outputs = {**(out.outputs or {}), "documents": documents}
-    usage = _usage(attributes, consumed)
+    usage = _usage(attributes, consumed, out.outputs)
     if usage is not None:
         out.outputs = {**(out.outputs or {}), "usage_metadata": usage}
     out.invocation_params = _invocation_params(ctx)
