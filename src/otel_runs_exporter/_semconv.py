@@ -180,6 +180,9 @@ _MODEL_NAME_KEYS = (
     "gen_ai.response.model",
     "llm.response.model_name",
 )
+#: ``metadata["response_model"]``: the model the response reports, kept when it
+#: is not the one ``ls_model_name`` names (the requested one, first above).
+_RESPONSE_MODEL_KEYS = ("gen_ai.response.model", "llm.response.model_name")
 #: ``metadata["ls_provider"]``.
 _PROVIDER_KEYS = (
     "gen_ai.provider.name",
@@ -1098,6 +1101,24 @@ def _invocation_params(ctx: _Ctx) -> dict[str, Any] | None:
     return params or None
 
 
+def _langsmith_sdk_request_tools(out: Mapped) -> None:
+    """The tools offered to the model, from an llm run's inputs when they are the request body.
+
+    The langsmith SDK's client wrappers (``wrap_openai``) record the request
+    itself as the run's inputs, tools included, and its OTel exporter writes
+    them only there (``gen_ai.prompt``); the tools are also made the
+    invocation params' ``tools``, as every other producer's are. The inputs
+    stay as the SDK's own runs have them.
+    """
+    inputs = out.inputs
+    tools = inputs.get("tools") if inputs is not None else None
+    if not isinstance(tools, list) or not tools or not all(isinstance(t, dict) for t in tools):
+        return
+    params = out.invocation_params if out.invocation_params is not None else {}
+    if "tools" not in params:
+        out.invocation_params = {**params, "tools": tools}
+
+
 def _document(raw: Any) -> dict[str, Any] | None:
     """A retrieved document in the shape the service renders for retrievers."""
     raw = _json_value(raw)
@@ -1315,6 +1336,14 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
         if group:
             decode = prefix in _JSON_METADATA_PREFIXES
             metadata.update((k, _plain(_json_value(v) if decode else v)) for k, v in group.items())
+    # After the metadata: explicit metadata (the langsmith SDK's ls_model_name) names the requested model.
+    response_model = _first_str(attributes, _RESPONSE_MODEL_KEYS)
+    if response_model is not None:
+        if response_model[1] != metadata.get("ls_model_name"):
+            metadata["response_model"] = response_model[1]
+        consumed.add(response_model[0])
+    if out.run_type == "llm":
+        _langsmith_sdk_request_tools(out)
 
     for key, run_type in _NAME_RULES:
         if run_type is not None and out.run_type != run_type:

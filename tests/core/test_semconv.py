@@ -677,7 +677,7 @@ def test_invocation_params_precedence():
     )
     # What was asked for wins; the other encodings of the same parameter fill in only what is missing.
     assert m.invocation_params == {"model": "req", "top_k": 3, "presence_penalty": 0.1}
-    assert "gen_ai.response.model" not in m.consumed or m.metadata.get("ls_model_name") == "resp"
+    assert (m.metadata["ls_model_name"], m.metadata["response_model"]) == ("req", "resp")
     assert map_span({"gen_ai.response.model": "resp"}).invocation_params == {"model": "resp"}
     # A tools value that is not JSON is still the one tool it names.
     assert map_span({"tools": "search"}).invocation_params == {"tools": ["search"]}
