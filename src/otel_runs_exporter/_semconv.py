@@ -1006,15 +1006,16 @@ def _usage(attributes: Mapping[str, Any], consumed: set[str], outputs: Any = Non
                     usage.setdefault(path[0], {})[path[1]] = count
                 break
     found = bool(usage)
-    for key, where in _USAGE_OBJECTS:
-        if key is None:
+    for object_key, where in _USAGE_OBJECTS:
+        source: Any
+        if object_key is None:
             source = outputs.get("usage_metadata") if isinstance(outputs, dict) else None
-        elif key in attributes:
-            source = _langsmith_sdk_usage_object(attributes[key])
+        elif object_key in attributes:
+            source = _langsmith_sdk_usage_object(attributes[object_key])
             if source is None:
                 continue  # unreadable: it stays in metadata as it came
             if where != "usage_metadata":
-                consumed.add(key)
+                consumed.add(object_key)
                 source = {where: source}
             elif not found:
                 continue
