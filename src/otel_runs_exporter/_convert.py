@@ -165,40 +165,32 @@ def span_ids(
                 exc.reason,
                 exc.attribute,
             )
-    return _with_project(span, ids, starts_here)
+    if starts_here and ids.project is None and ids.project_id is None:
+        return _with_project(span, ids)
+    return ids  # under a run of ours, or of a remote sender that said its project: inherited
 
 
 def _present(value: object) -> bool:
     return value is not None and value != ""
 
 
-def _with_project(span: Any, ids: RunIds, starts_here: bool) -> RunIds:
-    """``ids`` with the span's own project where it starts its tree (see :func:`span_ids`)."""
+def _with_project(span: Any, ids: RunIds) -> RunIds:
+    """``ids`` with the project the span names, for a span that starts its tree here (see :func:`span_ids`)."""
     attributes = span.attributes
     if not attributes:
         return ids
+    try:
+        # As in given_ids: a miss on the SDK's mapping raises and catches KeyError, a copy is cheaper.
+        attributes = attributes.copy()
+    except AttributeError:
+        pass
     name = attributes.get(LANGSMITH_SESSION_NAME)
-    if not (isinstance(name, str) and name):
-        name = None
-    # The name wins when both are given: the service takes exactly one.
-    session_id = attributes.get(LANGSMITH_SESSION_ID) if name is None else None
-    if name is None and (session_id is None or session_id == ""):
-        return ids  # nearly every span
-    if not starts_here or ids.project is not None or ids.project_id is not None:
-        if name is not None and name != ids.project:
-            # The service's SDK in OTel mode names its project on every span, also under ours.
-            _once.warning(
-                "session_in_tree",
-                "langsmith.trace.session_name %r on span %r is not used: the run is in the project of the "
-                "tree it is nested in (%s). Name the project on the span that starts the tree. "
-                "Further cases are not reported.",
-                str(name)[:80],
-                getattr(span, "name", "?"),
-                ids.project or "the exporter's own",
-            )
-        return ids
-    if name is not None:
+    if isinstance(name, str) and name:
         return ids._replace(project=name)
+    # The name wins when both are given: the service takes exactly one.
+    session_id = attributes.get(LANGSMITH_SESSION_ID)
+    if session_id is None or session_id == "":
+        return ids  # nearly every span
     canonical = canonical_uuid(session_id)
     if canonical is not None:
         return ids._replace(project_id=canonical)
@@ -483,6 +475,17 @@ def span_to_run(
     if ids.parent_run_id is not None:
         run["parent_run_id"] = ids.parent_run_id
     # The project was decided with the run's place (span_ids): one tree, one project.
+    if mapped.session_name and mapped.session_name != ids.project:
+        # The service's SDK in OTel mode names its project on every span, also on those nested under ours.
+        _once.warning(
+            "session_in_tree",
+            "langsmith.trace.session_name %r on span %r is not used: the run is in the project of the tree "
+            "it was placed in (%s). Name the project on the span that starts the tree, when it starts. "
+            "Further cases are not reported.",
+            mapped.session_name[:80],
+            span.name,
+            ids.project or "the exporter's own",
+        )
     if ids.project is not None:
         run["session_name"] = ids.project
     elif ids.project_id is not None:
