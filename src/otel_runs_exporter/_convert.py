@@ -2,7 +2,8 @@
 
 ``span_ids`` places a span in its run tree: under its parent's run, or where
 the span's own ``langsmith.*`` id attributes say (read by :func:`given_ids`,
-checked by ``_ids.given_run_ids``), and in its tree's project. ``span_to_run`` builds the run record (runs
+checked by ``_ids.given_run_ids``), and in its tree's project.
+``span_to_run`` builds the run record (runs
 on the worker thread): name, run_type, inputs, outputs and the rest come from
 ``_semconv``; every attribute the mapping did not consume, the resource, the
 scope, the span kind and the OTel ids go to ``extra.metadata`` so nothing the

@@ -18,7 +18,7 @@ import pytest
 
 from producers.expected import CONVERSATION, REPLY, TOOL_CALL, TOOL_RESULT, usage
 from producers.matrix import NA, Contains, Like, assert_same_runs, check_rows, run_app
-from producers.scenarios import MODEL, OPENAI_TOOLS, QUESTION, SYSTEM, WEATHER
+from producers.scenarios import MODEL, OPENAI_TOOLS, QUESTION, WEATHER
 
 from otel_runs_exporter.testing.fake_llm import FakeLLMAPI
 
@@ -109,6 +109,3 @@ def test_the_sdk_sent_nothing_itself_and_no_run_twice(stored):
     assert len(stored.processor) == len(stored.exporter) == 2 * 8
     assert "127.0.0.1:9" not in stored.report["stderr"] and "Traceback" not in stored.report["stderr"]
 
-
-def test_the_scenario_names_the_same_conversation():
-    assert CONVERSATION == [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]
