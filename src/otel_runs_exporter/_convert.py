@@ -2,7 +2,8 @@
 
 ``span_ids`` places a span in its run tree: under its parent's run, or where
 the span's own ``langsmith.*`` id attributes say (read by :func:`given_ids`,
-checked by ``_ids.given_run_ids``). ``span_to_run`` builds the run record (runs
+checked by ``_ids.given_run_ids``), and in its tree's project.
+``span_to_run`` builds the run record (runs
 on the worker thread): name, run_type, inputs, outputs and the rest come from
 ``_semconv``; every attribute the mapping did not consume, the resource, the
 scope, the span kind and the OTel ids go to ``extra.metadata`` so nothing the
@@ -31,6 +32,8 @@ from ._fork import on_fork_in_child
 from ._ids import (
     LANGSMITH_DOTTED_ORDER,
     LANGSMITH_PARENT_ID,
+    LANGSMITH_SESSION_ID,
+    LANGSMITH_SESSION_NAME,
     LANGSMITH_SPAN_ID,
     LANGSMITH_TRACE_ID,
     GivenIds,
@@ -121,7 +124,14 @@ def given_ids(attributes: Mapping[str, Any] | None) -> GivenIds | None:
     return None
 
 
-def span_ids(span: Any, parent: RunIds | None, id_scheme: str = "v7", given: GivenIds | None = None) -> RunIds:
+def span_ids(
+    span: Any,
+    parent: RunIds | None,
+    id_scheme: str = "v7",
+    given: GivenIds | None = None,
+    *,
+    parent_is_remote: bool = False,
+) -> RunIds:
     """Run ids of ``span``; ``parent`` is the parent run's ids when known in this process.
 
     Without a known parent the span is the root of its run tree (a remote or
@@ -129,26 +139,71 @@ def span_ids(span: Any, parent: RunIds | None, id_scheme: str = "v7", given: Giv
     span's ``langsmith.*`` id attributes (:func:`given_ids`): when usable they win;
     when not, the computed ids are kept and the first such problem per attribute
     is logged once per process.
+
+    The project goes with the place (one tree, one project): a run under a run
+    of ours is in that run's project; a span that starts its tree here (a root,
+    a span under a remote run (``parent_is_remote``) or placed by a given
+    dotted_order) is in the project its ``langsmith.trace.session_name`` /
+    ``session_id`` names, else in the one its remote parent came with, else in
+    the exporter's own.
     """
     ctx = span.get_span_context() if hasattr(span, "get_span_context") else span.context
     start = span.start_time or 0
     run_id = run_id_str(id_scheme, ctx.trace_id, ctx.span_id, start)  # type: ignore[arg-type]
     computed = root_ids(run_id, start) if parent is None else child_ids(parent, run_id, start)
-    if given is None:
-        return computed
+    starts_here = parent is None or parent_is_remote
+    ids = computed
+    if given is not None:
+        try:
+            ids = given_run_ids(given, computed)
+            if ids is not computed and _present(given.dotted_order):
+                starts_here = True  # under a run made elsewhere, whose project we were not told
+        except GivenIdsError as exc:
+            _once.warning(
+                "invalid:" + exc.attribute,
+                "ignoring %s on span %r (%s); the run keeps the ids derived from the span. "
+                "Further invalid %s values are not reported.",
+                exc.attribute,
+                getattr(span, "name", "?"),
+                exc.reason,
+                exc.attribute,
+            )
+    if starts_here and ids.project is None and ids.project_id is None:
+        return _with_project(span, ids)
+    return ids  # under a run of ours, or of a remote sender that said its project: inherited
+
+
+def _present(value: object) -> bool:
+    return value is not None and value != ""
+
+
+def _with_project(span: Any, ids: RunIds) -> RunIds:
+    """``ids`` with the project the span names, for a span that starts its tree here (see :func:`span_ids`)."""
+    attributes = span.attributes
+    if not attributes:
+        return ids
     try:
-        return given_run_ids(given, computed)
-    except GivenIdsError as exc:
-        _once.warning(
-            "invalid:" + exc.attribute,
-            "ignoring %s on span %r (%s); the run keeps the ids derived from the span. "
-            "Further invalid %s values are not reported.",
-            exc.attribute,
-            getattr(span, "name", "?"),
-            exc.reason,
-            exc.attribute,
-        )
-        return computed
+        # As in given_ids: a miss on the SDK's mapping raises and catches KeyError, a copy is cheaper.
+        attributes = attributes.copy()
+    except AttributeError:
+        pass
+    name = attributes.get(LANGSMITH_SESSION_NAME)
+    if isinstance(name, str) and name:
+        return ids._replace(project=name)
+    # The name wins when both are given: the service takes exactly one.
+    session_id = attributes.get(LANGSMITH_SESSION_ID)
+    if session_id is None or session_id == "":
+        return ids  # nearly every span
+    canonical = canonical_uuid(session_id)
+    if canonical is not None:
+        return ids._replace(project_id=canonical)
+    _once.warning(
+        "invalid:langsmith.trace.session_id",
+        "ignoring langsmith.trace.session_id %r: not a UUID; the run goes to the configured project. "
+        "Further invalid values are not reported.",
+        str(session_id)[:80],
+    )
+    return ids
 
 
 def warn_if_ids_set_late(span: Any, at_start: GivenIds | None) -> None:
@@ -218,8 +273,13 @@ class RunNode:
                 node = node.parent
             above = node.ids if node is not None else None
             for current in reversed(chain):
+                remote = above is None and current.remote is not None
                 current.ids = above = span_ids(
-                    current.span, above if above is not None else current.remote, id_scheme, current.given
+                    current.span,
+                    above if above is not None else current.remote,
+                    id_scheme,
+                    current.given,
+                    parent_is_remote=remote,
                 )
                 # Resolved: the node is kept (for late children) only for its ids,
                 # so it must not keep the span, its parent or the remote ids alive.
@@ -403,27 +463,6 @@ def _keep_malformed(
             malformed.append(key)
 
 
-def _session(mapped: Mapped, opts: ConvertOptions) -> Mapping[str, str]:
-    """The project: the span's own ``langsmith.trace.session_name`` or ``_id``, else the configured one.
-
-    The service takes exactly one of the two. A session id that is not a UUID
-    would get the run refused, so it is ignored (said once per process).
-    """
-    if mapped.session_name:
-        return {"session_name": mapped.session_name}
-    if mapped.session_id is not None:
-        session_id = canonical_uuid(mapped.session_id)
-        if session_id is not None:
-            return {"session_id": session_id}
-        _once.warning(
-            "invalid:langsmith.trace.session_id",
-            "ignoring langsmith.trace.session_id %r: not a UUID; the run goes to the configured project. "
-            "Further invalid values are not reported.",
-            str(mapped.session_id)[:80],
-        )
-    return opts.session
-
-
 # What the conventions make of a span none of them reads (most spans). One
 # instance, only ever read here, saves building an empty Mapped per span.
 _PLAIN = Mapped()
@@ -467,10 +506,22 @@ def span_to_run(
     }
     if ids.parent_run_id is not None:
         run["parent_run_id"] = ids.parent_run_id
+    # The project was decided with the run's place (span_ids): one tree, one project.
+    if mapped.session_name and mapped.session_name != ids.project:
+        # The service's SDK in OTel mode names its project on every span, also on those nested under ours.
+        _once.warning(
+            "session_in_tree",
+            "langsmith.trace.session_name %r on span %r is not used: the run is in the project of the tree "
+            "it was placed in (%s). Name the project on the span that starts the tree, when it starts. "
+            "Further cases are not reported.",
+            mapped.session_name[:80],
+            span.name,
+            ids.project or "the exporter's own",
+        )
     if ids.project is not None:
-        run["session_name"] = ids.project  # nested under a run that lives there: one tree, one project
-    elif mapped.session_name or mapped.session_id is not None:
-        run.update(_session(mapped, opts))
+        run["session_name"] = ids.project
+    elif ids.project_id is not None:
+        run["session_id"] = ids.project_id
     else:
         run.update(opts.session)
     if not ended:

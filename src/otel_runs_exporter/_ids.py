@@ -22,9 +22,10 @@ by start time, and two traces never collide::
 
 A span may also be given its place outright, by the service's documented
 ``langsmith.*`` attributes (a run created elsewhere, say by the service's own
-SDK in another process, as its parent). :func:`given_run_ids` is the one rule
-for those: it checks them against each other and builds the :class:`RunIds`,
-or raises :class:`GivenIdsError` naming the attribute at fault.
+SDK in another process, as its parent), each alone or together.
+:func:`given_run_ids` is the one rule for those, on both paths: it checks them
+against each other and against what we know of the span's place, and builds
+the :class:`RunIds`, or raises :class:`GivenIdsError` naming the attribute at fault.
 
 Everything here is pure and cheap: it runs on the application thread in
 ``on_start`` or on the worker thread.
@@ -48,6 +49,8 @@ __all__ = [
     "LANGSMITH_SPAN_ID",
     "LANGSMITH_PARENT_ID",
     "LANGSMITH_DOTTED_ORDER",
+    "LANGSMITH_SESSION_NAME",
+    "LANGSMITH_SESSION_ID",
     "RunIds",
     "IdScheme",
     "run_id_v7",
@@ -182,10 +185,13 @@ class RunIds(NamedTuple):
     parent_run_id: str | None
     dotted_order: str
     start_time_ns: int
-    # The project the tree lives in when it was decided elsewhere (a parent run
-    # made by the service's SDK); None: the exporter's own. Children inherit it,
-    # so one tree stays in one project.
+    # The project the tree lives in, by name or by id, when it is not the
+    # exporter's own: decided where the tree's place is decided (a parent run made
+    # by the service's SDK, or the session attributes of the span that starts the
+    # tree here); both None: the exporter's own. Children inherit it, so one tree
+    # stays in one project.
     project: str | None = None
+    project_id: str | None = None
 
 
 def root_ids(run_id: UUID | str, start_time_ns: int) -> RunIds:
@@ -205,6 +211,7 @@ def child_ids(parent: RunIds, run_id: UUID | str, start_time_ns: int) -> RunIds:
         parent.dotted_order + "." + format_entry(start, rid),
         start,
         parent.project,
+        parent.project_id,
     )
 
 
@@ -259,6 +266,9 @@ LANGSMITH_TRACE_ID = "langsmith.trace.id"
 LANGSMITH_SPAN_ID = "langsmith.span.id"
 LANGSMITH_PARENT_ID = "langsmith.span.parent_id"
 LANGSMITH_DOTTED_ORDER = "langsmith.span.dotted_order"
+#: The project the span's run goes to (read where the span starts its tree, see ``_convert.span_ids``).
+LANGSMITH_SESSION_NAME = "langsmith.trace.session_name"
+LANGSMITH_SESSION_ID = "langsmith.trace.session_id"
 
 
 class GivenIds(NamedTuple):
@@ -314,6 +324,50 @@ def _given_uuid(attribute: str, value: object) -> str:
     return rid
 
 
+def _entry_id(entry: str) -> str:
+    """The run id of one dotted_order entry, lower-cased (entries were checked when they were made or parsed)."""
+    return entry.partition("Z")[2].lower()
+
+
+def _placed_in_known_tree(trace_id: object, span_id: object, parent_id: object, computed: RunIds) -> RunIds:
+    """:func:`given_run_ids` without a dotted_order: the run stays in the tree we know it in."""
+    run_id = _given_uuid(LANGSMITH_SPAN_ID, span_id) if span_id is not None else computed.run_id
+    entries = computed.dotted_order.split(".")
+    above = entries[:-1]
+    above_ids = [_entry_id(e) for e in above]
+    if run_id in above_ids:
+        raise GivenIdsError(LANGSMITH_SPAN_ID, f"{run_id} is the id of a run above this one")
+    if parent_id is not None:
+        parent = _given_uuid(LANGSMITH_PARENT_ID, parent_id)
+        if parent == run_id:
+            raise GivenIdsError(LANGSMITH_PARENT_ID, f"{parent} is the run's own id")
+        if parent not in above_ids:
+            raise GivenIdsError(
+                LANGSMITH_PARENT_ID,
+                f"{parent} is not a run this span is known to be under; nesting under another run "
+                f"needs {LANGSMITH_DOTTED_ORDER} (the parent's dotted_order and the run's own entry)",
+            )
+        # Under an ancestor further up: the chain is cut there (the start stays clamped, to a later run's start).
+        cut = above_ids.index(parent) + 1
+        above, above_ids = above[:cut], above_ids[:cut]
+    trace = above_ids[0] if above else run_id
+    if trace_id is not None and _given_uuid(LANGSMITH_TRACE_ID, trace_id) != trace:
+        raise GivenIdsError(
+            LANGSMITH_TRACE_ID,
+            f"{trace_id} is not the trace the run is in ({trace}); moving a run to another trace "
+            f"needs {LANGSMITH_DOTTED_ORDER}",
+        )
+    if run_id == computed.run_id and len(above) == len(entries) - 1:
+        return computed  # the given ids say what we computed
+    own = format_entry(computed.start_time_ns, run_id)
+    return computed._replace(
+        run_id=run_id,
+        trace_id=trace,
+        parent_run_id=above_ids[-1] if above else None,
+        dotted_order=".".join([*above, own]),
+    )
+
+
 def given_run_ids(given: GivenIds, computed: RunIds) -> RunIds:
     """The ids to use when a span carries ``langsmith.*`` ids; ``computed`` are the ones we derived.
 
@@ -323,13 +377,25 @@ def given_run_ids(given: GivenIds, computed: RunIds) -> RunIds:
       the entry agree, as the service requires). ``langsmith.span.id``,
       ``langsmith.trace.id`` and ``langsmith.span.parent_id``, when also given,
       must say the same.
-    * With ``langsmith.span.id`` alone only the run id is replaced; the span
-      keeps the place we computed.
-    * A trace id or parent id without a dotted_order cannot place the run (its
-      parent's dotted_order is needed), so it is refused.
+    * Without it, each of the other three is honoured alone (or with the
+      others) where it agrees with what we know of the span's place, that is
+      ``computed`` and the chain of runs above it in ``computed.dotted_order``
+      (its OTel ancestors, and the remote or SDK run they hang under):
+
+      - ``langsmith.span.id`` becomes the run id, in the place we computed; the
+        span's children then extend it (a root's trace id is its own id).
+      - ``langsmith.span.parent_id`` nests the run under that run when it is
+        one of the runs above it: the dotted_order is that run's (known, since
+        it is a prefix of ours) followed by the run's own entry. Any other run
+        is refused: its dotted_order, which a child's must repeat exactly, is
+        known only to whoever sent it, so the span must give
+        ``langsmith.span.dotted_order`` itself.
+      - ``langsmith.trace.id`` must be the trace the run ends up in. It cannot
+        move a run to another trace on its own: the run would need a parent
+        there, and that parent's dotted_order.
 
     Raises :class:`GivenIdsError` naming the attribute at fault; the caller then
-    keeps ``computed``.
+    keeps ``computed`` (every given id, not only the one at fault).
 
     >>> computed = root_ids("00000000-0000-7000-8000-000000000009", 1_700_000_000_000_000_000)
     >>> parent = "018bcfe5-68e3-7000-8000-000000000001"
@@ -341,17 +407,9 @@ def given_run_ids(given: GivenIds, computed: RunIds) -> RunIds:
     """
     trace_id, span_id, parent_id, dotted = (v if _present(v) else None for v in given)
     if dotted is None:
-        if trace_id is not None:
-            raise GivenIdsError(LANGSMITH_TRACE_ID, f"needs {LANGSMITH_DOTTED_ORDER} to place the run in that trace")
-        if parent_id is not None:
-            raise GivenIdsError(LANGSMITH_PARENT_ID, f"needs {LANGSMITH_DOTTED_ORDER} to place the run under it")
-        if span_id is None:
+        if trace_id is None and span_id is None and parent_id is None:
             return computed
-        run_id = _given_uuid(LANGSMITH_SPAN_ID, span_id)
-        if computed.parent_run_id is None:
-            return root_ids(run_id, computed.start_time_ns)
-        above = computed.dotted_order.rpartition(".")[0]
-        return computed._replace(run_id=run_id, dotted_order=f"{above}.{format_entry(computed.start_time_ns, run_id)}")
+        return _placed_in_known_tree(trace_id, span_id, parent_id, computed)
 
     if not isinstance(dotted, str):
         raise GivenIdsError(LANGSMITH_DOTTED_ORDER, f"{str(dotted)[:80]!r} is not a string")

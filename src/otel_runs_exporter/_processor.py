@@ -80,7 +80,7 @@ class RunsSpanProcessor(SpanProcessor):
         if node is None:
             return None
         ids = node.resolve(self._settings.id_scheme)
-        if ids.project is None and not self._settings.project_id:
+        if ids.project is None and ids.project_id is None and not self._settings.project_id:
             ids = ids._replace(project=self._settings.project)
         return ids
 

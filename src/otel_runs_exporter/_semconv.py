@@ -33,12 +33,20 @@ non-text parts as they came).
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import orjson
 
-from ._ids import LANGSMITH_DOTTED_ORDER, LANGSMITH_PARENT_ID, LANGSMITH_SPAN_ID, LANGSMITH_TRACE_ID
+from ._ids import (
+    LANGSMITH_DOTTED_ORDER,
+    LANGSMITH_PARENT_ID,
+    LANGSMITH_SESSION_ID,
+    LANGSMITH_SESSION_NAME,
+    LANGSMITH_SPAN_ID,
+    LANGSMITH_TRACE_ID,
+)
 
 __all__ = ["SpanEvent", "Mapped", "map_span", "reads_nothing", "RUN_TYPES"]
 
@@ -213,10 +221,11 @@ _PROVIDER_KEYS = (
 _ID_ATTRIBUTES = (LANGSMITH_TRACE_ID, LANGSMITH_SPAN_ID, LANGSMITH_PARENT_ID, LANGSMITH_DOTTED_ORDER)
 
 #: doc: langsmith.trace.session_name -> Session name. "Name of the session"
-_SESSION_NAME = "langsmith.trace.session_name"
+#: (the project goes with the run's place: ``_convert.span_ids`` reads it where a tree starts).
+_SESSION_NAME = LANGSMITH_SESSION_NAME
 #: doc: langsmith.trace.session_id -> Session ID. "Session identifier for related traces"
 #: (the name wins when both are given: the service takes exactly one).
-_SESSION_ID = "langsmith.trace.session_id"
+_SESSION_ID = LANGSMITH_SESSION_ID
 
 #: Attributes copied to metadata under the key the service groups threads by
 #: (its thread keys are ``session_id``, ``thread_id`` and ``conversation_id``).
@@ -336,6 +345,23 @@ _USAGE_FIELDS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     # tokens used". Where the doc puts it, and (row above) where the SDK's usage shape and the rest of this
     # table put reasoning tokens, so both readers find it.
     (("reasoning_tokens",), ("gen_ai.usage.details.reasoning_tokens",)),
+)
+
+#: Whole usage objects that complete the rows above, lower in precedence, in
+#: this order: ``(attribute or None, where its object is)``. The first row is the
+#: ``usage_metadata`` of the outputs the mapping found (the langsmith SDK's OTel
+#: exporter writes the run's whole outputs in ``gen_ai.completion``, usage
+#: details included); the next two are that exporter's own token-detail
+#: attributes (a Python ``str()`` of a dict, not JSON); the last is the usage its
+#: ``@traceable`` also keeps in the run's metadata. They only add what the rows
+#: above did not say (details merged from every source, never dropped); the
+#: metadata copy only completes usage another source reported, as the SDK's own
+#: runs carry usage in their outputs only where that was so.
+_USAGE_OBJECTS: tuple[tuple[str | None, str], ...] = (
+    (None, "outputs"),
+    ("gen_ai.usage.input_token_details", "input_token_details"),
+    ("gen_ai.usage.output_token_details", "output_token_details"),
+    ("langsmith.metadata.usage_metadata", "usage_metadata"),
 )
 
 #: Span events that mark the first streamed token (ours emit ``new_token``;
@@ -1286,7 +1312,9 @@ def _first_str(attributes: Mapping[str, Any], keys: Sequence[str]) -> tuple[str,
     return None
 
 
-def _usage(attributes: Mapping[str, Any], consumed: set[str], malformed: list[tuple[str, str]]) -> dict[str, Any] | None:
+def _usage(
+    attributes: Mapping[str, Any], consumed: set[str], malformed: list[tuple[str, str]], outputs: Any = None
+) -> dict[str, Any] | None:
     usage: dict[str, Any] = {}
     for path, keys in _USAGE_FIELDS:
         for key in keys:
@@ -1301,12 +1329,80 @@ def _usage(attributes: Mapping[str, Any], consumed: set[str], malformed: list[tu
                 else:
                     usage.setdefault(path[0], {})[path[1]] = count
                 break
-    if not usage:
+    found = bool(usage)
+    for object_key, where in _USAGE_OBJECTS:
+        source: Any
+        if object_key is None:
+            source = outputs.get("usage_metadata") if isinstance(outputs, dict) else None
+        elif object_key in attributes:
+            source = _langsmith_sdk_usage_object(attributes[object_key])
+            if source is None:
+                continue  # unreadable: it stays in metadata as it came
+            if where != "usage_metadata":
+                consumed.add(object_key)
+                source = {where: source}
+            elif not found:
+                continue
+        else:
+            continue
+        if isinstance(source, dict) and _merge_usage(usage, source):
+            found = True
+    if not found:
         return None
     usage.setdefault("input_tokens", 0)
     usage.setdefault("output_tokens", 0)
     usage.setdefault("total_tokens", usage["input_tokens"] + usage["output_tokens"])
     return usage
+
+
+def _merge_usage(usage: dict[str, Any], source: Mapping[str, Any]) -> bool:
+    """Add what ``source`` says that ``usage`` does not, one level of details deep; True if it had a count.
+
+    Values are kept as they came (a cost is a float), so a source never loses anything by being merged.
+    """
+    counted = False
+    for key, value in source.items():
+        if not isinstance(key, str) or value is None or isinstance(value, bool):
+            continue
+        if isinstance(value, dict):
+            have = usage.setdefault(key, {})
+            if not isinstance(have, dict):
+                continue
+            for detail, count in value.items():
+                if isinstance(detail, str) and isinstance(count, (int, float)) and not isinstance(count, bool):
+                    have.setdefault(detail, count)
+                    counted = True
+            if not have:
+                del usage[key]
+        elif isinstance(value, (int, float)):
+            usage.setdefault(key, value)
+            counted = True
+    return counted
+
+
+#: A Python ``str()`` of a dict is read only this long (a usage object is a few dozen characters).
+_REPR_MAX_CHARS = 4096
+
+
+def _langsmith_sdk_usage_object(value: Any) -> dict[str, Any] | None:
+    """A usage object the langsmith SDK's OTel exporter wrote: JSON, or ``str()`` of a dict of counts.
+
+    Its token details (``{'audio': 0, 'cache_read': 2}``) are Python literals; they
+    are read with ``ast.literal_eval``, which evaluates literals only, so a
+    hostile value cannot run anything. Anything else is None.
+    """
+    if isinstance(value, dict):
+        return value
+    if not isinstance(value, str) or value[:1] != "{" or len(value) > _REPR_MAX_CHARS:
+        return None
+    decoded = _json_value(value)
+    if isinstance(decoded, dict):
+        return decoded
+    try:
+        literal = ast.literal_eval(value)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    return literal if isinstance(literal, dict) else None
 
 
 def _invocation_params(ctx: _Ctx) -> tuple[dict[str, Any] | None, str | None]:
@@ -1425,6 +1521,24 @@ def _tool_definition(item: Any) -> Any:
             function["parameters"] = _json_value(item[key])
             break
     return {"type": "function", "function": function}
+
+
+def _langsmith_sdk_request_tools(out: Mapped) -> None:
+    """The tools offered to the model, from an llm run's inputs when they are the request body.
+
+    The langsmith SDK's client wrappers (``wrap_openai``) record the request
+    itself as the run's inputs, tools included, and its OTel exporter writes
+    them only there (``gen_ai.prompt``); the tools are also made the
+    invocation params' ``tools``, as every other producer's are. The inputs
+    stay as the SDK's own runs have them.
+    """
+    inputs = out.inputs
+    tools = inputs.get("tools") if inputs is not None else None
+    if not isinstance(tools, list) or not tools or not all(isinstance(t, dict) for t in tools):
+        return
+    params = out.invocation_params if out.invocation_params is not None else {}
+    if "tools" not in params:
+        out.invocation_params = {**params, "tools": tools}
 
 
 def _document(raw: Any) -> dict[str, Any] | None:
@@ -1574,6 +1688,7 @@ def _read_prefixes() -> tuple[str, ...]:
     keys += [_METADATA_OBJECT_KEY, *_METADATA_PREFIXES, _PARAM_PREFIX, *_PARAM_OBJECT_KEYS, _FUNCTIONS_PREFIX]
     keys += [key for key, _, _ in _PARAM_FIELDS]
     keys += [key for _, names in _USAGE_FIELDS for key in names]
+    keys += [key for key, _ in _USAGE_OBJECTS if key is not None]
     keys += [*_FLAT_PREFIXES, *_DOCUMENT_PREFIXES, *_TAG_KEYS, *_DOCUMENT_KEYS]
     for _, arg in _INPUT_READERS + _OUTPUT_SOURCES:
         if arg not in ("in", "out"):  # the event readers' side, not a key
@@ -1628,7 +1743,7 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
     documents = _documents(ctx)
     if documents is not None:
         out.outputs = {**(out.outputs or {}), "documents": documents}
-    usage = _usage(attributes, consumed, ctx.malformed)
+    usage = _usage(attributes, consumed, ctx.malformed, out.outputs)
     if usage is not None:
         out.outputs = {**(out.outputs or {}), "usage_metadata": usage}
     out.invocation_params, requested_model = _invocation_params(ctx)
@@ -1671,6 +1786,16 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
         if group:
             decode = prefix in _JSON_METADATA_PREFIXES
             metadata.update((k, _plain(_json_value(v) if decode else v)) for k, v in group.items())
+    # After the metadata: explicit metadata (the langsmith SDK's ls_model_name) names the requested model.
+    response_model = _first_str(attributes, _RESPONSE_MODEL_KEYS)
+    if response_model is not None:
+        if response_model[1] != metadata.get("ls_model_name"):
+            metadata["response_model"] = response_model[1]
+        else:
+            metadata.pop("response_model", None)
+        consumed.add(response_model[0])
+    if out.run_type == "llm":
+        _langsmith_sdk_request_tools(out)
 
     for key, run_type in _NAME_RULES:
         if run_type is not None and out.run_type != run_type:
@@ -1687,7 +1812,7 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
     else:
         session_id = attributes.get(_SESSION_ID)
         if session_id not in (None, ""):
-            out.session_id = session_id  # checked by _convert, which can say when it is unusable
+            out.session_id = session_id  # checked by _convert.span_ids, which can say when it is unusable
             consumed.add(_SESSION_ID)
     consumed.update(k for k in _ID_ATTRIBUTES if k in attributes)
     out.tags = _tags(attributes, consumed)

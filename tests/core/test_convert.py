@@ -182,6 +182,45 @@ def test_langsmith_overrides(capture):
     assert not any(k.startswith("langsmith.") for k in run["extra"]["metadata"])
 
 
+def test_one_tree_one_project_decided_where_the_tree_starts(capture, caplog):
+    """The service's SDK in OTel mode names its project on every span; nested under ours, its runs stay in ours."""
+    tracer, exporter = capture
+    with tracer.start_as_current_span("ours"):
+        with tracer.start_as_current_span("sdk-run", attributes={"langsmith.trace.session_name": "sdk-project"}):
+            with tracer.start_as_current_span("sdk-child", attributes={"langsmith.trace.session_name": "sdk-project"}):
+                pass
+    with tracer.start_as_current_span("sdk-root", attributes={"langsmith.trace.session_name": "sdk-project"}):
+        with tracer.start_as_current_span("plain-child"):
+            pass
+    with tracer.start_as_current_span("by-id", attributes={"langsmith.trace.session_id": "0" * 8 + "-0000-4000-8000-" + "1" * 12}):
+        with tracer.start_as_current_span("by-id-child"):
+            pass
+    spans = _by_name(exporter)
+    opts = ConvertOptions(session={"session_name": "configured"})
+
+    def place(name, parent=None, **kwargs):
+        ids = span_ids(spans[name], parent, **kwargs)
+        return ids, span_to_run(spans[name], ids, opts)
+
+    with caplog.at_level("WARNING", logger="otel_runs_exporter"):
+        ours, ours_run = place("ours")
+        sdk, sdk_run = place("sdk-run", ours)
+        _, sdk_child_run = place("sdk-child", sdk)
+        root, root_run = place("sdk-root")
+        _, plain_run = place("plain-child", root)
+        by_id, by_id_run = place("by-id")
+        _, by_id_child_run = place("by-id-child", by_id)
+        # Under a remote run that came without a project, a span starts its tree here: its own counts.
+        _, remote_run = place("sdk-run", ours._replace(project=None), parent_is_remote=True)
+    assert {r["session_name"] for r in (ours_run, sdk_run, sdk_child_run)} == {"configured"}
+    assert root_run["session_name"] == plain_run["session_name"] == "sdk-project"
+    assert by_id_run["session_id"] == by_id_child_run["session_id"] == "00000000-0000-4000-8000-111111111111"
+    assert "session_name" not in by_id_child_run and remote_run["session_name"] == "sdk-project"
+    # The project named on a nested span is not lost silently: said once per process.
+    said = [r.getMessage() for r in caplog.records if "is not used" in r.getMessage()]
+    assert len(said) == 1 and "'sdk-project' on span 'sdk-run'" in said[0]
+
+
 def test_open_span_post_then_patch_does_not_resend_inputs():
     provider = TracerProvider()
     span = provider.get_tracer("t").start_span("long", attributes={"input.value": "x"})

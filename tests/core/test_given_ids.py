@@ -155,3 +155,80 @@ def test_processor_ignores_ids_set_after_the_start_with_one_warning(service, sdk
     assert len(warnings) == 1, warnings
     assert "langsmith.trace.id, langsmith.span.id, langsmith.span.parent_id, langsmith.span.dotted_order" in warnings[0]
     assert "span 'late-1' after it started" in warnings[0] and "start_span(attributes=...)" in warnings[0]
+
+
+def _provider(path: str, url: str):
+    return (processor_provider if path == "processor" else exporter_provider)(url, project=PROJECT)
+
+
+def _flush(provider, runs_expected: int, service) -> dict:
+    provider.force_flush()
+    return {r["name"]: r for r in service.wait_for_runs(runs_expected)}
+
+
+@pytest.mark.parametrize("path", ["processor", "exporter"])
+def test_a_span_id_alone_becomes_the_run_id_and_children_nest_under_it(service, caplog, path):
+    provider, _ = _provider(path, service.url)
+    tracer = provider.get_tracer("t")
+    root_id, mid_id = str(uuid.uuid4()), str(uuid.uuid4())
+    with caplog.at_level(logging.WARNING, logger="otel_runs_exporter"):
+        with tracer.start_as_current_span("root", attributes={"langsmith.span.id": root_id}):
+            with tracer.start_as_current_span("mid", attributes={"langsmith.span.id": mid_id}):
+                with tracer.start_as_current_span("leaf"):
+                    pass
+        runs = _flush(provider, 3, service)
+    root, mid, leaf = runs["root"], runs["mid"], runs["leaf"]
+    assert root["id"] == root["trace_id"] == root_id and mid["id"] == mid_id
+    assert mid["parent_run_id"] == root_id and leaf["parent_run_id"] == mid_id
+    assert mid["dotted_order"].startswith(root["dotted_order"] + ".")
+    assert leaf["dotted_order"].startswith(mid["dotted_order"] + ".")
+    assert {r["trace_id"] for r in runs.values()} == {root_id}
+    assert service.violations() == [] and service.check()["missing_parents"] == []
+    assert _id_warnings(caplog) == []
+
+
+@pytest.mark.parametrize("path", ["processor", "exporter"])
+def test_a_parent_id_alone_nests_the_run_under_that_run_above_it(service, caplog, path):
+    """The parent named is an ancestor (here one placed by its own given id): its dotted_order is known."""
+    provider, _ = _provider(path, service.url)
+    tracer = provider.get_tracer("t")
+    root_id = str(uuid.uuid4())
+    with caplog.at_level(logging.WARNING, logger="otel_runs_exporter"):
+        with tracer.start_as_current_span("root", attributes={"langsmith.span.id": root_id}):
+            with tracer.start_as_current_span("mid"):
+                with tracer.start_as_current_span("hoisted", attributes={"langsmith.span.parent_id": root_id}):
+                    with tracer.start_as_current_span("under-hoisted"):
+                        pass
+        runs = _flush(provider, 4, service)
+    root, hoisted, under_hoisted = runs["root"], runs["hoisted"], runs["under-hoisted"]
+    assert hoisted["parent_run_id"] == root_id and hoisted["trace_id"] == root_id
+    assert hoisted["dotted_order"].count(".") == 1 and hoisted["dotted_order"].startswith(root["dotted_order"] + ".")
+    assert under_hoisted["parent_run_id"] == hoisted["id"]
+    assert under_hoisted["dotted_order"].startswith(hoisted["dotted_order"] + ".")
+    assert service.violations() == [] and service.check()["missing_parents"] == []
+    assert _id_warnings(caplog) == []
+
+
+@pytest.mark.parametrize("path", ["processor", "exporter"])
+def test_a_trace_id_alone_is_honoured_in_its_trace_and_refused_elsewhere(service, caplog, path):
+    provider, _ = _provider(path, service.url)
+    tracer = provider.get_tracer("t")
+    root_id, stranger, unknown_parent = str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4())
+    with caplog.at_level(logging.WARNING, logger="otel_runs_exporter"):
+        with tracer.start_as_current_span("root", attributes={"langsmith.span.id": root_id}):
+            with tracer.start_as_current_span("same-trace", attributes={"langsmith.trace.id": root_id}):
+                pass
+            with tracer.start_as_current_span("other-trace", attributes={"langsmith.trace.id": stranger}):
+                pass
+            with tracer.start_as_current_span("unknown-parent", attributes={"langsmith.span.parent_id": unknown_parent}):
+                pass
+        runs = _flush(provider, 4, service)
+    # Refused ones keep the computed ids: under their OTel parent, in one valid tree.
+    assert {runs[n]["parent_run_id"] for n in ("same-trace", "other-trace", "unknown-parent")} == {root_id}
+    assert {r["trace_id"] for r in runs.values()} == {root_id}
+    assert service.violations() == []
+    warnings = sorted(_id_warnings(caplog))
+    assert len(warnings) == 2, warnings
+    assert warnings[0].startswith("ignoring langsmith.span.parent_id on span 'unknown-parent'")
+    assert "needs langsmith.span.dotted_order" in warnings[0]
+    assert warnings[1].startswith("ignoring langsmith.trace.id on span 'other-trace'")

@@ -141,6 +141,50 @@ def test_a_span_id_alone_replaces_only_the_run_id():
     assert child.dotted_order == parent.dotted_order + "." + format_entry(2_000, OWN)
 
 
+# A chain we computed: ROOT, then MID, then the span itself (its own id computed, not OWN).
+CHAIN_ROOT = root_ids(ROOT, 1_000_000)
+CHAIN_MID = child_ids(CHAIN_ROOT, MID, 2_000_000)
+COMPUTED_LEAF = child_ids(CHAIN_MID, run_id_v7(3, 3, 3_000_000), 3_000_000)
+
+
+def test_a_span_id_alone_becomes_the_run_id_and_its_children_extend_it():
+    ids = given_run_ids(GivenIds(span_id=OWN), COMPUTED_LEAF)
+    assert (ids.run_id, ids.trace_id, ids.parent_run_id) == (OWN, ROOT, MID)
+    assert ids.dotted_order == CHAIN_MID.dotted_order + "." + format_entry(3_000_000, OWN)
+    child = child_ids(ids, run_id_v7(4, 4, 4_000_000), 4_000_000)
+    assert child.parent_run_id == OWN and child.dotted_order.startswith(ids.dotted_order + ".")
+
+
+def test_a_parent_id_alone_nests_the_run_under_a_run_above_it():
+    ids = given_run_ids(GivenIds(parent_id=ROOT.upper()), COMPUTED_LEAF)
+    assert (ids.run_id, ids.trace_id, ids.parent_run_id) == (COMPUTED_LEAF.run_id, ROOT, ROOT)
+    assert ids.dotted_order == CHAIN_ROOT.dotted_order + "." + format_entry(3_000_000, COMPUTED_LEAF.run_id)
+    assert ids.start_time_ns == COMPUTED_LEAF.start_time_ns
+    # Its own parent is no news: the computed ids stand as they are.
+    assert given_run_ids(GivenIds(parent_id=MID), COMPUTED_LEAF) is COMPUTED_LEAF
+    # With a given run id as well.
+    both = given_run_ids(GivenIds(span_id=OWN, parent_id=ROOT), COMPUTED_LEAF)
+    assert (both.run_id, both.parent_run_id) == (OWN, ROOT)
+    assert both.dotted_order == CHAIN_ROOT.dotted_order + "." + format_entry(3_000_000, OWN)
+
+
+def test_a_trace_id_alone_is_honoured_when_it_is_the_runs_trace():
+    assert given_run_ids(GivenIds(trace_id=ROOT), COMPUTED_LEAF) is COMPUTED_LEAF
+    # A root with a given run id is its own trace, so that trace id agrees too.
+    root = given_run_ids(GivenIds(trace_id=OWN, span_id=OWN), COMPUTED)
+    assert (root.run_id, root.trace_id, root.parent_run_id) == (OWN, OWN, None)
+    moved = given_run_ids(GivenIds(trace_id=ROOT, parent_id=ROOT), COMPUTED_LEAF)
+    assert (moved.trace_id, moved.parent_run_id) == (ROOT, ROOT)
+
+
+def test_the_project_stays_with_a_run_placed_in_its_known_tree():
+    above = CHAIN_MID._replace(project="p")
+    leaf = child_ids(above, run_id_v7(3, 3, 3_000_000), 3_000_000)
+    assert (leaf.project, leaf.project_id) == ("p", None)
+    assert given_run_ids(GivenIds(span_id=OWN, parent_id=ROOT), leaf).project == "p"
+    assert given_run_ids(GivenIds(dotted_order=GIVEN_DOTTED), leaf).project is None  # placed elsewhere
+
+
 def test_nothing_given_keeps_the_computed_ids():
     assert given_run_ids(GivenIds(), COMPUTED) is COMPUTED
     assert given_run_ids(GivenIds("", "", "", ""), COMPUTED) is COMPUTED
@@ -159,7 +203,12 @@ def test_nothing_given_keeps_the_computed_ids():
         (GivenIds(parent_id=ROOT, dotted_order=GIVEN_DOTTED), "langsmith.span.parent_id", "entry before the last"),
         (GivenIds(parent_id=ROOT, dotted_order=f"{T0}{OWN}"), "langsmith.span.parent_id", "root"),
         (GivenIds(parent_id=MID, span_id=OWN), "langsmith.span.parent_id", "needs langsmith.span.dotted_order"),
+        (GivenIds(parent_id=MID), "langsmith.span.parent_id", "not a run this span is known to be under"),
+        (GivenIds(parent_id=OWN, span_id=OWN), "langsmith.span.parent_id", "own id"),
+        (GivenIds(parent_id="p-1"), "langsmith.span.parent_id", "not a UUID"),
         (GivenIds(trace_id=ROOT, span_id=OWN), "langsmith.trace.id", "needs langsmith.span.dotted_order"),
+        (GivenIds(trace_id=ROOT), "langsmith.trace.id", "is not the trace the run is in"),
+        (GivenIds(trace_id=7), "langsmith.trace.id", "not a UUID"),
         (GivenIds(dotted_order=f"{T1}{ROOT}.{T0}{OWN}"), "langsmith.span.dotted_order", "earlier"),
     ],
 )
@@ -178,3 +227,11 @@ def test_given_ids_round_trip_any_chain_we_build(chain):
         ids = root_ids(rid, start) if ids is None else child_ids(ids, rid, start)
     given = GivenIds(ids.trace_id, ids.run_id, ids.parent_run_id, ids.dotted_order)
     assert given_run_ids(given, COMPUTED) == ids._replace(start_time_ns=ids.start_time_ns // 1000 * 1000)
+
+
+def test_ids_given_alone_never_put_a_run_above_itself():
+    with pytest.raises(GivenIdsError, match="a run above this one") as caught:
+        given_run_ids(GivenIds(span_id=MID), COMPUTED_LEAF)
+    assert caught.value.attribute == "langsmith.span.id"
+    with pytest.raises(GivenIdsError, match="the run's own id"):
+        given_run_ids(GivenIds(parent_id=COMPUTED_LEAF.run_id), COMPUTED_LEAF)  # itself, as computed

@@ -20,6 +20,14 @@ from langsmith import utils as ls_utils
 from core.helpers import processor_provider
 
 USER_METADATA = {"user": "u1", "cfg": {"a": [1, 2]}, "ids": ["x"]}
+# With token details, which the SDK's OTel exporter writes apart from the counts.
+USAGE = {
+    "input_tokens": 3,
+    "output_tokens": 2,
+    "total_tokens": 5,
+    "input_token_details": {"cache_read": 1, "audio": 0},
+    "output_token_details": {"reasoning": 1},
+}
 
 
 @traceable(run_type="tool", name="lookup")
@@ -31,7 +39,7 @@ def lookup(q: str) -> dict[str, Any]:
 def chat(messages: list[dict[str, str]]) -> dict[str, Any]:
     return {
         "choices": [{"message": {"role": "assistant", "content": "Hello"}, "finish_reason": "stop"}],
-        "usage_metadata": {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5},
+        "usage_metadata": USAGE,
     }
 
 
@@ -132,5 +140,5 @@ def test_sdk_otel_mode_through_our_processor_gives_the_sdks_own_runs(service, na
     # Spelled out, so a change on both sides at once still shows here.
     assert ours["agent"]["metadata"]["cfg"] == {"a": [1, 2]} and ours["agent"]["tags"] == ["t1", "t2"]
     assert ours["failing"]["error"].startswith("ValueError('boom')\n\nTraceback (most recent call last):")
-    assert ours["chat-model"]["outputs"]["usage_metadata"] == {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5}
+    assert ours["chat-model"]["outputs"]["usage_metadata"] == USAGE
     assert ours["lookup"]["run_type"] == "tool" and ours["lookup"]["parent"] == "agent"

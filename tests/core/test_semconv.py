@@ -1543,3 +1543,71 @@ def test_logfire_all_messages_events_as_plain_messages():
     assert m.outputs == {"messages": [USER_HI, ASSISTANT_HELLO]} and "all_messages_events" in m.consumed
     # The generic "events" name still needs event names: a list of messages there may be anything.
     assert map_span({"events": json.dumps(plain)}).outputs is None
+
+
+# The langsmith SDK's OTel exporter: counts as gen_ai.usage.*, details apart (a Python str() of a dict),
+# the whole usage inside the outputs it writes to gen_ai.completion, and again in the run's metadata.
+SDK_USAGE = {
+    "input_tokens": 12,
+    "output_tokens": 5,
+    "total_tokens": 17,
+    "input_token_details": {"audio": 0, "cache_read": 2},
+    "output_token_details": {"audio": 0, "reasoning": 1},
+}
+SDK_COUNTS = {"gen_ai.usage.input_tokens": 12, "gen_ai.usage.output_tokens": 5, "gen_ai.usage.total_tokens": 17}
+
+
+def test_langsmith_sdk_usage_keeps_the_details_its_outputs_carry():
+    completion = json.dumps({"choices": [], "usage_metadata": SDK_USAGE})
+    m = map_span({**SDK_COUNTS, "gen_ai.completion": completion, "gen_ai.operation.name": "chat"})
+    assert m.outputs == {"choices": [], "usage_metadata": SDK_USAGE}
+
+
+def test_langsmith_sdk_token_detail_attributes_are_read_and_consumed():
+    attributes = {
+        **SDK_COUNTS,
+        "gen_ai.usage.input_token_details": "{'audio': 0, 'cache_read': 2}",
+        "gen_ai.usage.output_token_details": '{"audio": 0, "reasoning": 1}',  # JSON is read too
+    }
+    m = map_span(attributes)
+    assert m.outputs == {"usage_metadata": SDK_USAGE}
+    assert set(attributes) <= m.consumed
+
+
+def test_usage_details_are_merged_from_every_source_never_dropped():
+    m = map_span(
+        {
+            "gen_ai.usage.input_tokens": 12,
+            "gen_ai.usage.cache_read.input_tokens": 2,  # a row of the table: wins where sources disagree
+            "gen_ai.usage.input_token_details": "{'cache_read': 99, 'audio': 3}",
+            "langsmith.metadata.usage_metadata": json.dumps(
+                {"output_token_details": {"reasoning": 1}, "input_token_details": {"cache_creation": 4}, "total_cost": 0.5}
+            ),
+            "output.value": json.dumps({"usage_metadata": {"output_tokens": 5, "output_token_details": {"audio": 6}}}),
+        }
+    )
+    assert m.outputs == {
+        "usage_metadata": {
+            "input_tokens": 12,
+            "output_tokens": 5,
+            "total_tokens": 17,
+            "input_token_details": {"cache_read": 2, "audio": 3, "cache_creation": 4},
+            "output_token_details": {"audio": 6, "reasoning": 1},
+            "total_cost": 0.5,
+        }
+    }
+    assert m.metadata["usage_metadata"]["total_cost"] == 0.5  # the metadata copy stays, as the SDK keeps it
+
+
+def test_usage_only_in_the_sdk_metadata_does_not_make_usage_in_the_outputs():
+    m = map_span({"langsmith.metadata.usage_metadata": json.dumps(SDK_USAGE), "output.value": '{"a": 1}'})
+    assert m.outputs == {"a": 1} and m.metadata["usage_metadata"] == SDK_USAGE
+
+
+@pytest.mark.parametrize(
+    "bad", ["{'audio': 0, 'cache_read': ", "{'x': __import__('os').getcwd()}", "['cache_read']", "{" + "1" * 5000 + "}", 7]
+)
+def test_unreadable_token_details_stay_in_metadata(bad):
+    m = map_span({**SDK_COUNTS, "gen_ai.usage.input_token_details": bad})
+    assert m.outputs == {"usage_metadata": {"input_tokens": 12, "output_tokens": 5, "total_tokens": 17}}
+    assert "gen_ai.usage.input_token_details" not in m.consumed

@@ -284,6 +284,7 @@ def test_openai_v2_chat(api, client, exporter):
     assert m.metadata["response_model"] == f"{MODEL}-fake-0001"
     assert m.metadata["ls_provider"] == "openai"
     assert m.invocation_params == {"model": MODEL, "temperature": 0.2, "max_tokens": 50}
+    assert m.metadata["response_model"] == f"{MODEL}-fake-0001"  # the response's, beside the requested one
 
 
 @pytest.mark.usefixtures("openai_v2")
