@@ -40,7 +40,7 @@ import orjson
 
 from ._ids import LANGSMITH_DOTTED_ORDER, LANGSMITH_PARENT_ID, LANGSMITH_SPAN_ID, LANGSMITH_TRACE_ID
 
-__all__ = ["SpanEvent", "Mapped", "map_span", "reads_nothing", "RUN_TYPES"]
+__all__ = ["SpanEvent", "Mapped", "map_span", "reads_nothing", "RUN_TYPES", "GENAI_EVENT_PREFIX"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +177,9 @@ _MODEL_NAME_KEYS = (
     "gen_ai.response.model",
     "llm.response.model_name",
 )
+#: ``metadata["response_model"]``: the model the response names, when it is not the
+#: ``ls_model_name`` (a dated version of the requested one, say).
+_RESPONSE_MODEL_KEYS = ("gen_ai.response.model", "llm.response.model_name")
 #: ``metadata["ls_provider"]``.
 _PROVIDER_KEYS = (
     "gen_ai.provider.name",
@@ -324,6 +327,15 @@ _CONTENT_EVENTS = {"gen_ai.content.prompt": ("gen_ai.prompt", "in"), "gen_ai.con
 #: doc: gen_ai.choice -> outputs. "Model choice/response with finish reason" (the finish_reason of the
 #: first choice is kept as outputs.finish_reason).
 _CHOICE_EVENT = "gen_ai.choice"
+#: The GenAI semconv's event for one inference call. It carries the span's own attributes, the
+#: conversation included (``gen_ai.input.messages``, ``gen_ai.output.messages``,
+#: ``gen_ai.system_instructions``, ``gen_ai.tool.definitions``, as objects rather than JSON text):
+#: openai-v2 with ``event_only`` content writes the messages only there. Read as attributes of
+#: the span, under its own: an attribute the span has wins.
+_ATTRIBUTE_EVENTS = frozenset({"gen_ai.client.inference.operation.details"})
+#: The name every GenAI event starts with, the ones above and any newer one: the OTel log
+#: records ``_genai_events`` joins to their span's run (an event no row reads stays a run event).
+GENAI_EVENT_PREFIX = "gen_ai."
 #: doc: exception -> status, error. "Sets status to "error" and extracts exception message/stacktrace"
 #: (applied by ``_convert``, which owns the run's error.)
 
@@ -720,8 +732,18 @@ def _read_genai_messages(ctx: _Ctx, key: str) -> dict[str, Any] | None:
     raw = ctx.take(key)
     if ctx.claim_only or raw is None:
         return None
-    messages = _messages(_message_list(ctx, key, raw))
-    return {"messages": messages} if messages else None
+    items = _message_list(ctx, key, raw)
+    messages = _messages(items)
+    if not messages:
+        return None
+    out: dict[str, Any] = {"messages": messages}
+    for item in items:
+        # GenAI output messages carry their own finish_reason; the first one is the run's (as for gen_ai.choice).
+        reason = item.get("finish_reason") if isinstance(item, dict) else None
+        if reason is not None:
+            out["finish_reason"] = _plain(reason)
+            break
+    return out
 
 
 def _read_flat_messages(ctx: _Ctx, prefix: str) -> dict[str, Any] | None:
@@ -1172,7 +1194,8 @@ def _read_prefixes() -> tuple[str, ...]:
     keys += [key for key, _, _ in _RUN_TYPE_RULES]
     keys += [key for key, _ in _RUN_TYPE_PRESENCE]
     keys += [key for key, _ in _NAME_RULES]
-    keys += [*_MODEL_KEYS, *_MODEL_NAME_KEYS, *_PROVIDER_KEYS, *_ID_ATTRIBUTES, _SESSION_NAME, _SESSION_ID]
+    keys += [*_MODEL_KEYS, *_MODEL_NAME_KEYS, *_RESPONSE_MODEL_KEYS, *_PROVIDER_KEYS, *_ID_ATTRIBUTES, _SESSION_NAME,
+             _SESSION_ID]
     keys += [key for key, _ in _METADATA_KEYS]
     keys += [_METADATA_OBJECT_KEY, *_METADATA_PREFIXES, _PARAM_PREFIX, *_PARAM_OBJECT_KEYS, _FUNCTIONS_PREFIX]
     keys += [key for key, _, _ in _PARAM_FIELDS]
@@ -1195,9 +1218,27 @@ def _read_prefixes() -> tuple[str, ...]:
 _READER_COMPANIONS = ["gen_ai.system_instructions", "gen_ai.prompt", "gen_ai.completion", _LOGFIRE_EVENTS]
 
 
+def _with_event_attributes(
+    attributes: Mapping[str, Any], events: Sequence[SpanEvent], consumed_events: set[int]
+) -> Mapping[str, Any]:
+    """The span's attributes with those of its ``_ATTRIBUTE_EVENTS`` beneath them (the span's own win)."""
+    merged: dict[str, Any] | None = None
+    for index, event in enumerate(events):
+        if event.name in _ATTRIBUTE_EVENTS:
+            if merged is None:
+                merged = dict(attributes)
+            for key, value in event.attributes.items():
+                if key not in merged:
+                    merged[key] = value
+            consumed_events.add(index)
+    return attributes if merged is None else merged
+
+
 def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Mapped:
     out = Mapped()
     consumed = out.consumed
+    if events:
+        attributes = _with_event_attributes(attributes, events, out.consumed_events)
     ctx = _Ctx(attributes, consumed)
 
     # The one pass over every attribute: group the flattened conventions.
@@ -1232,6 +1273,10 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
     if model:
         metadata["ls_model_name"] = model[1]
         consumed.add(model[0])
+    response_model = _first_str(attributes, _RESPONSE_MODEL_KEYS)
+    if response_model and response_model[1] != metadata.get("ls_model_name"):
+        metadata["response_model"] = response_model[1]
+        consumed.add(response_model[0])
     provider = _first_str(attributes, _PROVIDER_KEYS)
     if provider:
         metadata["ls_provider"] = provider[1]

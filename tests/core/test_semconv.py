@@ -110,8 +110,35 @@ GENAI_OUT = [
 def test_genai_input_output_messages(encode):
     m = map_span({"gen_ai.input.messages": encode(GENAI_IN), "gen_ai.output.messages": encode(GENAI_OUT)})
     assert m.inputs == {"messages": [USER_HI]}
-    assert m.outputs == {"messages": [ASSISTANT_HELLO]}
+    assert m.outputs == {"messages": [ASSISTANT_HELLO], "finish_reason": "stop"}  # the first message's
     assert {"gen_ai.input.messages", "gen_ai.output.messages"} <= m.consumed
+
+
+def test_inference_details_event_reads_as_the_span_attributes():
+    """openai-v2's ``event_only`` record: the span's attributes, messages as objects; the span's own win."""
+    details = SpanEvent(
+        "gen_ai.client.inference.operation.details",
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "from-the-event",
+            "gen_ai.input.messages": tuple(GENAI_IN),  # an extended log attribute: a tuple of objects
+            "gen_ai.output.messages": tuple(GENAI_OUT),
+            "gen_ai.usage.input_tokens": 3,
+        },
+        5,
+    )
+    m = map_span({"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}, [details])
+    assert (m.run_type, m.metadata["ls_model_name"]) == ("llm", "m")
+    assert m.inputs == {"messages": [USER_HI]}
+    assert m.outputs == {
+        "messages": [ASSISTANT_HELLO],
+        "finish_reason": "stop",
+        "usage_metadata": {"input_tokens": 3, "output_tokens": 0, "total_tokens": 3},
+    }
+    assert m.consumed_events == {0}  # not repeated among the run's events
+    # The same content on the span (span_and_event) is read once, from the span.
+    both = map_span({"gen_ai.input.messages": json.dumps(GENAI_IN)}, [details])
+    assert both.inputs == {"messages": [USER_HI]}
 
 
 @pytest.mark.parametrize(
@@ -677,7 +704,8 @@ def test_invocation_params_precedence():
     )
     # What was asked for wins; the other encodings of the same parameter fill in only what is missing.
     assert m.invocation_params == {"model": "req", "top_k": 3, "presence_penalty": 0.1}
-    assert "gen_ai.response.model" not in m.consumed or m.metadata.get("ls_model_name") == "resp"
+    # The requested model names the run; the response's own name for it is kept beside it.
+    assert (m.metadata["ls_model_name"], m.metadata["response_model"]) == ("req", "resp")
     assert map_span({"gen_ai.response.model": "resp"}).invocation_params == {"model": "resp"}
     # A tools value that is not JSON is still the one tool it names.
     assert map_span({"tools": "search"}).invocation_params == {"tools": ["search"]}

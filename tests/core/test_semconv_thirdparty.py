@@ -14,15 +14,19 @@ instrumented by:
   only (no cached/reasoning counts even when the API returns them), no first-token marker.
   Content lands on the span only with ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` set to
   ``span_only``/``span_and_event``; ``true`` (the documented legacy value) means no content on
-  this path, and ``event_only`` sends it to the logs API, which a span exporter never sees.
+  this path, and ``event_only`` sends it to the logs API only, as one
+  ``gen_ai.client.inference.operation.details`` record per call, which a span exporter never
+  sees: ``configure()``'s log record processor joins it to the run (``_genai_events``; tested
+  in ``test_genai_events.py`` and the producer matrix, ``tests/producers/test_openai_v2.py``).
   Embedding spans never carry the input texts. Its legacy v1.30 path (``gen_ai.system``, content
   as ``gen_ai.*.message``/``gen_ai.choice`` log events) is exercised by wrapping its patch
   function directly, and the log events are read back as span events would carry them.
 
-openai-v2 2.4b0 does not import against what is installed (openai>=3 ships ``httpx2`` instead
-of ``httpx``; util-genai 1.3b0 renamed ``instruments`` and ``TelemetryHandler.start_inference``).
-The ``openai_v2`` fixture bridges exactly those three names, only when they are missing and only
-for the test; every attribute on the spans is still written by the third-party code.
+openai-v2 2.4b0 imports as is with the pinned util-genai 1.1b0 and ``httpx`` beside the
+``httpx2`` that openai>=3 ships. With util-genai 1.3b0 (which renamed ``instruments`` and
+``TelemetryHandler.start_inference``) or without ``httpx`` it does not: the ``openai_v2`` fixture
+bridges exactly those three names, only when they are missing and only for the test; every
+attribute on the spans is still written by the third-party code.
 
 Traceloop/OpenLLMetry is not installed: its span shapes are hand-built with a real tracer.
 """
@@ -273,12 +277,13 @@ def test_openai_v2_chat(api, client, exporter):
     assert m.inputs == {"messages": MESSAGES}
     assert m.outputs == {
         "messages": [{"role": "assistant", "content": api.reply_text}],
+        "finish_reason": "stop",
         "usage_metadata": expected_usage(api, details=False),
     }
     assert m.metadata["ls_model_name"] == MODEL
     assert m.metadata["ls_provider"] == "openai"
     assert m.invocation_params == {"model": MODEL, "temperature": 0.2, "max_tokens": 50}
-    assert span.attributes["gen_ai.response.model"] == f"{MODEL}-fake-0001"  # left for metadata
+    assert m.metadata["response_model"] == f"{MODEL}-fake-0001"
 
 
 @pytest.mark.usefixtures("openai_v2")
@@ -292,6 +297,7 @@ def test_openai_v2_chat_streaming(api, client, exporter):
     assert m.inputs == {"messages": MESSAGES}
     assert m.outputs == {
         "messages": [{"role": "assistant", "content": api.reply_text}],
+        "finish_reason": "stop",
         "usage_metadata": expected_usage(api, details=False),
     }
     assert m.first_token_time_ns is None  # openai-v2 marks no first token on the span
@@ -303,7 +309,8 @@ def test_openai_v2_embeddings(api, client, exporter):
     m = mapped(only_span(exporter))
     assert m.run_type == "embedding"
     assert m.inputs is None  # openai-v2 never records embedding inputs
-    assert m.metadata == {"ls_model_name": EMBED_MODEL, "ls_provider": "openai"}
+    assert m.metadata == {"ls_model_name": EMBED_MODEL, "ls_provider": "openai",
+                          "response_model": f"{EMBED_MODEL}-fake-0001"}
     assert m.outputs["usage_metadata"]["input_tokens"] > 0
 
 
@@ -431,7 +438,7 @@ def test_traceloop_workflow_task_and_chat(provider, exporter):
             "input_token_details": {"cache_read": 4},
         },
     }
-    assert chat.metadata == {"ls_model_name": MODEL, "ls_provider": "openai"}
+    assert chat.metadata == {"ls_model_name": MODEL, "ls_provider": "openai", "response_model": f"{MODEL}-2024"}
     assert chat.invocation_params == {"model": MODEL, "temperature": 0.7}
 
     workflow = by_name["joke_workflow.workflow"]
