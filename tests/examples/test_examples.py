@@ -310,7 +310,7 @@ def check_llm_runs(runs: list[dict[str, Any]], provider: str) -> list[dict[str, 
     for run in llm:
         metadata = run["extra"]["metadata"]
         assert metadata["ls_provider"] == provider
-        assert metadata["gen_ai.response.model"] == metadata["ls_model_name"] + "-fake-0001"
+        assert metadata["response_model"] == metadata["ls_model_name"] + "-fake-0001"
         assert run["name"] == f"chat {metadata['ls_model_name']}"
         assert run["inputs"]["messages"][-1] == {"role": "user", "content": root["inputs"]["question"]}
         assert run["outputs"]["messages"] == [{"role": "assistant", "content": fake.reply_text}]
