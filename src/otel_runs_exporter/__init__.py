@@ -30,6 +30,7 @@ from ._errors import (
     ValidationError,
 )
 from ._exporter import RunsSpanExporter
+from ._genai_events import GenAIEventProcessor
 from ._processor import RunsSpanProcessor
 from ._settings import Settings, resolve as resolve_settings
 from ._stats import ExporterStats
@@ -43,6 +44,7 @@ __all__ = [
     "traceable",
     "RunsSpanProcessor",
     "RunsSpanExporter",
+    "GenAIEventProcessor",
     "ExporterStats",
     "build_info",
     "Settings",

@@ -11,6 +11,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
 from ._fork import on_fork_in_child
+from ._genai_events import install_log_processor
 from ._processor import RunsSpanProcessor
 
 __all__ = ["configure", "get_processor"]
@@ -37,7 +38,10 @@ def configure(**settings: Any) -> TracerProvider:
 
     If the global provider is already an SDK ``TracerProvider`` the processor is
     added to it; otherwise a new provider is created and set as the global one.
-    Settings not given come from the environment (see the README). As with
+    Settings not given come from the environment (see the README). Unless
+    ``capture_log_events`` is off, it also adds a log record processor to the
+    global ``LoggerProvider`` (creating an SDK one when none is set) that brings
+    GenAI events written as log records to their span's run (``_genai_events``). As with
     OpenTelemetry's own global setters, only the first call configures: a
     later one returns the same provider, and if its arguments differ, logs one
     warning that they were ignored::
@@ -72,6 +76,8 @@ def configure(**settings: Any) -> TracerProvider:
         provider.add_span_processor(processor)
         _installed[provider] = dict(settings)
         _current = processor
+        if processor.settings.capture_log_events and not processor.settings.disabled:
+            install_log_processor()
         return provider
 
 

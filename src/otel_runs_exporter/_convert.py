@@ -23,7 +23,7 @@ import hashlib
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Final, Mapping
+from typing import Any, Callable, ClassVar, Final, Mapping, Sequence
 
 import orjson
 from opentelemetry.trace import SpanKind, StatusCode
@@ -476,6 +476,7 @@ def span_to_run(
     mapped: Mapped | None = None,
     as_open: bool = False,
     malformed: list[str] | None = None,
+    log_events: Sequence[SpanEvent] = (),
 ) -> dict[str, Any]:
     """The run record of ``span``: everything known now.
 
@@ -487,10 +488,16 @@ def span_to_run(
     An attribute a convention could not read (malformed JSON, a wrong type) is
     kept in metadata as text and logged; its name is appended to ``malformed``
     (when given) for the caller to count. The run itself is never lost for it.
+
+    ``log_events`` are the GenAI events the producer wrote as OTel log records
+    under this span (``_genai_events`` joins them): read after the span's own
+    events, as if the span carried them.
     """
     attributes = snapshot_attributes(span)
     raw_events = span.events
     events = [SpanEvent(e.name, e.attributes or {}, e.timestamp) for e in raw_events] if raw_events else []
+    if log_events:
+        events.extend(log_events)
     if mapped is None:
         mapped = _PLAIN if not events and reads_nothing(attributes) else map_span(attributes, events)
     ended = span.end_time is not None and not as_open

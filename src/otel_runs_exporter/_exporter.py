@@ -28,6 +28,7 @@ from ._convert import ConvertOptions, given_ids, span_ids, span_to_run
 from ._delivery import Delivery
 from ._encode import encode_run
 from ._fork import renew_in_child
+from ._genai_events import EventJoin, late_patches
 from ._ids import RunIds
 from ._logging import RateLimitedLog
 from ._settings import Settings, check_usable, resolve
@@ -60,6 +61,8 @@ class RunsSpanExporter(SpanExporter):
         check_usable(self._settings)
         self._opts = ConvertOptions.from_settings(self._settings)
         self._clock = clock
+        # GenAI log events wait here for their span's run (it renews itself after fork).
+        self._events = EventJoin() if self._settings.capture_log_events and not self._settings.disabled else None
         self._init_state()
         self._shut = False
         renew_in_child(self)
@@ -95,6 +98,7 @@ class RunsSpanExporter(SpanExporter):
                 ready = self._place(spans)
                 ready.extend(self._release(time.monotonic(), everything=False))
                 self._enqueue(ready)
+                self._enqueue_late()
             ok = self._deliver(self._clock.now() + self._settings.export_timeout_s)
             return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
         except Exception:  # noqa: BLE001 - an exporter logs and reports failure, it never raises
@@ -109,6 +113,8 @@ class RunsSpanExporter(SpanExporter):
         if self._settings.disabled:
             return True
         try:
+            with self._lock:
+                self._enqueue_late()
             return self._deliver(self._clock.now() + timeout_millis / 1000.0)
         except Exception:  # noqa: BLE001
             logger.exception("force_flush failed")
@@ -131,6 +137,7 @@ class RunsSpanExporter(SpanExporter):
         try:
             with self._lock:
                 self._enqueue(self._release(time.monotonic(), everything=True))
+                self._enqueue_late()
             self._deliver(self._clock.now() + timeout_s)
             self._ledger.record(self._delivery.spool_all())
         except KeyboardInterrupt:
@@ -140,9 +147,12 @@ class RunsSpanExporter(SpanExporter):
         self._delivery.take_all()
         self._ledger.give_up(time.monotonic() - started, interrupted)
         self._delivery.close()
+        if self._events is not None:
+            self._events.close()
 
     def stats(self) -> ExporterStats:
-        return self._ledger.snapshot(self._delivery.transport.counts, held=self._held_count)
+        events = self._events.counts() if self._events is not None else None
+        return self._ledger.snapshot(self._delivery.transport.counts, held=self._held_count, log_events=events)
 
     # --- the holding area ----------------------------------------------------------
 
@@ -223,8 +233,11 @@ class RunsSpanExporter(SpanExporter):
         for span, ids in ready:
             try:
                 malformed: list[str] = []
-                encoded = encode_run("post", span_to_run(span, ids, self._opts, malformed=malformed), limit,
-                                     completes=True)
+                events = self._events.take(span, ids) if self._events is not None else []
+                encoded = encode_run(
+                    "post", span_to_run(span, ids, self._opts, malformed=malformed, log_events=events), limit,
+                    completes=True,
+                )
                 self._ledger.malformed(len(malformed))
             except Exception:  # noqa: BLE001 - one bad span must not stop the others
                 logger.exception("could not convert span %r; dropped", span.name)
@@ -232,6 +245,15 @@ class RunsSpanExporter(SpanExporter):
                 continue
             if not self._delivery.add(encoded):
                 self._ledger.drop("queue_bytes_full")
+
+    def _enqueue_late(self) -> None:
+        """Patch the runs whose GenAI log events came after they were sent (see ``_genai_events``)."""
+        join = self._events
+        if join is None or not join.has_late():
+            return
+        for patch in late_patches(join, self._opts, self._settings.max_value_chars):
+            # Not a run: refused at the byte cap, it costs these events' messages only.
+            self._delivery.add(patch)
 
     def _deliver(self, deadline: float) -> bool:
         """Send pending runs in batches until done or the deadline.

@@ -48,7 +48,7 @@ from ._ids import (
     LANGSMITH_TRACE_ID,
 )
 
-__all__ = ["SpanEvent", "Mapped", "map_span", "reads_nothing", "RUN_TYPES"]
+__all__ = ["SpanEvent", "Mapped", "map_span", "reads_nothing", "RUN_TYPES", "GENAI_EVENT_PREFIX"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,6 +395,15 @@ _CONTENT_EVENTS = {"gen_ai.content.prompt": ("gen_ai.prompt", "in"), "gen_ai.con
 #: doc: gen_ai.choice -> outputs. "Model choice/response with finish reason" (the finish_reason of the
 #: first choice is kept as outputs.finish_reason).
 _CHOICE_EVENT = "gen_ai.choice"
+#: The GenAI semconv's event for one inference call. It carries the span's own attributes, the
+#: conversation included (``gen_ai.input.messages``, ``gen_ai.output.messages``,
+#: ``gen_ai.system_instructions``, ``gen_ai.tool.definitions``, as objects rather than JSON text):
+#: openai-v2 with ``event_only`` content writes the messages only there. Read as attributes of
+#: the span, under its own: an attribute the span has wins.
+_ATTRIBUTE_EVENTS = frozenset({"gen_ai.client.inference.operation.details"})
+#: The name every GenAI event starts with, the ones above and any newer one: the OTel log
+#: records ``_genai_events`` joins to their span's run (an event no row reads stays a run event).
+GENAI_EVENT_PREFIX = "gen_ai."
 #: doc: exception -> status, error. "Sets status to "error" and extracts exception message/stacktrace"
 #: (applied by ``_convert``, which owns the run's error.)
 
@@ -1711,9 +1720,27 @@ _READER_COMPANIONS = [
 ]
 
 
+def _with_event_attributes(
+    attributes: Mapping[str, Any], events: Sequence[SpanEvent], consumed_events: set[int]
+) -> Mapping[str, Any]:
+    """The span's attributes with those of its ``_ATTRIBUTE_EVENTS`` beneath them (the span's own win)."""
+    merged: dict[str, Any] | None = None
+    for index, event in enumerate(events):
+        if event.name in _ATTRIBUTE_EVENTS:
+            if merged is None:
+                merged = dict(attributes)
+            for key, value in event.attributes.items():
+                if key not in merged:
+                    merged[key] = value
+            consumed_events.add(index)
+    return attributes if merged is None else merged
+
+
 def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Mapped:
     out = Mapped()
     consumed = out.consumed
+    if events:
+        attributes = _with_event_attributes(attributes, events, out.consumed_events)
     ctx = _Ctx(attributes, consumed)
 
     # The one pass over every attribute: group the flattened conventions.

@@ -389,6 +389,17 @@ _DECLS: dict[str, _Decl] = {
         "When the langsmith SDK is in the app: OTel spans nest under its current run and its "
         "@traceable runs under the current span, so mixed code gives one tree. false: off.",
     ),
+    "capture_log_events": _Decl(
+        (ev.OTEL_EXPORTER_RUNS_CAPTURE_LOG_EVENTS,),
+        True,
+        _bool,
+        "GenAI events written as OTel log records (gen_ai.client.inference.operation.details, "
+        "gen_ai.user.message, gen_ai.choice, ...; openai-v2 with event_only content) join their "
+        "span's run by trace and span id, so the run gets the messages: configure() and the runs "
+        "configurator add a log record processor to the global LoggerProvider (an SDK one is "
+        "created when none is set), and each path holds the events until it converts the span. "
+        "false: neither is done.",
+    ),
     "langsmith_otel_enabled": _Decl(
         (
             ev.LANGSMITH_TRACING_MODE,
@@ -452,6 +463,7 @@ class Settings:
     mask: Any
     scrub_secrets: bool
     langsmith_bridge: bool
+    capture_log_events: bool
     langsmith_otel_enabled: bool
     disabled: bool
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 if TYPE_CHECKING:
     from ._delivery import Outcome
 
-__all__ = ["ExporterStats", "Ledger", "RequestCounts"]
+__all__ = ["ExporterStats", "Ledger", "RequestCounts", "LogEventCounts"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +53,14 @@ class ExporterStats:
     ``malformed`` counts producer attributes a convention could not read
     (malformed JSON, a wrong type), kept as text in their run's metadata: no run
     is lost for them, so they are not among the drops.
+
+    ``log_events_joined`` counts GenAI events written as OTel log records that
+    reached their span's run (``_genai_events``); ``log_events_dropped`` maps a
+    reason (``no_span``, ``not_sampled``, ``unmatched``, ``events_full``,
+    ``events_bytes_full``, ``shutdown``) to events that did not;
+    ``log_events_held`` those waiting for their span's run. Events are not runs:
+    a dropped event leaves its run without those messages but does not lose it,
+    so these counts stay out of the identity above.
     """
 
     created: int = 0
@@ -71,6 +79,9 @@ class ExporterStats:
     orphaned: int = 0
     interval_s: float | None = None
     malformed: int = 0
+    log_events_joined: int = 0
+    log_events_dropped: Mapping[str, int] = field(default_factory=dict)
+    log_events_held: int = 0
 
     @property
     def dropped_total(self) -> int:
@@ -94,6 +105,15 @@ class RequestCounts:
     retried: int = 0
     failed: int = 0
     throttled: int = 0
+
+
+@dataclass(frozen=True)
+class LogEventCounts:
+    """GenAI log events joined, dropped and held; kept by ``_genai_events.EventJoin``, read by :class:`Ledger`."""
+
+    joined: int = 0
+    dropped: Mapping[str, int] = field(default_factory=dict)
+    held: int = 0
 
 
 class Ledger:
@@ -203,10 +223,15 @@ class Ledger:
             return sum(self._dropped.values()) + self._spooled
 
     def snapshot(
-        self, requests: RequestCounts | None = None, held: int = 0, interval_s: float | None = None
+        self,
+        requests: RequestCounts | None = None,
+        held: int = 0,
+        interval_s: float | None = None,
+        log_events: LogEventCounts | None = None,
     ) -> ExporterStats:
         """The one place an :class:`ExporterStats` is built."""
         r = requests or RequestCounts()
+        e = log_events or LogEventCounts()
         with self._lock:
             return ExporterStats(
                 created=self._created,
@@ -225,6 +250,9 @@ class Ledger:
                 orphaned=self._orphaned,
                 interval_s=interval_s,
                 malformed=self._malformed,
+                log_events_joined=e.joined,
+                log_events_dropped=MappingProxyType(dict(e.dropped)),
+                log_events_held=e.held,
             )
 
 

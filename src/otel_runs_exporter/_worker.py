@@ -43,6 +43,7 @@ from ._convert import ConvertOptions, RunNode, early_post_summary, patch_fields,
 from ._delivery import Delivery, Outcome
 from ._encode import EncodedRun, encode_run
 from ._fork import renew_in_child
+from ._genai_events import EventJoin, late_patches
 from ._logging import RateLimitedLog
 from ._pacing import Pacer
 from ._settings import Settings
@@ -85,6 +86,8 @@ class Worker:
         self._settings = settings
         self._opts = ConvertOptions.from_settings(settings)
         self._clock = clock
+        # GenAI log events wait here for their span's run (it renews itself after fork).
+        self._events = EventJoin() if settings.capture_log_events else None
         self._init_state()
         renew_in_child(self)
         self._start_worker()
@@ -207,9 +210,13 @@ class Worker:
         except KeyboardInterrupt:
             pass
         self._delivery.close()
+        if self._events is not None:
+            self._events.close()
 
     def stats(self) -> ExporterStats:
-        return self._ledger.snapshot(self._delivery.transport.counts, interval_s=self._pacer.interval)
+        events = self._events.counts() if self._events is not None else None
+        return self._ledger.snapshot(self._delivery.transport.counts, interval_s=self._pacer.interval,
+                                     log_events=events)
 
     # --- shutdown ------------------------------------------------------------------
 
@@ -354,6 +361,12 @@ class Worker:
         converting forever without sending.
         """
         queue = self._queue
+        join = self._events
+        if join is not None and join.has_late():
+            for patch in late_patches(join, self._opts, self._settings.max_value_chars):
+                # After its run's completing operation, which was converted earlier. Refused
+                # (the byte cap), it costs these events' messages, not the run: not counted here.
+                self._delivery.add(patch)
         # Two operations per run, as in submit(): a batch of runs.
         budget = len(queue) if everything else min(len(queue), 2 * self._settings.max_export_batch_size)
         last_yield = time.perf_counter()
@@ -400,8 +413,11 @@ class Worker:
                 # Its patch is queued already: one post carries the whole run, the patch is
                 # skipped. Marked only once encoded: if this raises, the patch still counts.
                 malformed: list[str] = []
-                merged = encode_run("post", span_to_run(span, ids, self._opts, malformed=malformed), limit,
-                                    completes=True)
+                events = self._events.take(span, ids) if self._events is not None else []
+                merged = encode_run(
+                    "post", span_to_run(span, ids, self._opts, malformed=malformed, log_events=events), limit,
+                    completes=True,
+                )
                 self._ledger.malformed(len(malformed))
                 node.state = RunNode.MERGED
                 return merged
@@ -419,7 +435,8 @@ class Worker:
             return None
         summary = self._early.pop(ids.run_id, None)
         malformed: list[str] = []
-        full = span_to_run(span, ids, self._opts, malformed=malformed)
+        events = self._events.take(span, ids) if self._events is not None else []
+        full = span_to_run(span, ids, self._opts, malformed=malformed, log_events=events)
         self._ledger.malformed(len(malformed))
         if summary is None:
             # Its post never went out (dropped, or refused while the queue was full): send the whole run.

@@ -35,6 +35,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from ._configure import _installed_by_autoconfig
 from ._errors import ConfigError
+from ._genai_events import install_log_processor
 from ._processor import RunsSpanProcessor
 
 __all__ = ["RunsConfigurator", "RunsDistro"]
@@ -56,7 +57,9 @@ class RunsConfigurator(_OTelSDKConfigurator):
     The SDK builds the provider (resource, sampler, id generator, other
     exporters, metrics and logs) from the environment as usual; ``runs`` is
     taken out of ``OTEL_TRACES_EXPORTER`` for that step and added afterwards as
-    a :class:`RunsSpanProcessor` on the provider the SDK set.
+    a :class:`RunsSpanProcessor` on the provider the SDK set, with (unless
+    ``capture_log_events`` is off) the log record processor that brings GenAI
+    log events to their runs on the ``LoggerProvider`` the SDK set.
     """
 
     def _configure(self, **kwargs: object) -> None:
@@ -82,6 +85,8 @@ class RunsConfigurator(_OTelSDKConfigurator):
             processor = RunsSpanProcessor()
             provider.add_span_processor(processor)
             _installed_by_autoconfig(processor)
+            if processor.settings.capture_log_events and not processor.settings.disabled:
+                install_log_processor()
         except ConfigError as exc:
             # A bad variable must not take the application down: say what is wrong and run untraced.
             logger.error("runs exporter not installed: %s", exc)

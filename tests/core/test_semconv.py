@@ -115,6 +115,33 @@ def test_genai_input_output_messages(encode):
     assert {"gen_ai.input.messages", "gen_ai.output.messages"} <= m.consumed
 
 
+def test_inference_details_event_reads_as_the_span_attributes():
+    """openai-v2's ``event_only`` record: the span's attributes, messages as objects; the span's own win."""
+    details = SpanEvent(
+        "gen_ai.client.inference.operation.details",
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "from-the-event",
+            "gen_ai.input.messages": tuple(GENAI_IN),  # an extended log attribute: a tuple of objects
+            "gen_ai.output.messages": tuple(GENAI_OUT),
+            "gen_ai.usage.input_tokens": 3,
+        },
+        5,
+    )
+    m = map_span({"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}, [details])
+    assert (m.run_type, m.metadata["ls_model_name"]) == ("llm", "m")
+    assert m.inputs == {"messages": [USER_HI]}
+    assert m.outputs == {
+        "messages": [ASSISTANT_HELLO],
+        "finish_reason": "stop",
+        "usage_metadata": {"input_tokens": 3, "output_tokens": 0, "total_tokens": 3},
+    }
+    assert m.consumed_events == {0}  # not repeated among the run's events
+    # The same content on the span (span_and_event) is read once, from the span.
+    both = map_span({"gen_ai.input.messages": json.dumps(GENAI_IN)}, [details])
+    assert both.inputs == {"messages": [USER_HI]}
+
+
 @pytest.mark.parametrize(
     "instructions",
     [json.dumps([{"type": "text", "content": "be brief"}]), [{"type": "text", "content": "be brief"}], "be brief"],

@@ -14,15 +14,19 @@ instrumented by:
   only (no cached/reasoning counts even when the API returns them), no first-token marker.
   Content lands on the span only with ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` set to
   ``span_only``/``span_and_event``; ``true`` (the documented legacy value) means no content on
-  this path, and ``event_only`` sends it to the logs API, which a span exporter never sees.
+  this path, and ``event_only`` sends it to the logs API only, as one
+  ``gen_ai.client.inference.operation.details`` record per call, which a span exporter never
+  sees: ``configure()``'s log record processor joins it to the run (``_genai_events``; tested
+  in ``test_genai_events.py`` and the producer matrix, ``tests/producers/test_openai_v2.py``).
   Embedding spans never carry the input texts. Its legacy v1.30 path (``gen_ai.system``, content
   as ``gen_ai.*.message``/``gen_ai.choice`` log events) is exercised by wrapping its patch
   function directly, and the log events are read back as span events would carry them.
 
-openai-v2 2.4b0 does not import against what is installed (openai>=3 ships ``httpx2`` instead
-of ``httpx``; util-genai 1.3b0 renamed ``instruments`` and ``TelemetryHandler.start_inference``).
-The ``openai_v2`` fixture bridges exactly those three names, only when they are missing and only
-for the test; every attribute on the spans is still written by the third-party code.
+openai-v2 2.4b0 imports as is with the pinned util-genai 1.1b0 and ``httpx`` beside the
+``httpx2`` that openai>=3 ships. With util-genai 1.3b0 (which renamed ``instruments`` and
+``TelemetryHandler.start_inference``) or without ``httpx`` it does not: the ``openai_v2`` fixture
+bridges exactly those three names, only when they are missing and only for the test; every
+attribute on the spans is still written by the third-party code.
 
 The older traceloop/OpenLLMetry shapes (flattened ``gen_ai.prompt.N.*``) are hand-built with a real
 tracer; the installed OpenLLMetry packages run for real in ``tests/producers``.

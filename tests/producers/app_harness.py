@@ -21,6 +21,10 @@ own schedule is an hour long: only these flushes (and the final one) convert
 and send, so a given seed always posts at the same moments.
 
 The app prints one JSON line at the end: the seed and both paths' stats.
+
+``start(log_events=True)`` also installs what ``configure()`` installs beside its
+span processor: the log record processor that joins GenAI log events to their
+runs (``_genai_events``), which reaches both paths.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from opentelemetry.sdk.trace import Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from otel_runs_exporter import RunsSpanExporter, RunsSpanProcessor
+from otel_runs_exporter._genai_events import install_log_processor
 
 PLANS = ("start", "random")
 
@@ -87,7 +92,7 @@ def _hook_span_writes(plan: _Plan) -> None:
 class Harness:
     """Both paths on one global tracer provider; made before the producer instruments anything."""
 
-    def __init__(self) -> None:
+    def __init__(self, log_events: bool = False) -> None:
         self.seed = int(os.environ.get("MATRIX_SEED", "0"))
         self.processor = RunsSpanProcessor(
             endpoint=os.environ["MATRIX_PROCESSOR_URL"], api_key="test-key", project="matrix", schedule_delay_s=3600
@@ -101,6 +106,8 @@ class Harness:
         self.provider.add_span_processor(_FlushAtStart(self.processor, lambda: self.plan.name == "start"))
         self.provider.add_span_processor(BatchSpanProcessor(self.exporter, schedule_delay_millis=50))
         trace.set_tracer_provider(self.provider)
+        if log_events:
+            install_log_processor()  # as configure() does
         _hook_span_writes(self.plan)
 
     def run(self, scenario: Callable[[], Any]) -> None:
@@ -128,6 +135,6 @@ def _stats(stats: Any) -> dict[str, Any]:
             for f in dataclasses.fields(stats)}
 
 
-def start() -> Harness:
+def start(log_events: bool = False) -> Harness:
     """Set up both paths; call before instrumenting, as an app calls ``configure()`` first."""
-    return Harness()
+    return Harness(log_events)
