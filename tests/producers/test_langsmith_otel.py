@@ -22,6 +22,10 @@ from producers.scenarios import MODEL, OPENAI_TOOLS, QUESTION, WEATHER
 
 from otel_runs_exporter.testing.fake_llm import FakeLLMAPI
 
+#: Its row in the README's "Works with" table, and the packages whose pinned versions that row names.
+PRODUCER = "langsmith SDK, OTel mode"
+PACKAGES = ("langsmith", "openai")
+
 #: What the SDK reads to run in OTel-only mode; the endpoint is the discard port, so a send of its own would fail.
 ENV = {
     "LANGSMITH_TRACING": "true",

@@ -26,6 +26,10 @@ import pytest
 from producers.expected import openai_rows
 from producers.matrix import NA, Row, assert_same_runs, check_rows, run_app
 
+#: Its row in the README's "Works with" table, and the packages whose pinned versions that row names.
+PRODUCER = "OpenTelemetry GenAI (openai-v2)"
+PACKAGES = ("opentelemetry-instrumentation-openai-v2", "opentelemetry-util-genai", "openai")
+
 NAME = "chat gpt-4o-mini"
 FAILED = "chat error-500"  # openai-v2 names a span after the model requested
 

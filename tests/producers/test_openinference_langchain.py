@@ -7,6 +7,10 @@ import pytest
 from producers.expected import langchain_rows
 from producers.matrix import NA, assert_same_runs, check_rows, run_app
 
+#: Its row in the README's "Works with" table, and the packages whose pinned versions that row names.
+PRODUCER = "OpenInference (LangChain)"
+PACKAGES = ("openinference-instrumentation-langchain", "langchain-core", "langchain-openai")
+
 # What this producer never writes, so no mapping can show it.
 LIMITS = {
     ("first_token", "ChatOpenAI#4", "events.0.name"): NA(

@@ -7,6 +7,10 @@ import pytest
 from producers.matrix import assert_same_runs, check_rows, run_app
 from producers.expected import openai_rows
 
+#: Its row in the README's "Works with" table, and the packages whose pinned versions that row names.
+PRODUCER = "OpenInference (openai)"
+PACKAGES = ("openinference-instrumentation-openai", "openai")
+
 ROWS = openai_rows("ChatCompletion")
 
 

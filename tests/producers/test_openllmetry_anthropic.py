@@ -16,6 +16,10 @@ import pytest
 from producers.expected import anthropic_rows, replaced
 from producers.matrix import NA, assert_same_runs, check_rows, run_app
 
+#: Its row in the README's "Works with" table, and the packages whose pinned versions that row names.
+PRODUCER = "OpenLLMetry (anthropic)"
+PACKAGES = ("opentelemetry-instrumentation-anthropic", "anthropic")
+
 NAME = "anthropic.chat"
 ROWS = replaced(
     anthropic_rows(NAME),

@@ -13,6 +13,10 @@ import pytest
 from producers.expected import openai_rows, replaced
 from producers.matrix import assert_same_runs, check_rows, run_app
 
+#: Its row in the README's "Works with" table, and the packages whose pinned versions that row names.
+PRODUCER = "OpenLLMetry (openai)"
+PACKAGES = ("opentelemetry-instrumentation-openai", "openai")
+
 NAME = "openai.chat"
 ROWS = replaced(openai_rows(NAME), {("tool_calls", f"{NAME}#1", "outputs.finish_reason"): "tool_call"})
 
