@@ -3,29 +3,20 @@
 from __future__ import annotations
 
 import logging
-import threading
 import weakref
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
-from ._fork import on_fork_in_child
+from ._fork import ForkSafeLock
 from ._genai_events import install_log_processor
 from ._processor import RunsSpanProcessor
 
 __all__ = ["configure", "get_processor"]
 
 logger = logging.getLogger(__name__)
-_lock = threading.Lock()
-
-
-def _renew_lock() -> None:
-    global _lock
-    _lock = threading.Lock()
-
-
-on_fork_in_child(_renew_lock)
+_lock = ForkSafeLock()
 
 # Providers configure() already gave a processor, with the arguments it was given
 # (weak: a provider that is gone is forgotten).

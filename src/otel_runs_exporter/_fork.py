@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import weakref
 from typing import Any, Callable
 
-__all__ = ["renew_in_child", "on_fork_in_child"]
+__all__ = ["renew_in_child", "on_fork_in_child", "ForkSafeLock"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,36 @@ def renew_in_child(obj: Any) -> None:
 def on_fork_in_child(callback: Callable[[], None]) -> None:
     """Call ``callback()`` in every child, before any object is renewed (for module-level locks)."""
     _callbacks.append(callback)
+
+
+class ForkSafeLock:
+    """A module-level lock that every forked child gets anew; used as a ``threading.Lock``.
+
+    >>> _lock = ForkSafeLock()
+    >>> with _lock:
+    ...     pass
+    """
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        on_fork_in_child(self._renew)
+
+    def _renew(self) -> None:
+        self._lock = threading.Lock()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        return self._lock.acquire(blocking, timeout)
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
 
 
 def _in_child() -> None:

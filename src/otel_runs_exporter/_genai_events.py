@@ -80,7 +80,7 @@ from opentelemetry.trace import TraceFlags
 
 from ._convert import ConvertOptions, patch_fields, span_to_run
 from ._encode import EncodedRun, encode_run
-from ._fork import on_fork_in_child, renew_in_child
+from ._fork import ForkSafeLock, renew_in_child
 from ._ids import RunIds
 from ._logging import RateLimitedLog
 from ._semconv import GENAI_EVENT_PREFIX, SpanEvent
@@ -343,15 +343,7 @@ def _event_size(attributes: Mapping[str, Any]) -> int:
 
 # --- the joins of this process ----------------------------------------------------------
 
-_lock = threading.Lock()
-
-
-def _renew_lock() -> None:
-    global _lock
-    _lock = threading.Lock()
-
-
-on_fork_in_child(_renew_lock)
+_lock = ForkSafeLock()
 
 # Weak: a path that is gone is not kept alive (nor offered events) by being registered.
 _joins: "weakref.WeakSet[EventJoin]" = weakref.WeakSet()
@@ -426,15 +418,7 @@ class GenAIEventProcessor(LogRecordProcessor):
         return True
 
 
-_install_lock = threading.Lock()
-
-
-def _renew_install_lock() -> None:
-    global _install_lock
-    _install_lock = threading.Lock()
-
-
-on_fork_in_child(_renew_install_lock)
+_install_lock = ForkSafeLock()
 
 # Providers that already have our processor (weak: a provider that is gone is forgotten).
 _installed: "weakref.WeakKeyDictionary[LoggerProvider, GenAIEventProcessor]" = weakref.WeakKeyDictionary()

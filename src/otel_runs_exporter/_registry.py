@@ -13,13 +13,12 @@ so that no module reaches into another's privates or rewires its globals:
 
 from __future__ import annotations
 
-import threading
 import weakref
 from typing import Protocol
 
 from opentelemetry import context as otel_context
 
-from ._fork import on_fork_in_child
+from ._fork import ForkSafeLock
 from ._ids import RunIds
 
 __all__ = ["RunLookup", "register", "unregister", "run_ids_for", "remote_run", "with_remote_run"]
@@ -32,15 +31,7 @@ class RunLookup(Protocol):
         """The run ids given to the open or recently ended span ``span_id``, or None."""
 
 
-_lock = threading.Lock()
-
-
-def _renew_lock() -> None:
-    global _lock
-    _lock = threading.Lock()
-
-
-on_fork_in_child(_renew_lock)
+_lock = ForkSafeLock()
 
 # Weak: a processor nobody holds any more is not kept alive by being registered.
 _lookups: "weakref.WeakSet[RunLookup]" = weakref.WeakSet()  # type: ignore[type-var]

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import sys
-import threading
 from datetime import datetime, timezone
 from typing import Any
 from uuid import UUID
@@ -34,7 +33,7 @@ from uuid import UUID
 from opentelemetry import trace
 
 from . import _registry
-from ._fork import on_fork_in_child
+from ._fork import ForkSafeLock
 from ._ids import DottedOrderError, RunIds, ids_from_dotted_order
 from ._logging import RateLimitedLog
 
@@ -46,15 +45,7 @@ logger = logging.getLogger(__name__)
 TESTED_VERSIONS = ((0, 15),)
 _MODULE = "langsmith.run_helpers"
 
-_lock = threading.Lock()
-
-
-def _renew_lock() -> None:
-    global _lock
-    _lock = threading.Lock()
-
-
-on_fork_in_child(_renew_lock)
+_lock = ForkSafeLock()
 
 _hooked: Any = None  # the run_helpers module whose _get_parent_run we wrapped
 _once = RateLimitedLog(logger, interval_s=float("inf"))  # each problem said once per process

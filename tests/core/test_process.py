@@ -210,13 +210,14 @@ def test_fork_while_background_threads_hold_our_locks(service):
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
         from otel_runs_exporter import RunsSpanExporter, configure
-        from otel_runs_exporter import _configure, _convert, _registry, _sdk_bridge, _worker
+        from otel_runs_exporter import _configure, _convert, _genai_events, _registry, _sdk_bridge, _worker
         provider = configure(schedule_delay_s=0.05)
         exporter = RunsSpanExporter()
         exporter_provider = TracerProvider()
         exporter_provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=50))
         locks = [_convert.RunNode._lock, _worker._rl._lock, _registry._lock, _sdk_bridge._lock,
-                 _configure._lock, exporter._lock, exporter._send_lock]
+                 _configure._lock, exporter._lock, exporter._send_lock, _genai_events._lock,
+                 _genai_events._install_lock]
         held, release = threading.Event(), threading.Event()
         def hold():
             for lock in locks:
