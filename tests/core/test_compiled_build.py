@@ -31,6 +31,8 @@ sys.path.remove(str(ROOT / "build_support"))
 
 MISSING = otel_runs_build.missing_toolchain()
 pytestmark = [
+    # Its own CI step (`python -m pytest -m compiled`), not the default run: see pyproject's addopts.
+    pytest.mark.compiled,
     pytest.mark.heavy(seconds=35),  # cold: the compile, then the subset in one process
     pytest.mark.skipif(MISSING is not None, reason=f"the compiled build cannot be made here: {MISSING}"),
 ]
