@@ -1638,3 +1638,10 @@ def test_unreadable_token_details_stay_in_metadata(bad):
     m = map_span({**SDK_COUNTS, "gen_ai.usage.input_token_details": bad})
     assert m.outputs == {"usage_metadata": {"input_tokens": 12, "output_tokens": 5, "total_tokens": 17}}
     assert "gen_ai.usage.input_token_details" not in m.consumed
+
+
+def test_tool_call_arguments_orjson_cannot_write_are_kept_as_text():
+    # Found by test_map_span_never_raises: orjson refuses integers past 64 bits.
+    m = map_span({"llm.input_messages.0.message.tool_calls.0.tool_call": {"arguments": -(2**63) - 1}})
+    assert m.inputs == {"messages": [{"role": "user", "content": None, "tool_calls": [
+        {"type": "function", "function": {"name": None, "arguments": str(-(2**63) - 1)}}]}]}
