@@ -603,7 +603,7 @@ def _tool_call(call: Any) -> dict[str, Any] | None:
     else:
         name, arguments = call.get("name"), call.get("arguments")
     if arguments is not None and not isinstance(arguments, str):
-        arguments = orjson.dumps(arguments, default=str).decode()
+        arguments = _json_text(arguments)  # never raises: an integer past 64 bits made orjson raise here
     out: dict[str, Any] = {"type": "function", "function": {"name": name, "arguments": arguments or ""}}
     if call.get("id") is not None:
         out = {"id": call["id"], **out}
