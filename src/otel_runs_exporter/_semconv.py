@@ -758,7 +758,8 @@ def _anthropic_content(content: Any, tool_calls: list[dict[str, Any]], results: 
     """
     blocks = _json_value(content) if isinstance(content, str) and content[:1] == "[" else content
     if not isinstance(blocks, (list, tuple)) or not any(
-        isinstance(b, dict) and b.get("type") in _ANTHROPIC_BLOCKS for b in blocks
+        # (a type that is not a string, a list say, cannot be looked up in a set)
+        isinstance(b, dict) and isinstance(b.get("type"), str) and b["type"] in _ANTHROPIC_BLOCKS for b in blocks
     ):
         return content
     rest: list[Any] = []

@@ -1190,6 +1190,7 @@ _KEYS = [
     "gen_ai.usage.details.reasoning_tokens", "gen_ai.response.model", "traceloop.llm.request.type",
     "pydantic_ai.all_messages", "pydantic_ai.new_message_index", "final_result", "tool_response",
     "gen_ai.tool.definitions", "gen_ai.response.finish_reasons", "gen_ai.client.operation.time_to_first_chunk",
+    "request_data", "response_data", "gen_ai.usage.raw", "logfire.msg_template", "logfire.tags",
 ]
 _json_leaf = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5)
 _json = st.recursive(
@@ -1198,7 +1199,8 @@ _json = st.recursive(
         st.sampled_from(["role", "content", "parts", "type", "message", "tool_calls", "tool_call", "function",
                          "id", "name", "arguments", "response", "document", "embedding", "text", "metadata",
                          "score", "index", "message_content", "contents", "event.name", "finish_reason",
-                         "result", "parameters"]),
+                         "result", "parameters", "messages", "system", "input", "usage", "prompt_tokens_details",
+                         "cached_tokens"]),
         inner,
         max_size=4,
     ),
