@@ -95,7 +95,10 @@ def _hook_span_writes(plan: _Plan) -> None:
 
 
 class Harness:
-    """Both paths on one tracer provider (ours, made global, or the producer's own); made before the producer instruments anything."""
+    """Both paths on one tracer provider (ours, made global, or the producer's own).
+
+    Made before the producer instruments anything.
+    """
 
     def __init__(self, log_events: bool = False, own_provider: bool = True) -> None:
         self.seed = int(os.environ.get("MATRIX_SEED", "0"))

@@ -1,4 +1,4 @@
-"""The real openai client instrumented by Logfire, as its docs set it up, our processors added as Logfire adds any other.
+"""The real openai client instrumented by Logfire as its docs set it up; our processors added as it adds any other.
 
 Logfire makes its own tracer provider (and sets it as the global one), so
 ``configure()`` cannot add to it: our span processors go in through
