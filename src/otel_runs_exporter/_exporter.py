@@ -166,14 +166,21 @@ class RunsSpanExporter(SpanExporter):
                 continue
             self._ledger.admit()
             parent = span.parent
-            if parent is None or not parent.is_valid or parent.is_remote:
+            if parent is None or not parent.is_valid:
                 self._resolve(span, None, ready)
                 continue
-            parent_ids = self._resolved.get((ctx.trace_id, parent.span_id))
+            key = (ctx.trace_id, parent.span_id)
+            parent_ids = self._resolved.get(key)
             if parent_ids is not None:
                 self._resolve(span, parent_ids, ready)
+            elif parent.is_remote and key not in self._held:
+                # A parent in another process: this span starts its tree here. A "remote"
+                # parent this exporter knows as a local span (its run, or local children
+                # waiting for it) is that span, as the processor path finds it among its
+                # open spans: Logfire re-attaches a propagated copy of the context for
+                # the log it writes when a stream ends.
+                self._resolve(span, None, ready)
             else:
-                key = (ctx.trace_id, parent.span_id)
                 self._held.setdefault(key, {})[ctx.span_id] = span
                 self._held_order.append((key, ctx.span_id, now))
                 self._held_parent[(ctx.trace_id, ctx.span_id)] = key

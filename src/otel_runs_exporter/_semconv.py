@@ -414,6 +414,33 @@ _LOGFIRE_PROMPT = "prompt"
 _LOGFIRE_ALL_MESSAGES = "all_messages_events"
 #: doc: events -> inputs/outputs. "Logfire events array, splits input/choice events"
 _LOGFIRE_EVENTS = "events"
+#: Logfire's LLM integrations (``instrument_openai``, ``instrument_anthropic``) in their legacy
+#: format (``version=1``): the request body as one JSON object, and the response's message (or
+#: text) with the provider's usage object. Format 2, the default, writes the GenAI attributes and
+#: keeps ``request_data`` with the model alone. Names this generic are read only on spans Logfire
+#: made, which always carry its message template.
+_LOGFIRE_REQUEST = "request_data"
+_LOGFIRE_RESPONSE = "response_data"
+_LOGFIRE_MARK = "logfire.msg_template"
+#: The request body's conversation keys (OpenAI chat, completions and embeddings, Anthropic's
+#: system prompt, the Responses API's instructions): the inputs; every other key of the body is
+#: an invocation parameter.
+_LOGFIRE_CONVERSATION_KEYS = frozenset({"messages", "prompt", "input", "system", "instructions"})
+#: Logfire keeps the provider's usage object whole (``gen_ai.usage.raw``; ``response_data.usage`` in
+#: format 1) and writes only its input, output and cache counts as GenAI attributes: the other
+#: details are read from the object. ``(path in the object, path in usage_metadata)``, OpenAI's
+#: chat and Responses names and Anthropic's; they complete the ``_USAGE_FIELDS`` rows, never override.
+_LOGFIRE_USAGE_RAW = "gen_ai.usage.raw"
+_PROVIDER_USAGE_DETAILS: tuple[tuple[tuple[str, str], tuple[str, str]], ...] = (
+    (("prompt_tokens_details", "cached_tokens"), ("input_token_details", "cache_read")),
+    (("input_tokens_details", "cached_tokens"), ("input_token_details", "cache_read")),
+    (("", "cache_read_input_tokens"), ("input_token_details", "cache_read")),
+    (("", "cache_creation_input_tokens"), ("input_token_details", "cache_creation")),
+    (("prompt_tokens_details", "audio_tokens"), ("input_token_details", "audio")),
+    (("completion_tokens_details", "reasoning_tokens"), ("output_token_details", "reasoning")),
+    (("output_tokens_details", "reasoning_tokens"), ("output_token_details", "reasoning")),
+    (("completion_tokens_details", "audio_tokens"), ("output_token_details", "audio")),
+)
 
 #: pydantic-ai's agent run span (its ``Instrumentation`` capability, data formats 2 to 6): the
 #: whole conversation as GenAI messages and the agent's answer, both set as the run ends, and
@@ -731,7 +758,8 @@ def _anthropic_content(content: Any, tool_calls: list[dict[str, Any]], results: 
     """
     blocks = _json_value(content) if isinstance(content, str) and content[:1] == "[" else content
     if not isinstance(blocks, (list, tuple)) or not any(
-        isinstance(b, dict) and b.get("type") in _ANTHROPIC_BLOCKS for b in blocks
+        # (a type that is not a string, a list say, cannot be looked up in a set)
+        isinstance(b, dict) and isinstance(b.get("type"), str) and b["type"] in _ANTHROPIC_BLOCKS for b in blocks
     ):
         return content
     rest: list[Any] = []
@@ -883,7 +911,7 @@ class _Ctx:
 
     __slots__ = (
         "attributes", "flat", "consumed", "claim_only", "event_in", "event_out", "finish_reasons", "replies_used",
-        "event_prompt", "event_completion", "logfire", "malformed", "partial_inputs",
+        "event_prompt", "event_completion", "logfire", "logfire_data", "malformed", "partial_inputs",
     )
 
     def __init__(self, attributes: Mapping[str, Any], consumed: set[str]) -> None:
@@ -904,6 +932,8 @@ class _Ctx:
         self.event_completion: Any = None
         #: Logfire event arrays, parsed once: attribute -> event objects (None: not that shape).
         self.logfire: dict[str, list[dict[str, Any]] | None] = {}
+        #: Logfire's request_data/response_data objects, decoded once (None: not Logfire's, or unreadable).
+        self.logfire_data: dict[str, dict[str, Any] | None] = {}
         #: (attribute, expected shape) of values a rule could not read; see Mapped.malformed.
         self.malformed: list[tuple[str, str]] = []
         #: Set when the inputs found are only part of what their source will hold (not final).
@@ -1096,6 +1126,98 @@ def _read_logfire_all_messages(ctx: _Ctx, key: str) -> dict[str, Any] | None:
     return {"messages": messages} if messages else None
 
 
+def _logfire_data(ctx: _Ctx, key: str) -> dict[str, Any] | None:
+    """Logfire's ``request_data``/``response_data`` object on a span Logfire made, decoded once, else None.
+
+    An unreadable one is reported once and left as it came (in metadata).
+    """
+    if key in ctx.logfire_data:
+        return ctx.logfire_data[key]
+    found: dict[str, Any] | None = None
+    raw = ctx.attributes.get(key)
+    if raw is not None and ctx.attributes.get(_LOGFIRE_MARK) is not None:
+        value = _json_value(raw)
+        if isinstance(value, dict):
+            found = value
+        else:
+            ctx.malformed.append((key, "a JSON object"))
+    ctx.logfire_data[key] = found
+    return found
+
+
+def _read_logfire_data(ctx: _Ctx, key: str) -> dict[str, Any] | None:
+    """Logfire's format 1: the conversation in ``request_data`` (the request body) as the inputs,
+    the message or text of ``response_data`` as the outputs.
+
+    The rest of the request body is the invocation parameters (``_invocation_params``), which
+    consume it; a response with neither message nor text (an embedding's usage alone, images)
+    stays in metadata. Logfire writes Anthropic's tool calls with the arguments wrapped in
+    ``{"input": ...}``: they are unwrapped.
+    """
+    data = _logfire_data(ctx, key)
+    if data is None:
+        return None
+    if key == _LOGFIRE_REQUEST:
+        if ctx.claim_only or not _LOGFIRE_CONVERSATION_KEYS.intersection(data):
+            return None  # format 2's request_data names the model alone
+        messages = _messages(data["messages"]) if isinstance(data.get("messages"), list) else []
+        system = data.get("system", data.get("instructions"))
+        sys_msg = _system_message(system) if system is not None else None
+        if sys_msg:
+            messages.insert(0, sys_msg)
+        if messages:
+            return {"messages": messages}
+        if data.get("prompt") is not None:
+            return {"prompt": _plain(data["prompt"])}
+        return _payload(data["input"], "input") if data.get("input") is not None else None
+    message = data.get("message")
+    text = data.get("text", data.get("combined_chunk_content"))
+    if not isinstance(message, dict) and not isinstance(text, str):
+        return None
+    ctx.consumed.add(key)
+    if ctx.claim_only:
+        return None
+    if isinstance(message, dict):
+        if message.get("content") is None and isinstance(message.get("refusal"), str):
+            message = {**message, "content": message["refusal"]}
+        replies = _message(message, "assistant")
+    else:
+        replies = [{"role": "assistant", "content": text}]
+    if ctx.attributes.get("gen_ai.system") == "anthropic":
+        for reply in replies:
+            for call in reply.get("tool_calls") or ():
+                function = call.get("function")
+                arguments = _json_value(function.get("arguments")) if isinstance(function, dict) else None
+                if isinstance(arguments, dict) and len(arguments) == 1 and "input" in arguments:
+                    function["arguments"] = _json_text(arguments["input"])
+    out: dict[str, Any] = {"messages": replies}
+    if data.get("finish_reason") is not None:
+        out["finish_reason"] = _plain(data["finish_reason"])
+    return out
+
+
+def _logfire_usage(attributes: Mapping[str, Any], consumed: set[str]) -> dict[str, Any] | None:
+    """The token details of the provider's usage object Logfire keeps whole, as usage_metadata's.
+
+    From ``gen_ai.usage.raw`` (consumed), else from format 1's ``response_data.usage``.
+    """
+    raw = _json_value(attributes.get(_LOGFIRE_USAGE_RAW))
+    if isinstance(raw, dict):
+        consumed.add(_LOGFIRE_USAGE_RAW)
+    elif attributes.get(_LOGFIRE_MARK) is not None:
+        response = _json_value(attributes.get(_LOGFIRE_RESPONSE))
+        raw = response.get("usage") if isinstance(response, dict) else None
+    if not isinstance(raw, dict):
+        return None
+    details: dict[str, Any] = {}
+    for (group, name), (where, detail) in _PROVIDER_USAGE_DETAILS:
+        holder = raw.get(group) if group else raw
+        count = holder.get(name) if isinstance(holder, dict) else None
+        if isinstance(count, int) and not isinstance(count, bool):
+            details.setdefault(where, {}).setdefault(detail, count)
+    return details or None
+
+
 def _read_pydantic_ai(ctx: _Ctx, side: str) -> dict[str, Any] | None:
     """pydantic-ai's agent run and its format-2 tool span.
 
@@ -1232,6 +1354,8 @@ _INPUT_SOURCES: tuple[tuple[_Reader, str, frozenset[str]], ...] = (
     # doc: gen_ai.prompt.{n}.message.role -> inputs.messages[n].role. "Alternative format for role"
     # doc: gen_ai.prompt.{n}.message.content -> inputs.messages[n].content. "Alternative format for content"
     (_read_flat_messages, "gen_ai.prompt.", _FINAL),
+    # Logfire's format 1: the request body, set as its span starts (its row is at _LOGFIRE_REQUEST).
+    (_read_logfire_data, _LOGFIRE_REQUEST, _FINAL),
     # The message and content events (their rows are with _MESSAGE_EVENT_ROLES and _CONTENT_EVENTS), then
     # doc: gen_ai.prompt -> inputs. "The input prompt sent to the model" (the same attribute on the span).
     (_read_events, "in", _NOT_FINAL),
@@ -1258,6 +1382,8 @@ _OUTPUT_SOURCES: tuple[tuple[_Reader, str], ...] = (
     # doc: gen_ai.completion.{n}.message.role -> outputs.messages[n].role. "Alternative format for role"
     # doc: gen_ai.completion.{n}.message.content -> outputs.messages[n].content. "Alternative format for content"
     (_read_flat_messages, "gen_ai.completion."),
+    # Logfire's format 1: the response's message (its row is at _LOGFIRE_RESPONSE).
+    (_read_logfire_data, _LOGFIRE_RESPONSE),
     # The choice and message events, then
     # doc: gen_ai.completion -> outputs. "The output generated by the model" (the same attribute on the span).
     (_read_events, "out"),
@@ -1339,6 +1465,10 @@ def _usage(
                     usage.setdefault(path[0], {})[path[1]] = count
                 break
     found = bool(usage)
+    if found:
+        provider_details = _logfire_usage(attributes, consumed)
+        if provider_details is not None:
+            _merge_usage(usage, provider_details)
     for object_key, where in _USAGE_OBJECTS:
         source: Any
         if object_key is None:
@@ -1447,6 +1577,17 @@ def _invocation_params(ctx: _Ctx) -> tuple[dict[str, Any] | None, str | None]:
             else:
                 params[param] = found
                 ctx.consumed.add(key)
+    request = _logfire_data(ctx, _LOGFIRE_REQUEST)
+    if request is not None:
+        # Logfire's request body: its conversation is the inputs, the rest parameters the above left unsaid.
+        ctx.consumed.add(_LOGFIRE_REQUEST)
+        for param, value in request.items():
+            if param not in _LOGFIRE_CONVERSATION_KEYS and param not in params:
+                params[param] = _param_value(value, "tools") if param == "tools" else _plain(value)
+        if params.get("tools") is _MALFORMED:
+            del params["tools"]
+        if requested is None:
+            requested = _first_str(request, _REQUEST_MODEL_PARAMS)
     return params or None, requested[1] if requested else None
 
 
@@ -1716,7 +1857,7 @@ def _read_prefixes() -> tuple[str, ...]:
 _READER_COMPANIONS = [
     "gen_ai.system_instructions", "gen_ai.prompt", "gen_ai.completion", _LOGFIRE_EVENTS,
     _PYDANTIC_AI_MESSAGES, _PYDANTIC_AI_NEW_MESSAGE_INDEX, _PYDANTIC_AI_FINAL_RESULT, _PYDANTIC_AI_TOOL_ARGUMENTS,
-    _PYDANTIC_AI_TOOL_RESULT,
+    _PYDANTIC_AI_TOOL_RESULT, _LOGFIRE_MARK, _LOGFIRE_USAGE_RAW,
 ]
 
 
@@ -1853,6 +1994,8 @@ _TAG_KEYS = (
     "langsmith.span.tags",
     # OpenInference's tags (an attribute array).
     "tag.tags",
+    # Logfire's (an attribute array: its LLM integrations tag their spans "LLM").
+    "logfire.tags",
 )
 
 

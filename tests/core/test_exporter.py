@@ -76,6 +76,61 @@ def test_shutdown_delivers_what_is_held(service):
     assert exporter.stats().orphaned == 1  # mid went as a root, leaf under it
 
 
+def _reattached_spans():
+    """root -> request, and a log under a propagated copy of root's context (remote, as Logfire writes
+    the log that ends a stream), then a span under a parent from another process; in the order they ended."""
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("t")
+    propagator = TraceContextTextMapPropagator()
+    with tracer.start_as_current_span("root"):
+        with tracer.start_as_current_span("request"):
+            pass
+        carrier: dict[str, str] = {}
+        propagator.inject(carrier)
+        token = otel_context.attach(propagator.extract(carrier))
+        try:
+            with tracer.start_as_current_span("log"):
+                pass
+        finally:
+            otel_context.detach(token)
+    elsewhere = SpanContext(0xABC, 0xDEF, is_remote=True, trace_flags=TraceFlags(1))
+    with tracer.start_as_current_span("served", context=trace.set_span_in_context(NonRecordingSpan(elsewhere))):
+        pass
+    return list(memory.get_finished_spans())
+
+
+def test_a_remote_parent_that_is_a_local_span_is_that_span(service):
+    exporter = RunsSpanExporter(endpoint=service.url, api_key="k")
+    request, log, root, served = _reattached_spans()
+    assert log.parent.is_remote and log.parent.span_id == root.context.span_id
+    exporter.export([request, log, served])
+    # The log waits with its sibling for their parent; the span from another process goes at once, a root.
+    assert exporter.stats().held == 2
+    assert [r["name"] for r in service.wait_for_runs(1)] == ["served"]
+    exporter.export([root])
+    runs = {r["name"]: r for r in service.wait_for_runs(4)}
+    assert runs["log"]["parent_run_id"] == runs["root"]["id"] == runs["log"]["trace_id"]
+    assert "parent_run_id" not in runs["served"] and runs["served"]["extra"]["metadata"]["otel_parent_is_remote"]
+    # Once its parent is resolved, a span under a reattached copy of its context nests at once too.
+    _request2, log2, _root2, _served2 = _reattached_spans()
+    exporter2 = RunsSpanExporter(endpoint=service.url, api_key="k")
+    exporter2.export([_root2])
+    exporter2.export([log2])
+    assert exporter2.stats().held == 0
+    nested = [r for r in service.wait_for_runs(6) if r["id"] != runs["log"]["id"] and r["name"] == "log"]
+    assert nested and nested[0]["parent_run_id"] is not None
+    exporter.shutdown()
+    exporter2.shutdown()
+
+
 def test_failed_export_is_kept_and_retried_on_the_next(service):
     service.faults.update(outage=True, retry_after=None)
     exporter = RunsSpanExporter(endpoint=service.url, api_key="k", export_timeout_s=0.2)

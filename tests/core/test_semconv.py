@@ -1190,6 +1190,7 @@ _KEYS = [
     "gen_ai.usage.details.reasoning_tokens", "gen_ai.response.model", "traceloop.llm.request.type",
     "pydantic_ai.all_messages", "pydantic_ai.new_message_index", "final_result", "tool_response",
     "gen_ai.tool.definitions", "gen_ai.response.finish_reasons", "gen_ai.client.operation.time_to_first_chunk",
+    "request_data", "response_data", "gen_ai.usage.raw", "logfire.msg_template", "logfire.tags",
 ]
 _json_leaf = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5)
 _json = st.recursive(
@@ -1198,7 +1199,8 @@ _json = st.recursive(
         st.sampled_from(["role", "content", "parts", "type", "message", "tool_calls", "tool_call", "function",
                          "id", "name", "arguments", "response", "document", "embedding", "text", "metadata",
                          "score", "index", "message_content", "contents", "event.name", "finish_reason",
-                         "result", "parameters"]),
+                         "result", "parameters", "messages", "system", "input", "usage", "prompt_tokens_details",
+                         "cached_tokens"]),
         inner,
         max_size=4,
     ),
@@ -1570,6 +1572,112 @@ def test_logfire_all_messages_events_as_plain_messages():
     assert m.outputs == {"messages": [USER_HI, ASSISTANT_HELLO]} and "all_messages_events" in m.consumed
     # The generic "events" name still needs event names: a list of messages there may be anything.
     assert map_span({"events": json.dumps(plain)}).outputs is None
+
+
+# Logfire's LLM integrations (logfire 5.4.0, ``instrument_openai``/``instrument_anthropic``): attribute values
+# as they write them. Format 2 (the default) writes the GenAI attributes, which their own rows read; these are
+# what only Logfire writes. ``tests/producers/test_logfire_openai.py`` runs the real thing in both formats.
+LOGFIRE_SPAN = {"logfire.msg_template": "Chat Completion with {request_data[model]!r}", "logfire.span_type": "span",
+                "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.system": "openai",
+                "gen_ai.request.model": "gpt-4o-mini", "gen_ai.usage.input_tokens": 12,
+                "gen_ai.usage.output_tokens": 5, "gen_ai.usage.cache_read.input_tokens": 2}
+OPENAI_USAGE = {"completion_tokens": 5, "prompt_tokens": 12, "total_tokens": 17,
+                "completion_tokens_details": {"accepted_prediction_tokens": None, "audio_tokens": 0,
+                                              "reasoning_tokens": 1},
+                "prompt_tokens_details": {"audio_tokens": 0, "cached_tokens": 2}}
+LOGFIRE_USAGE = {"input_tokens": 12, "output_tokens": 5, "total_tokens": 17,
+                 "input_token_details": {"cache_read": 2, "audio": 0},
+                 "output_token_details": {"reasoning": 1, "audio": 0}}
+
+
+def test_logfire_format1_request_and_response_objects():
+    request = {"model": "gpt-4o-mini", "stream": True, "stream_options": {"include_usage": True},
+               "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}],
+               "temperature": 0.2, "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}
+    response = {"message": {"content": None, "refusal": None, "role": "assistant", "annotations": None,
+                            "audio": None, "function_call": None,
+                            "tool_calls": [{"id": "c1", "function": {"arguments": '{"x": 1}', "name": "f"},
+                                            "type": "function"}]},
+                "usage": OPENAI_USAGE}
+    m = map_span({**LOGFIRE_SPAN, "request_data": json.dumps(request), "response_data": json.dumps(response),
+                  "gen_ai.response.finish_reasons": '["tool_calls"]'})
+    assert m.inputs == {"messages": [{"role": "system", "content": "Be brief."}, USER_HI]} and m.inputs_final
+    assert m.outputs == {
+        "messages": [{"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}}]}],
+        "usage_metadata": LOGFIRE_USAGE, "finish_reason": "tool_calls"}
+    # The rest of the request body is the invocation parameters.
+    assert m.invocation_params == {"model": "gpt-4o-mini", "temperature": 0.2, "stream": True,
+                                   "stream_options": {"include_usage": True}, "tools": request["tools"]}
+    assert {"request_data", "response_data"} <= m.consumed
+
+
+def test_logfire_format2_request_data_names_the_model_alone():
+    m = map_span({**LOGFIRE_SPAN, "request_data": '{"model":"gpt-4o-mini"}',
+                  "gen_ai.input.messages": '[{"role":"user","parts":[{"type":"text","content":"hi"}]}]'})
+    assert m.inputs == {"messages": [USER_HI]} and m.invocation_params == {"model": "gpt-4o-mini"}
+    assert "request_data" in m.consumed
+
+
+def test_logfire_format1_anthropic_completions_and_streams():
+    anthropic = {**LOGFIRE_SPAN, "gen_ai.system": "anthropic", "gen_ai.provider.name": "anthropic"}
+    request = {"model": "claude", "max_tokens": 100, "system": "Be brief.",
+               "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}
+    # Logfire's Anthropic message: tool_use blocks as OpenAI tool calls, their arguments wrapped in {"input": ...}.
+    response = {"message": {"role": "assistant", "content": "Let me check.", "tool_calls": [
+        {"id": "t1", "function": {"arguments": '{"input":{"x":1}}', "name": "f"}}]},
+        "usage": {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 2,
+                  "cache_creation_input_tokens": 0}}
+    m = map_span({**anthropic, "request_data": json.dumps(request), "response_data": json.dumps(response)})
+    assert m.inputs == {"messages": [{"role": "system", "content": "Be brief."}, USER_HI]}
+    assert m.outputs["messages"] == [{"role": "assistant", "content": "Let me check.", "tool_calls": [
+        {"id": "t1", "type": "function", "function": {"name": "f", "arguments": '{"x":1}'}}]}]
+    assert m.outputs["usage_metadata"]["input_token_details"] == {"cache_read": 2, "cache_creation": 0}
+    assert m.invocation_params == {"model": "gpt-4o-mini", "max_tokens": 100}
+    # The completions API: the prompt in, the text and its finish reason out.
+    m = map_span({**LOGFIRE_SPAN, "request_data": '{"model":"m","prompt":"Say hi"}',
+                  "response_data": json.dumps({"finish_reason": "stop", "text": "hi", "usage": OPENAI_USAGE})})
+    assert m.inputs == {"prompt": "Say hi"}
+    assert m.outputs["messages"] == [{"role": "assistant", "content": "hi"}] and m.outputs["finish_reason"] == "stop"
+    # A stream that ended before any chunk: an empty answer.
+    m = map_span({**LOGFIRE_SPAN, "response_data": '{"combined_chunk_content":"","chunk_count":0}'})
+    assert m.outputs == {"messages": [{"role": "assistant", "content": ""}],
+                         "usage_metadata": {"input_tokens": 12, "output_tokens": 5, "total_tokens": 17,
+                                            "input_token_details": {"cache_read": 2}}}
+    # An embedding: the texts in; its response holds only the usage, which stays in metadata as it came.
+    m = map_span({**LOGFIRE_SPAN, "gen_ai.operation.name": "embeddings",
+                  "request_data": '{"model":"e","input":["a","b"]}', "response_data": '{"usage":{"prompt_tokens":2}}'})
+    assert m.run_type == "embedding" and m.inputs == {"input": ["a", "b"]}
+    assert "response_data" not in m.consumed
+
+
+def test_logfire_request_and_response_names_are_read_on_logfire_spans_only():
+    # An app's own attributes of these generic names are data: kept in metadata, never read.
+    attributes = {"gen_ai.operation.name": "chat", "request_data": '{"messages":[{"role":"user","content":"x"}]}',
+                  "response_data": '{"message":{"role":"assistant","content":"y"}}'}
+    m = map_span(attributes)
+    assert m.inputs is None and m.outputs is None and not {"request_data", "response_data"} & m.consumed
+    # On Logfire's span, a value that is not a JSON object is kept as it came, and reported.
+    m = map_span({**LOGFIRE_SPAN, "request_data": "{not json", "response_data": "[1]"})
+    assert not {"request_data", "response_data"} & m.consumed
+    assert ("request_data", "a JSON object") in m.malformed and ("response_data", "a JSON object") in m.malformed
+
+
+def test_logfire_usage_raw_completes_the_token_details():
+    m = map_span({**LOGFIRE_SPAN, "gen_ai.usage.raw": json.dumps(OPENAI_USAGE)})
+    assert m.outputs == {"usage_metadata": LOGFIRE_USAGE} and "gen_ai.usage.raw" in m.consumed
+    # The Responses API's names; a detail the GenAI attributes gave is never overridden.
+    raw = {"input_tokens": 12, "output_tokens": 5, "input_tokens_details": {"cached_tokens": 9},
+           "output_tokens_details": {"reasoning_tokens": 3}}
+    usage = map_span({**LOGFIRE_SPAN, "gen_ai.usage.raw": json.dumps(raw)}).outputs["usage_metadata"]
+    assert usage["input_token_details"] == {"cache_read": 2} and usage["output_token_details"] == {"reasoning": 3}
+    # Not an object: kept in metadata.
+    assert "gen_ai.usage.raw" not in map_span({**LOGFIRE_SPAN, "gen_ai.usage.raw": "n/a"}).consumed
+
+
+def test_logfire_tags_are_the_runs_tags():
+    m = map_span({**LOGFIRE_SPAN, "logfire.tags": ("LLM",)})
+    assert m.tags == ["LLM"] and "logfire.tags" in m.consumed
 
 
 # The langsmith SDK's OTel exporter: counts as gen_ai.usage.*, details apart (a Python str() of a dict),

@@ -25,6 +25,11 @@ The app prints one JSON line at the end: the seed and both paths' stats.
 ``start(log_events=True)`` also installs what ``configure()`` installs beside its
 span processor: the log record processor that joins GenAI log events to their
 runs (``_genai_events``), which reaches both paths.
+
+``start(own_provider=False)`` is for a producer that makes its own tracer
+provider and takes extra span processors (Logfire's ``additional_span_processors``):
+the harness sets no provider, the app hands ``harness.span_processors`` to the
+producer, and the harness flushes and shuts down those processors itself.
 """
 
 from __future__ import annotations
@@ -90,9 +95,12 @@ def _hook_span_writes(plan: _Plan) -> None:
 
 
 class Harness:
-    """Both paths on one global tracer provider; made before the producer instruments anything."""
+    """Both paths on one tracer provider (ours, made global, or the producer's own).
 
-    def __init__(self, log_events: bool = False) -> None:
+    Made before the producer instruments anything.
+    """
+
+    def __init__(self, log_events: bool = False, own_provider: bool = True) -> None:
         self.seed = int(os.environ.get("MATRIX_SEED", "0"))
         self.processor = RunsSpanProcessor(
             endpoint=os.environ["MATRIX_PROCESSOR_URL"], api_key="test-key", project="matrix", schedule_delay_s=3600
@@ -101,11 +109,18 @@ class Harness:
             endpoint=os.environ["MATRIX_EXPORTER_URL"], api_key="test-key", project="matrix"
         )
         self.plan = _Plan(self.processor, self.seed)
-        self.provider = TracerProvider()
-        self.provider.add_span_processor(self.processor)
-        self.provider.add_span_processor(_FlushAtStart(self.processor, lambda: self.plan.name == "start"))
-        self.provider.add_span_processor(BatchSpanProcessor(self.exporter, schedule_delay_millis=50))
-        trace.set_tracer_provider(self.provider)
+        #: In this order: the flush at a span's start must run after our processor saw the start.
+        self.span_processors: list[SpanProcessor] = [
+            self.processor,
+            _FlushAtStart(self.processor, lambda: self.plan.name == "start"),
+            BatchSpanProcessor(self.exporter, schedule_delay_millis=50),
+        ]
+        self.provider: TracerProvider | None = None
+        if own_provider:
+            self.provider = TracerProvider()
+            for span_processor in self.span_processors:
+                self.provider.add_span_processor(span_processor)
+            trace.set_tracer_provider(self.provider)
         if log_events:
             install_log_processor()  # as configure() does
         _hook_span_writes(self.plan)
@@ -118,14 +133,21 @@ class Harness:
             with tracer.start_as_current_span(f"plan:{name}"):
                 scenario()
             self.plan.name = ""
-        ok = self.provider.force_flush(30_000)
+        if self.provider is not None:
+            ok = self.provider.force_flush(30_000)
+        else:
+            ok = all([p.force_flush(30_000) for p in self.span_processors])
         line = {
             "seed": self.seed,
             "flushed": ok,
             "processor": _stats(self.processor.stats()),
             "exporter": _stats(self.exporter.stats()),
         }
-        self.provider.shutdown()
+        if self.provider is not None:
+            self.provider.shutdown()
+        else:
+            for span_processor in self.span_processors:
+                span_processor.shutdown()
         print("MATRIX " + json.dumps(line), flush=True)
         sys.exit(0 if ok else 3)
 
@@ -135,6 +157,6 @@ def _stats(stats: Any) -> dict[str, Any]:
             for f in dataclasses.fields(stats)}
 
 
-def start(log_events: bool = False) -> Harness:
+def start(log_events: bool = False, own_provider: bool = True) -> Harness:
     """Set up both paths; call before instrumenting, as an app calls ``configure()`` first."""
-    return Harness(log_events)
+    return Harness(log_events, own_provider)
