@@ -24,6 +24,8 @@ from urllib.parse import unquote, urlsplit
 
 from . import environment_variables as ev
 from ._errors import ConfigError
+# The run-id schemes are named by their table (a leaf module: no import comes back here).
+from ._ids import DEFAULT_SCHEME, SCHEMES
 
 __all__ = ["Settings", "resolve", "check_usable", "ServiceSettings", "resolve_service", "US_ENDPOINT", "EU_ENDPOINT", "US_CONTROL_PLANE", "EU_CONTROL_PLANE"]
 
@@ -256,8 +258,9 @@ _DECLS: dict[str, _Decl] = {
     ),
     "id_scheme": _Decl(
         (ev.OTEL_EXPORTER_RUNS_ID_SCHEME,),
-        "v7",
-        _choice("v7", "otlp"),
+        DEFAULT_SCHEME,
+        # The names of the one table of schemes: a scheme added there is accepted here.
+        _choice(*SCHEMES),
         "v7: deterministic UUID v7 from the span; otlp: the service's OTLP rule "
         "(span id right-aligned in a zero UUID), for users who mix both paths.",
     ),
