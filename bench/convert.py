@@ -70,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"us per span, best of {a.rounds} rounds ({'compiled' if compiled else 'pure Python'}: {os.path.dirname(_ids.__file__)})")
     settings = resolve_settings({"api_key": "x"}, env={})
     opts = ConvertOptions.from_settings(settings)
+    # The run-id scheme, looked up once from the settings (an older tree took its name).
+    id_scheme = getattr(opts, "id_scheme", "v7")
     limit = settings.max_value_chars
     for payload in a.payloads.split(","):
         n = a.spans if payload != "64k" else max(10, a.spans // 10)
@@ -88,12 +90,12 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 t0 = time.perf_counter_ns()
                 for span, node in zip(spans, nodes):
-                    encode_run("post", span_to_run(span, node.resolve("v7"), opts), limit, completes=True)
+                    encode_run("post", span_to_run(span, node.resolve(id_scheme), opts), limit, completes=True)
                 best["all"] = min(best["all"], (time.perf_counter_ns() - t0) / n / 1000)
                 if a.split:
                     fresh = [RunNode(s, None) for s in spans]
                     t0 = time.perf_counter_ns()
-                    ids = [node.resolve("v7") for node in fresh]
+                    ids = [node.resolve(id_scheme) for node in fresh]
                     best["ids"] = min(best["ids"], (time.perf_counter_ns() - t0) / n / 1000)
                     t0 = time.perf_counter_ns()
                     runs = [span_to_run(s, i, opts) for s, i in zip(spans, ids)]

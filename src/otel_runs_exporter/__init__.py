@@ -14,6 +14,8 @@ Data flow, one module per step: settings -> ids -> convert/semconv -> encode ->
 transport -> delivery -> worker -> processor/exporter.
 """
 
+# First, so the modules below (the local service's among them) can import it from here.
+from ._version import __version__
 from ._build_info import build_info
 from ._configure import configure, get_processor
 from ._errors import (
@@ -35,8 +37,6 @@ from ._processor import RunsSpanProcessor
 from ._settings import Settings, resolve as resolve_settings
 from ._stats import ExporterStats
 from .instrumentation import traceable
-
-__version__ = "0.1.0"
 
 __all__ = [
     "configure",

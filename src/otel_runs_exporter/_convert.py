@@ -36,8 +36,11 @@ from ._ids import (
     LANGSMITH_SESSION_NAME,
     LANGSMITH_SPAN_ID,
     LANGSMITH_TRACE_ID,
+    DEFAULT_SCHEME,
+    SCHEMES,
     GivenIds,
     GivenIdsError,
+    IdScheme,
     RunIds,
     canonical_uuid,
     child_ids,
@@ -78,19 +81,27 @@ _ID_KEYS = (LANGSMITH_TRACE_ID, LANGSMITH_SPAN_ID, LANGSMITH_PARENT_ID, LANGSMIT
 _START_FIELDS = ("name", "run_type", "start_time", "inputs", "session_name", "session_id")
 
 
+# The setting's value is looked up once, in ConvertOptions.from_settings; this is its default's row.
+_DEFAULT_ID_SCHEME: Final[IdScheme] = SCHEMES[DEFAULT_SCHEME]
+
+
 @dataclass(frozen=True)
 class ConvertOptions:
     """What the converter needs from the settings."""
 
     session: Mapping[str, str] = field(default_factory=lambda: {"session_name": "default"})
-    id_scheme: str = "v7"
+    #: The run-id scheme, a value of ``_ids.SCHEMES``: what :func:`span_ids` and
+    #: :meth:`RunNode.resolve` are given on both paths (the worker's, the exporter's,
+    #: and the processor's own for the propagator and the SDK bridge).
+    id_scheme: IdScheme = _DEFAULT_ID_SCHEME
     redact: Callable[[dict[str, Any]], None] | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "ConvertOptions":
+        """The options for ``settings``; the one place the ``id_scheme`` setting's name becomes its scheme."""
         return cls(
             session=settings.session,
-            id_scheme=settings.id_scheme,
+            id_scheme=SCHEMES[settings.id_scheme],
             redact=make_redactor(settings.hide_inputs, settings.hide_outputs, settings.mask, settings.scrub_secrets),
         )
 
@@ -127,13 +138,14 @@ def given_ids(attributes: Mapping[str, Any] | None) -> GivenIds | None:
 def span_ids(
     span: Any,
     parent: RunIds | None,
-    id_scheme: str = "v7",
+    id_scheme: IdScheme = _DEFAULT_ID_SCHEME,
     given: GivenIds | None = None,
     *,
     parent_is_remote: bool = False,
 ) -> RunIds:
     """Run ids of ``span``; ``parent`` is the parent run's ids when known in this process.
 
+    ``id_scheme`` is the run-id scheme (``ConvertOptions.id_scheme``).
     Without a known parent the span is the root of its run tree (a remote or
     unknown parent is kept in metadata by :func:`span_to_run`). ``given`` are the
     span's ``langsmith.*`` id attributes (:func:`given_ids`): when usable they win;
@@ -149,7 +161,7 @@ def span_ids(
     """
     ctx = span.get_span_context() if hasattr(span, "get_span_context") else span.context
     start = span.start_time or 0
-    run_id = run_id_str(id_scheme, ctx.trace_id, ctx.span_id, start)  # type: ignore[arg-type]
+    run_id = run_id_str(id_scheme, ctx.trace_id, ctx.span_id, start)
     computed = root_ids(run_id, start) if parent is None else child_ids(parent, run_id, start)
     starts_here = parent is None or parent_is_remote
     ids = computed
@@ -260,8 +272,11 @@ class RunNode:
         self.ids: RunIds | None = None
         self.state = RunNode.OPEN
 
-    def resolve(self, id_scheme: str) -> RunIds:
-        """This run's ids, computing them (and any unresolved ancestors') on first use."""
+    def resolve(self, id_scheme: IdScheme) -> RunIds:
+        """This run's ids, computing them (and any unresolved ancestors') on first use.
+
+        ``id_scheme`` is the run-id scheme (``ConvertOptions.id_scheme``).
+        """
         ids = self.ids
         if ids is not None:
             return ids

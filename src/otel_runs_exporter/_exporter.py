@@ -194,7 +194,7 @@ class RunsSpanExporter(SpanExporter):
             current, pids = stack.pop()
             # An exporter sees only ended spans: ids given at any time are honoured, and
             # the children held for this span are placed under whatever it resolves to.
-            ids = span_ids(current, pids, self._settings.id_scheme, given_ids(current.attributes))
+            ids = span_ids(current, pids, self._opts.id_scheme, given_ids(current.attributes))
             ctx = current.context
             key = (ctx.trace_id, ctx.span_id)
             self._held_parent.pop(key, None)

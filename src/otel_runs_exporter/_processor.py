@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from . import _registry, _sdk_bridge
 from ._clock import SYSTEM_CLOCK, Clock
 from ._convert import RunNode
-from ._ids import RunIds
+from ._ids import IdScheme, RunIds
 from ._logging import RateLimitedLog
 from ._settings import Settings, check_usable, resolve
 from ._stats import ExporterStats
@@ -76,10 +76,11 @@ class RunsSpanProcessor(SpanProcessor):
         this one (the langsmith SDK bridge) must put it in the same project, and None
         would leave it to pick its own.
         """
+        batcher = self._worker
         node = self._open.get(span_id) or self._recent.get(span_id)
-        if node is None:
+        if node is None or batcher is None:
             return None
-        ids = node.resolve(self._settings.id_scheme)
+        ids = node.resolve(batcher.options.id_scheme)
         if ids.project is None and ids.project_id is None and not self._settings.project_id:
             ids = ids._replace(project=self._settings.project)
         return ids
@@ -102,7 +103,7 @@ class RunsSpanProcessor(SpanProcessor):
             if self._bridge:
                 run_helpers = sys.modules.get("langsmith.run_helpers")  # never imports it
                 if run_helpers is not None:
-                    sdk = self._sdk_parent(run_helpers, parent_node, remote)
+                    sdk = self._sdk_parent(run_helpers, parent_node, remote, batcher.options.id_scheme)
                     if sdk is not None:
                         parent_node, remote = None, sdk
             # Only a link to the parent here: ids are computed on the worker thread.
@@ -112,7 +113,9 @@ class RunsSpanProcessor(SpanProcessor):
         except Exception:  # noqa: BLE001 - never raise into the application
             _rl.error("on_start", "could not record the start of span %r", getattr(span, "name", "?"), exc_info=True)
 
-    def _sdk_parent(self, run_helpers: Any, parent_node: RunNode | None, remote: RunIds | None) -> RunIds | None:
+    def _sdk_parent(
+        self, run_helpers: Any, parent_node: RunNode | None, remote: RunIds | None, id_scheme: IdScheme
+    ) -> RunIds | None:
         """The langsmith SDK's current run, when it is nested deeper than the span's OTel parent."""
         if self._hooked is not run_helpers:
             # First span since the app imported the SDK: let its runs nest under ours too.
@@ -121,7 +124,7 @@ class RunsSpanProcessor(SpanProcessor):
         sdk = _sdk_bridge.current_sdk_run(run_helpers)
         if sdk is None:
             return None
-        here = parent_node.resolve(self._settings.id_scheme) if parent_node is not None else remote
+        here = parent_node.resolve(id_scheme) if parent_node is not None else remote
         return sdk if _sdk_bridge.innermost(here, sdk) is sdk else None
 
     def on_end(self, span: ReadableSpan) -> None:

@@ -1,7 +1,12 @@
 """Settings: the one place environment variables are read.
 
 Each setting is declared once, with its environment variables, default, parser
-and meaning. :func:`resolve` applies the precedence: constructor argument, then
+and meaning, in one of three tables: the exporter's (``_DECLS``, read by
+:func:`resolve`), the local service command's (``_SERVICE_DECLS``,
+:func:`resolve_service`) and the instrumentation's (``_INSTRUMENTATION_DECLS``,
+:func:`resolve_instrumentation`: our instrumentors and ``autoconfig``). The
+variables' names are constants in ``environment_variables``, each with its doc.
+:func:`resolve` applies the precedence: constructor argument, then
 ``OTEL_EXPORTER_RUNS_*`` (or the OTel SDK's own variable where one exists), then
 the service's ``LANGSMITH_*`` fallback, then the default::
 
@@ -24,8 +29,23 @@ from urllib.parse import unquote, urlsplit
 
 from . import environment_variables as ev
 from ._errors import ConfigError
+# The run-id schemes are named by their table (a leaf module: no import comes back here).
+from ._ids import DEFAULT_SCHEME, SCHEMES
 
-__all__ = ["Settings", "resolve", "check_usable", "ServiceSettings", "resolve_service", "US_ENDPOINT", "EU_ENDPOINT", "US_CONTROL_PLANE", "EU_CONTROL_PLANE"]
+__all__ = [
+    "Settings",
+    "resolve",
+    "check_usable",
+    "endpoint_variable",
+    "ServiceSettings",
+    "resolve_service",
+    "InstrumentationSettings",
+    "resolve_instrumentation",
+    "US_ENDPOINT",
+    "EU_ENDPOINT",
+    "US_CONTROL_PLANE",
+    "EU_CONTROL_PLANE",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -256,8 +276,9 @@ _DECLS: dict[str, _Decl] = {
     ),
     "id_scheme": _Decl(
         (ev.OTEL_EXPORTER_RUNS_ID_SCHEME,),
-        "v7",
-        _choice("v7", "otlp"),
+        DEFAULT_SCHEME,
+        # The names of the one table of schemes: a scheme added there is accepted here.
+        _choice(*SCHEMES),
         "v7: deterministic UUID v7 from the span; otlp: the service's OTLP rule "
         "(span id right-aligned in a zero UUID), for users who mix both paths.",
     ),
@@ -544,6 +565,25 @@ def _parse(decl: _Decl, raw: str, source: str) -> Any:
         raise ConfigError(f"{source}={raw!r} is not valid: expected {exc}") from None
 
 
+def endpoint_variable(env: Mapping[str, str] | None = None) -> str | None:
+    """The endpoint setting's own variable (``OTEL_EXPORTER_RUNS_ENDPOINT``) as set, unparsed; None when unset or blank.
+
+    Whether this exporter was pointed somewhere, for the testing helpers that start a
+    local service unless it was (``testing.local_service_unless_configured``). The
+    setting's fallback, the service SDK's ``LANGSMITH_ENDPOINT``, does not count: a
+    script that runs offline by default must not send its runs to the hosted service
+    because the SDK was configured once. Unparsed: a bad value is the exporter's to refuse.
+
+    >>> endpoint_variable({"OTEL_EXPORTER_RUNS_ENDPOINT": "http://127.0.0.1:1984", "LANGSMITH_ENDPOINT": "x"})
+    'http://127.0.0.1:1984'
+    >>> endpoint_variable({"LANGSMITH_ENDPOINT": "https://api.smith.langchain.com"}) is None
+    True
+    """
+    env = os.environ if env is None else env
+    raw = env.get(_DECLS["endpoint"].env[0])
+    return raw if raw is not None and raw.strip() != "" else None
+
+
 def check_usable(settings: Settings) -> None:
     """One clear warning for setups that will not deliver, instead of failing later."""
     if settings.disabled:
@@ -614,3 +654,64 @@ def resolve_service(env: Mapping[str, str] | None = None) -> ServiceSettings:
     """
     env = os.environ if env is None else env
     return ServiceSettings(**{name: _from_env(decl, env) for name, decl in _SERVICE_DECLS.items()})
+
+
+# --- the instrumentation's: read when an instrumentor's ``instrument()`` or ``opentelemetry-instrument`` runs ---
+#
+# Neither exporter settings nor constructor arguments: our instrumentors take
+# ``instrument(capture_content=...)`` over the variable, and ``autoconfig`` reads
+# which exporters OTel's configurator was asked for. OTel's own variables, read
+# with OTel's meaning; never a ConfigError (an app must not fail to start over them).
+
+# The values that switch content capture off: the GenAI convention's "false", the
+# usual spellings of it, and the newer modes that keep content off the span.
+_CAPTURE_OFF = frozenset({"false", "0", "no", "off", "no_content", "event_only"})
+
+
+def _capture_content(raw: str) -> bool:
+    return str(raw).strip().lower() not in _CAPTURE_OFF
+
+
+def _names(raw: str) -> tuple[str, ...]:
+    # OTel's comma-separated list of entry-point names, as its configurator splits it.
+    return tuple(part.strip() for part in str(raw).split(",") if part.strip())
+
+
+_INSTRUMENTATION_DECLS: dict[str, _Decl] = {
+    "capture_content": _Decl(
+        (ev.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT,),
+        True,
+        _capture_content,
+        "Whether our OpenAI and Anthropic instrumentors record message content: on unless the variable is "
+        "false, 0, no, off, no_content or event_only. The OTel convention is opt-in; ours is on, because "
+        "the runs it feeds exist for people to read the prompts and completions. "
+        "instrument(capture_content=...) wins over it.",
+    ),
+    "traces_exporter": _Decl(
+        (ev.OTEL_TRACES_EXPORTER,),
+        (),
+        _names,
+        "The span exporters OTel's configurator is asked for; `runs` among them makes the runs "
+        "configurator install a RunsSpanProcessor (autoconfig), and the runs distro defaults it to runs.",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class InstrumentationSettings:
+    """The instrumentation's settings; build with :func:`resolve_instrumentation`."""
+
+    capture_content: bool
+    traces_exporter: tuple[str, ...]
+
+
+def resolve_instrumentation(env: Mapping[str, str] | None = None) -> InstrumentationSettings:
+    """Resolve the instrumentation's settings from the environment, when ``instrument()`` (or autoconfig) runs.
+
+    >>> resolve_instrumentation({"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "NO_CONTENT"})
+    InstrumentationSettings(capture_content=False, traces_exporter=())
+    >>> resolve_instrumentation({"OTEL_TRACES_EXPORTER": "otlp, runs"}).traces_exporter
+    ('otlp', 'runs')
+    """
+    env = os.environ if env is None else env
+    return InstrumentationSettings(**{name: _from_env(decl, env) for name, decl in _INSTRUMENTATION_DECLS.items()})

@@ -80,7 +80,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 _rl = RateLimitedLog(logger)
 
-USER_AGENT = "otel-runs-exporter/0.1.0"
+from ._version import USER_AGENT  # noqa: E402 - the one version (_version.py); re-exported here
 _RETRYABLE = frozenset({408, 429, 500, 502, 503, 504}) | frozenset(range(505, 600))
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _MAX_REDIRECTS = 5

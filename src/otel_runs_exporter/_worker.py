@@ -92,6 +92,11 @@ class Worker:
         renew_in_child(self)
         self._start_worker()
 
+    @property
+    def options(self) -> ConvertOptions:
+        """What conversion takes from the settings, resolved once; the processor resolves ids with its ``id_scheme`` too."""
+        return self._opts
+
     def _init_state(self) -> None:
         self._ledger = Ledger()
         self._queue: deque[tuple[str, Any, RunNode]] = deque()
@@ -407,7 +412,7 @@ class Worker:
 
     def _convert(self, kind: str, span: Any, node: RunNode) -> EncodedRun | None:
         limit = self._settings.max_value_chars
-        ids = node.resolve(self._settings.id_scheme)
+        ids = node.resolve(self._opts.id_scheme)
         if kind == "post":
             if node.state == RunNode.ENDED:
                 # Its patch is queued already: one post carries the whole run, the patch is

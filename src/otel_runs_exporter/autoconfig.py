@@ -21,6 +21,11 @@ no promised order, and ``opentelemetry-instrument`` takes the first distro and
 the first configurator it finds. Set ``OTEL_PYTHON_CONFIGURATOR=runs`` (or
 ``OTEL_PYTHON_DISTRO=runs``) to be sure of the processor path. If the SDK's
 configurator is the one chosen, ``runs`` still works, as the exporter path.
+
+This module sets OTel's own ``OTEL_TRACES_EXPORTER`` and ``OTEL_PYTHON_CONFIGURATOR``:
+that is its job, since OTel's configurator and ``opentelemetry-instrument`` read
+them from the environment themselves. It reads them, as every variable is read,
+through the settings module (``_settings.resolve_instrumentation``).
 """
 
 from __future__ import annotations
@@ -33,22 +38,20 @@ from opentelemetry.instrumentation.distro import BaseDistro
 from opentelemetry.sdk._configuration import _OTelSDKConfigurator
 from opentelemetry.sdk.trace import TracerProvider
 
+from . import environment_variables as ev
 from ._configure import _installed_by_autoconfig
 from ._errors import ConfigError
 from ._genai_events import install_log_processor
 from ._processor import RunsSpanProcessor
+from ._settings import resolve_instrumentation
 
 __all__ = ["RunsConfigurator", "RunsDistro"]
 
 logger = logging.getLogger(__name__)
 
-_TRACES_EXPORTER = "OTEL_TRACES_EXPORTER"
-_CONFIGURATOR = "OTEL_PYTHON_CONFIGURATOR"
+_TRACES_EXPORTER = ev.OTEL_TRACES_EXPORTER
+_CONFIGURATOR = ev.OTEL_PYTHON_CONFIGURATOR
 _NAME = "runs"
-
-
-def _split(value: str | None) -> list[str]:
-    return [part.strip() for part in (value or "").split(",") if part.strip()]
 
 
 class RunsConfigurator(_OTelSDKConfigurator):
@@ -63,20 +66,19 @@ class RunsConfigurator(_OTelSDKConfigurator):
     """
 
     def _configure(self, **kwargs: object) -> None:
-        exporters = _split(os.environ.get(_TRACES_EXPORTER))
+        exporters = resolve_instrumentation().traces_exporter
         if _NAME not in exporters:
             super()._configure(**kwargs)
             return
         others = [name for name in exporters if name != _NAME]
-        original = os.environ.get(_TRACES_EXPORTER)
+        # Set for the SDK's configurator, which reads the variable itself: without ``runs``, which we
+        # install below as a processor; then put back exactly as it was.
+        original = os.environ.pop(_TRACES_EXPORTER)
         os.environ[_TRACES_EXPORTER] = ",".join(others) or "none"
         try:
             super()._configure(**kwargs)
         finally:
-            if original is None:
-                os.environ.pop(_TRACES_EXPORTER, None)
-            else:
-                os.environ[_TRACES_EXPORTER] = original
+            os.environ[_TRACES_EXPORTER] = original
         provider = trace.get_tracer_provider()
         if not isinstance(provider, TracerProvider):
             logger.error("no SDK tracer provider after configuration (%r); runs will not be exported", provider)
@@ -96,6 +98,8 @@ class RunsDistro(BaseDistro):
     """Defaults for ``opentelemetry-instrument`` when this package is the distro."""
 
     def _configure(self, **kwargs: object) -> None:
+        # OTel's own variables, set where the user left them unset, for opentelemetry-instrument and the
+        # configurator it picks, which read them from the environment: setting them is a distro's job.
         os.environ.setdefault(_TRACES_EXPORTER, _NAME)
-        if _NAME in _split(os.environ.get(_TRACES_EXPORTER)):
+        if _NAME in resolve_instrumentation().traces_exporter:
             os.environ.setdefault(_CONFIGURATOR, _NAME)

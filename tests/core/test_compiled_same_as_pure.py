@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 import otel_runs_exporter
+from otel_runs_exporter._ids import SCHEMES
 
 pytestmark = pytest.mark.skipif(
     not otel_runs_exporter.build_info()["compiled"],
@@ -164,10 +165,10 @@ _id = st.integers(min_value=1, max_value=2**128 - 1) | st.booleans() | st.sample
 
 @_SETTINGS
 @given(trace_id=_id, span_id=_id, time_ns=_leaf | st.integers(min_value=-(10**19), max_value=10**19),
-       scheme=st.sampled_from(["v7", "otlp"]))
+       scheme=st.sampled_from(sorted(SCHEMES)))
 def test_ids(builds, trace_id, span_id, time_ns, scheme):
     def go(ids: Any) -> Any:
-        run_id = ids.run_id_str(scheme, trace_id, span_id, time_ns)
+        run_id = ids.run_id_str(ids.SCHEMES[scheme], trace_id, span_id, time_ns)
         return run_id, ids.format_entry(time_ns, run_id), ids.iso_time(time_ns)
 
     outcomes = [_outcome(lambda: go(b["_ids"])) for b in builds]

@@ -21,6 +21,7 @@ from otel_runs_exporter._convert import (
     warn_if_ids_set_late,
 )
 from otel_runs_exporter._ids import GivenIds, parse_dotted_order
+from otel_runs_exporter._settings import resolve as resolve_settings
 
 
 @pytest.fixture
@@ -251,7 +252,9 @@ def test_id_scheme_otlp(capture):
     with tracer.start_as_current_span("s"):
         pass
     span = _by_name(exporter)["s"]
-    ids = span_ids(span, None, "otlp")
+    # Through the one place the setting becomes its rule.
+    opts = ConvertOptions.from_settings(resolve_settings({"id_scheme": "otlp", "api_key": "k"}, env={}))
+    ids = span_ids(span, None, opts.id_scheme)
     assert ids.run_id == f"00000000-0000-0000-{format(span.context.span_id, '016x')[:4]}-{format(span.context.span_id, '016x')[4:]}"
 
 
@@ -348,9 +351,9 @@ def test_run_node_keeps_the_ids_the_span_started_with(caplog):
     span.set_attribute("langsmith.span.dotted_order", f"20231114T221320000001Z{GIVEN_RUN}")  # too late
     child_span.end()
     span.end()
-    ids = node.resolve("v7")
+    ids = node.resolve(ConvertOptions().id_scheme)
     assert (ids.run_id, ids.parent_run_id, ids.dotted_order) == (GIVEN_RUN, GIVEN_PARENT, GIVEN_DOTTED)
-    assert child.resolve("v7").dotted_order.startswith(GIVEN_DOTTED + ".")
+    assert child.resolve(ConvertOptions().id_scheme).dotted_order.startswith(GIVEN_DOTTED + ".")
     with caplog.at_level("WARNING", logger="otel_runs_exporter"):
         warn_if_ids_set_late(child_span, child.given)  # nothing given, nothing set: silent
         warn_if_ids_set_late(span, node.given)

@@ -9,6 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from otel_runs_exporter._ids import (
+    DEFAULT_SCHEME,
+    SCHEMES,
     GivenIds,
     GivenIdsError,
     child_ids,
@@ -18,6 +20,7 @@ from otel_runs_exporter._ids import (
     parse_dotted_order,
     root_ids,
     run_id_otlp,
+    run_id_str,
     run_id_v7,
 )
 
@@ -54,6 +57,28 @@ def test_v7_differs_across_traces_and_spans():
 def test_otlp_scheme_right_aligns_the_span_id():
     assert run_id_otlp(5, 0xABCDEF, 0) == UUID("00000000-0000-0000-0000-000000abcdef")
     assert make_run_id("otlp", 5, 0xABCDEF, 0) == run_id_otlp(5, 0xABCDEF, 0)
+
+
+@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+@given(trace_ids, span_ids, times)
+def test_every_scheme_gives_the_same_id_as_a_string_and_as_a_uuid(scheme, trace_id, span_id, start):
+    """The hot path's string (no UUID object) and the UUID agree, for every row of the one table."""
+    assert run_id_str(SCHEMES[scheme], trace_id, span_id, start) == str(make_run_id(scheme, trace_id, span_id, start))
+
+
+def test_the_table_is_the_one_the_setting_and_the_hot_path_read():
+    """The setting accepts exactly the table's names, and the options carry the chosen row."""
+    from otel_runs_exporter import ConfigError
+    from otel_runs_exporter._convert import ConvertOptions
+    from otel_runs_exporter._settings import resolve
+
+    assert DEFAULT_SCHEME in SCHEMES and resolve(env={}).id_scheme == DEFAULT_SCHEME
+    assert ConvertOptions().id_scheme is SCHEMES[DEFAULT_SCHEME]
+    for name, rule in SCHEMES.items():
+        settings = resolve(env={"OTEL_EXPORTER_RUNS_ID_SCHEME": name.upper()})
+        assert ConvertOptions.from_settings(settings).id_scheme is rule
+    with pytest.raises(ConfigError, match="one of " + ", ".join(SCHEMES)):
+        resolve({"id_scheme": "v4"}, env={})
 
 
 def test_entry_format_is_the_spec_layout():

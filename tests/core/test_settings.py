@@ -126,11 +126,15 @@ def test_env_var_constants_match_the_declaration_tables_and_the_docs():
     from pathlib import Path
 
     from otel_runs_exporter import environment_variables as ev
-    from otel_runs_exporter._settings import _DECLS, _SERVICE_DECLS
+    from otel_runs_exporter._settings import _DECLS, _INSTRUMENTATION_DECLS, _SERVICE_DECLS
 
     exporter = {name for decl in _DECLS.values() for name in decl.env}
     service = {name for decl in _SERVICE_DECLS.values() for name in decl.env}
-    assert set(ev.ALL) == exporter | service and not exporter & service
+    instrumentation = {name for decl in _INSTRUMENTATION_DECLS.values() for name in decl.env}
+    tables = (exporter, service, instrumentation)
+    assert all(not a & b for i, a in enumerate(tables) for b in tables[i + 1 :])  # each declared once
+    # Every constant is read through a table, or only set (by the module whose job that is).
+    assert set(ev.ALL) == exporter | service | instrumentation | set(ev.WRITTEN)
     assert all(getattr(ev, name) == name for name in ev.ALL)
     root = Path(__file__).resolve().parents[2]
     readme = (root / "README.md").read_text(encoding="utf-8")
@@ -176,3 +180,98 @@ def test_the_sdks_otel_mode_is_read_by_the_sdks_rules(env, sdk_otel):
     # The bridge must stay off whenever the SDK sends through OTel, however the user switched that on.
     assert resolve(env=env).langsmith_otel_enabled is sdk_otel
     assert resolve({"langsmith_otel_enabled": not sdk_otel}, env=env).langsmith_otel_enabled is (not sdk_otel)
+
+
+def _constant_docs() -> dict[str, str | None]:
+    """Each constant of environment_variables and the docstring under it (None: none), read as Sphinx reads them."""
+    import ast
+    import inspect
+
+    from otel_runs_exporter import environment_variables as ev
+
+    body = ast.parse(inspect.getsource(ev)).body
+    docs: dict[str, str | None] = {}
+    for statement, after in zip(body, body[1:] + [None]):
+        if isinstance(statement, (ast.Assign, ast.AnnAssign)):
+            target = statement.targets[0] if isinstance(statement, ast.Assign) else statement.target
+            if isinstance(target, ast.Name) and target.id.isupper():
+                is_doc = isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+                docs[target.id] = after.value.value if is_doc and isinstance(after.value.value, str) else None
+    return docs
+
+
+def test_every_env_var_constant_has_its_doc_naming_the_setting_it_feeds():
+    """As in OpenTelemetry's environment_variables: a docstring under each constant, an ``envvar`` entry."""
+    from otel_runs_exporter import environment_variables as ev
+    from otel_runs_exporter._settings import _DECLS, _INSTRUMENTATION_DECLS, _SERVICE_DECLS
+
+    docs = _constant_docs()
+    assert set(ev.ALL) <= set(docs)
+    assert sorted(name for name in ev.ALL if not docs[name]) == []
+    assert sorted(name for name in ev.ALL if f".. envvar:: {name}\n" not in docs[name]) == []
+    # The doc names the setting the table feeds from the variable, so the two cannot drift apart.
+    wrong = [
+        (var, setting)
+        for table in (_DECLS, _SERVICE_DECLS, _INSTRUMENTATION_DECLS)
+        for setting, decl in table.items()
+        for var in decl.env
+        if f"``{setting}``" not in docs[var]
+    ]
+    assert wrong == []
+    assert docs["ALL"] and docs["WRITTEN"]
+
+
+def test_only_the_settings_module_reads_the_environment():
+    """Reads of os.environ (get, [], in, getenv, copy) are in _settings only; the two modules whose job
+    it is may set variables (setdefault, [] =, pop), and environment_variables.WRITTEN lists what."""
+    import ast
+    from pathlib import Path
+
+    import otel_runs_exporter
+
+    package = Path(otel_runs_exporter.__file__).parent
+    writes = {"setdefault", "pop"}
+    reads: list[str] = []
+    writers: set[str] = set()
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package).as_posix()
+        if relative == "_settings.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr == "getenv":
+                reads.append(f"{relative}:{node.lineno}")
+            if not (isinstance(node, ast.Attribute) and node.attr == "environ"):
+                continue
+            parent = parents.get(node)
+            if isinstance(parent, ast.Attribute) and parent.attr in writes:
+                writers.add(relative)
+            elif isinstance(parent, ast.Subscript) and isinstance(parent.ctx, ast.Store):
+                writers.add(relative)
+            else:
+                reads.append(f"{relative}:{node.lineno}")
+    assert reads == []
+    assert writers == {"autoconfig.py", "testing/__init__.py"}
+
+
+def test_instrumentation_settings_read_otels_variables_with_otels_meaning_and_never_refuse():
+    from otel_runs_exporter._settings import resolve_instrumentation
+
+    capture = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+    assert resolve_instrumentation({}).capture_content is True
+    assert resolve_instrumentation({capture: " "}).capture_content is True  # blank is unset
+    for off in ("false", "0", "No", "OFF", "NO_CONTENT", "event_only"):
+        assert resolve_instrumentation({capture: off}).capture_content is False
+    for on in ("true", "span_only", "SPAN_AND_EVENT", "maybe"):
+        assert resolve_instrumentation({capture: on}).capture_content is True
+    assert resolve_instrumentation({"OTEL_TRACES_EXPORTER": " otlp ,,runs"}).traces_exporter == ("otlp", "runs")
+    assert resolve_instrumentation({"OTEL_TRACES_EXPORTER": ""}).traces_exporter == ()
+
+
+def test_the_endpoint_variable_is_the_exporters_own_and_not_its_fallback():
+    from otel_runs_exporter._settings import endpoint_variable
+
+    assert endpoint_variable({"OTEL_EXPORTER_RUNS_ENDPOINT": "http://h:1"}) == "http://h:1"
+    assert endpoint_variable({"OTEL_EXPORTER_RUNS_ENDPOINT": "  "}) is None
+    assert endpoint_variable({"LANGSMITH_ENDPOINT": "https://api.smith.langchain.com"}) is None

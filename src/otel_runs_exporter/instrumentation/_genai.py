@@ -17,7 +17,8 @@ opt-in, but this package is ON by default, because the runs it feeds exist for p
 prompts and completions. Set the variable to ``false`` (or ``0``/``no``/``off``, or the newer
 ``NO_CONTENT``/``EVENT_ONLY`` values) to record only model, parameters and usage; anything else
 keeps content. It is read when ``instrument()`` runs (``instrument(capture_content=False)``
-overrides it).
+overrides it), through the settings module (``_settings.resolve_instrumentation``), where the
+variable is declared with its parser.
 
 Tracing once: when another instrumentation already traces the same call, ours steps aside.
 It recognises (1) a call already inside one of our own spans (a context flag), (2) a current
@@ -31,7 +32,6 @@ from __future__ import annotations
 
 import logging
 import sys
-import os
 from typing import Any, Callable, Iterable, Mapping, NamedTuple
 from urllib.parse import urlsplit
 
@@ -43,17 +43,17 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from .. import environment_variables as ev
+from .._settings import resolve_instrumentation
 from ._traceable import SpanCall, json_dumps
 
 logger = logging.getLogger("otel_runs_exporter.instrumentation")
 
-CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+CAPTURE_CONTENT_ENV = ev.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
 """Env var switching message content capture; default here: capture (see module docstring)."""
 
 FIRST_TOKEN_EVENT = "new_token"
 """Span event added when the first content chunk of a stream arrives (time to first token)."""
-
-_OFF_VALUES = frozenset({"false", "0", "no", "off", "no_content", "event_only"})
 
 _ACTIVE_KEY = otel_context.create_key("otel_runs_exporter.genai_call")
 
@@ -79,10 +79,7 @@ def capture_content_enabled(override: bool | None = None) -> bool:
     """
     if override is not None:
         return bool(override)
-    value = os.environ.get(CAPTURE_CONTENT_ENV)
-    if value is None or not value.strip():
-        return True
-    return value.strip().lower() not in _OFF_VALUES
+    return resolve_instrumentation().capture_content
 
 
 def get(obj: Any, key: str, default: Any = None) -> Any:

@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from .. import __version__
 from ._numbers import plain_int
 from ._reply import DROP, Refuse, Reply, detail
 
@@ -40,7 +41,6 @@ __all__ = ["Exchange", "RequestLog", "HttpServer", "decode_body", "App"]
 
 logger = logging.getLogger(__name__)
 
-_VERSION = "0.1.0"
 # A refused request's body is read (to keep the connection) only up to this; past it the
 # connection is closed, so an unauthenticated client cannot make us read megabytes.
 _DISCARD_MAX = 64 * 1024
@@ -448,7 +448,7 @@ class _Handler(BaseHTTPRequestHandler):
     # Headers and body leave in two writes; with Nagle on, the body waits for the
     # client's delayed ACK (~40 ms per request on a kept-alive connection).
     disable_nagle_algorithm = True
-    server_version = "otel-runs-local/" + _VERSION
+    server_version = "otel-runs-local/" + __version__  # the package's one version (_version.py)
     timeout = 60  # idle keep-alive connections are closed after this many seconds
     server: HttpServer
 

@@ -43,6 +43,8 @@ from collections.abc import Iterator
 from typing import Any, TextIO
 from urllib.parse import urlsplit, urlunsplit
 
+from .. import environment_variables as ev
+from .._settings import endpoint_variable
 from ..server import FaultConfig, LocalService
 from ..server._render import render_traces
 from .fake_llm import FakeLLMAPI, RecordedRequest
@@ -58,8 +60,9 @@ __all__ = [
     "ENDPOINT_VAR",
 ]
 
-ENDPOINT_VAR = "OTEL_EXPORTER_RUNS_ENDPOINT"
-"""The exporter's endpoint variable; :func:`local_service_unless_configured` reads and sets it."""
+ENDPOINT_VAR = ev.OTEL_EXPORTER_RUNS_ENDPOINT
+"""The exporter's endpoint variable; :func:`local_service_unless_configured` reads it (through the settings
+module, ``_settings.endpoint_variable``) and sets it."""
 
 
 @contextlib.contextmanager
@@ -87,12 +90,14 @@ def local_service_unless_configured(**options: Any) -> Iterator[LocalService | N
     The variable is set to the started service's address for the duration of the
     block (and restored afterwards), so ``configure()``, ``RunsSpanExporter()`` and
     child processes started inside the block all send to it. ``options`` go to
-    :func:`run_local_service`.
+    :func:`run_local_service`. A blank value counts as unset, as it does for the exporter.
     """
-    if os.environ.get(ENDPOINT_VAR):
+    if endpoint_variable() is not None:
         yield None
         return
     with run_local_service(**options) as service:
+        # Setting the exporter's variable is this helper's job (the settings module only reads the
+        # environment): the exporters and child processes started inside the block read it there.
         os.environ[ENDPOINT_VAR] = service.url
         try:
             yield service
@@ -111,7 +116,7 @@ def show_runs(
     """
     out = file if file is not None else sys.stdout
     if service is None:
-        endpoint = _without_userinfo(os.environ.get(ENDPOINT_VAR, ""))
+        endpoint = _without_userinfo(endpoint_variable() or "")
         print(f"Runs sent to {endpoint}.", file=out)
         print("If that is `otel-runs serve`, look at them with:  otel-runs runs list", file=out)
         return []
