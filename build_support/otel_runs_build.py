@@ -76,8 +76,25 @@ class CompiledBuildError(SystemExit):
 # --- PEP 517 hooks: setuptools', plus mypy when the switch is on ---------------------------
 
 
+def runtime_requirements(pyproject: str = "pyproject.toml") -> list[str]:
+    """The project's own ``dependencies``, read from its pyproject.toml.
+
+    mypyc must find every module the compiled ones import (``orjson``,
+    ``opentelemetry``), even those it reads as untyped; under pip's build
+    isolation only what the backend asks for is there, so with the switch on it
+    asks for these too. Read from the file rather than listed again here, so the
+    two cannot disagree (a plain ``[project]`` table: no TOML parser needed,
+    which Python 3.10 lacks).
+    """
+    with open(pyproject, encoding="utf-8") as f:
+        text = f.read()
+    project = text.split("\n[project]", 1)[1].split("\n[", 1)[0]
+    block = project.split("\ndependencies = [", 1)[1].split("\n]", 1)[0]
+    return [line.strip().strip(",").strip('"') for line in block.splitlines() if line.strip().startswith('"')]
+
+
 def get_requires_for_build_wheel(config_settings: Any = None) -> list[str]:
-    extra = [MYPY_REQUIREMENT] if switch_on() else []
+    extra = [MYPY_REQUIREMENT, *runtime_requirements()] if switch_on() else []
     return list(_setuptools.get_requires_for_build_wheel(config_settings)) + extra
 
 
