@@ -91,7 +91,7 @@ def test_serve_max_connections_bounds_what_it_serves_at_once(tmp_path: Path) -> 
         url = line.split()[2]
         host, port = url.removeprefix("http://").split(":")
         with socket.create_connection((host, int(port)), timeout=5) as idle:
-            idle.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\n")  # an unfinished head holds the one slot
+            idle.sendall(b"GET /ok HTTP/1.1\r\nHost: localhost\r\n")  # an unfinished head holds the one slot
             time.sleep(0.2)
             r = requests.get(url + "/ok", timeout=5)
             assert r.status_code == 503 and r.headers["Retry-After"] == "1", r.text

@@ -27,6 +27,24 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _allowed_host(text: str) -> str:
+    from ..server._origins import normalize_allowed_host
+
+    try:
+        return normalize_allowed_host(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--allow-host ")) from None
+
+
+def _origin(text: str) -> str:
+    from ..server._origins import normalize_origin
+
+    try:
+        return normalize_origin(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _rate(text: str) -> float:
     value = float(text)
     if not 0.0 <= value <= 1.0:
@@ -71,6 +89,20 @@ def register_serve(sub: Any) -> None:
         metavar="N",
         help="connections served at once, a thread each (default 512); past it a 503 with Retry-After",
     )
+    pages = p.add_argument_group(
+        "web pages", "the service answers requests whose Host is a loopback name or address, or an address it "
+        "listens on, and pages of its own origin (the viewer) only"
+    )
+    pages.add_argument(
+        "--allow-host", type=_allowed_host, action="append", default=[], metavar="NAME",
+        help="also answer requests for this host name (any port), e.g. a name that reaches this machine "
+        "through a proxy; repeatable; '*' turns the Host check off (DNS rebinding then reaches every run)",
+    )
+    pages.add_argument(
+        "--cors-origin", type=_origin, action="append", default=[], metavar="ORIGIN",
+        help="let pages of this origin (scheme://host[:port], e.g. http://localhost:5173) call the API, with "
+        "CORS headers; repeatable; without it no answer carries a CORS header",
+    )
     faults = p.add_argument_group("fault injection (tracing requests only)")
     faults.add_argument("--fault-rate-500", type=_rate, default=0.0, metavar="F", help="share answered 500")
     faults.add_argument("--fault-rate-429", type=_rate, default=0.0, metavar="F", help="share answered 429")
@@ -113,6 +145,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_body_bytes=args.max_body_bytes,
         max_connections=args.max_connections,
         faults=faults,
+        allow_hosts=args.allow_host,
+        cors_origins=args.cors_origin,
     )
     try:
         service.start()
@@ -129,6 +163,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         notes.append("rate limits on" + (f" ({', '.join(scale)})" if scale else ""))
     if faults.active:
         notes.append("faults on")
+    if service.pages.any_host:
+        notes.append("Host check OFF")
+    elif args.allow_host:
+        notes.append("also answers Host " + ", ".join(args.allow_host))
+    if args.cors_origin:
+        notes.append("CORS for " + ", ".join(sorted(service.pages.cors_origins)))
     output.say(f"Listening on {service.url}  (db {db}{'; ' + ', '.join(notes) if notes else ''})", flush=True)
     output.say(f"Viewer: {service.url}/", flush=True)
     output.say("Press Ctrl-C to stop.", flush=True)
