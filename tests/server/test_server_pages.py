@@ -51,7 +51,9 @@ def cors_headers(response: requests.Response) -> dict[str, str]:
 # --- Host ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("host", ["localhost", "LocalHost.", "127.0.0.1", "127.8.9.10", "[::1]", "[::ffff:127.0.0.1]"])
+@pytest.mark.parametrize(
+    "host", ["localhost", "LocalHost.", "127.0.0.1", "127.8.9.10", "[::1]", "[::ffff:127.0.0.1]", "0.0.0.0", "[::]"]
+)
 def test_loopback_names_on_any_port_pass(svc: LocalService, host: str) -> None:
     for port in ("", ":1", f":{svc.port}", ":8080"):  # ssh -L, docker -p and editors forward other ports
         for path in ("/ok", "/", "/sessions"):
@@ -98,6 +100,7 @@ def test_bound_to_another_address_its_own_addresses_pass() -> None:
     # The address the client connected to is ours, whatever the bind: a rebound name never is an address.
     assert policy.host_allowed("192.0.2.2:1984", "192.0.2.2")
     assert policy.host_allowed("0.0.0.0:1984", "127.0.0.1")  # what LocalService.url prints for this bind
+    assert PagePolicy.build("192.0.2.2", (), ()).host_allowed("192.0.2.2:1984", "192.0.2.2")
     assert not policy.host_allowed("192.0.2.3:1984", "192.0.2.2")
     assert not policy.host_allowed("evil.example:1984", "192.0.2.2")
     assert PagePolicy.build("devbox.lan", (), ()).host_allowed("DEVBOX.LAN:1984", "192.0.2.2")

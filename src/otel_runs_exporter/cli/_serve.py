@@ -27,24 +27,6 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _allowed_host(text: str) -> str:
-    from ..server._origins import normalize_allowed_host
-
-    try:
-        return normalize_allowed_host(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("--allow-host ")) from None
-
-
-def _origin(text: str) -> str:
-    from ..server._origins import normalize_origin
-
-    try:
-        return normalize_origin(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def _rate(text: str) -> float:
     value = float(text)
     if not 0.0 <= value <= 1.0:
@@ -94,12 +76,12 @@ def register_serve(sub: Any) -> None:
         "listens on, and pages of its own origin (the viewer) only"
     )
     pages.add_argument(
-        "--allow-host", type=_allowed_host, action="append", default=[], metavar="NAME",
+        "--allow-host", action="append", default=[], metavar="NAME",
         help="also answer requests for this host name (any port), e.g. a name that reaches this machine "
         "through a proxy; repeatable; '*' turns the Host check off (DNS rebinding then reaches every run)",
     )
     pages.add_argument(
-        "--cors-origin", type=_origin, action="append", default=[], metavar="ORIGIN",
+        "--cors-origin", action="append", default=[], metavar="ORIGIN",
         help="let pages of this origin (scheme://host[:port], e.g. http://localhost:5173) call the API, with "
         "CORS headers; repeatable; without it no answer carries a CORS header",
     )
@@ -130,24 +112,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not db_usable("otel-runs serve", db):
         return output.EXIT_USAGE
     rate_limited = args.rate_limits or args.rate_limit_scale is not None or args.rate_limit_window_scale is not None
-    service = LocalService(
-        host=args.host,
-        port=args.port,
-        api_key=args.api_key or settings.api_key,
-        workspace_id=args.workspace_id,
-        db=db,
-        lenient=args.lenient,
-        rate_limits=rate_limited,
-        rate_limit_scale=args.rate_limit_scale or 1.0,
-        rate_limit_window_scale=args.rate_limit_window_scale or 1.0,
-        request_log=args.request_log,
-        multipart=not args.no_multipart,
-        max_body_bytes=args.max_body_bytes,
-        max_connections=args.max_connections,
-        faults=faults,
-        allow_hosts=args.allow_host,
-        cors_origins=args.cors_origin,
-    )
+    try:
+        service = LocalService(
+            host=args.host,
+            port=args.port,
+            api_key=args.api_key or settings.api_key,
+            workspace_id=args.workspace_id,
+            db=db,
+            lenient=args.lenient,
+            rate_limits=rate_limited,
+            rate_limit_scale=args.rate_limit_scale or 1.0,
+            rate_limit_window_scale=args.rate_limit_window_scale or 1.0,
+            request_log=args.request_log,
+            multipart=not args.no_multipart,
+            max_body_bytes=args.max_body_bytes,
+            max_connections=args.max_connections,
+            faults=faults,
+            allow_hosts=args.allow_host,
+            cors_origins=args.cors_origin,
+        )
+    except ValueError as exc:  # a malformed --allow-host or --cors-origin, named in the message
+        return output.fail("otel-runs serve", str(exc), output.EXIT_USAGE)
     try:
         service.start()
     except OSError as exc:

@@ -2,15 +2,14 @@
 
 Each step answers on its own when its check fails:
 
-1. the service is shutting down: 503, connection closed;
+1. more than one ``Origin``: 400; the service is shutting down: 503, connection closed;
 2. ``Host`` (:mod:`._origins`): more than one, 400; one that names no address or
    allowed name of this service (a DNS-rebinding page), 403 saying how to allow it;
 3. the viewer's files (``GET``, ``HEAD``): served, public and outside the rate limits
    (they are not the service's interface, and a limited page could not say why it stopped);
-4. the page that sent it (``Origin``, else ``Sec-Fetch-Site``): more than one
-   ``Origin``, 400; a page the row's ``browsers`` does not name, 403 (a preflight is
-   judged by the row of the method it asks for). Before the rate limits, so a
-   foreign page cannot use up the user's budget;
+4. the page that sent it (``Origin``, else ``Sec-Fetch-Site``): a page the row's
+   ``browsers`` does not name, 403 (a preflight is judged by the row of the method it
+   asks for). Before the rate limits, so a foreign page cannot use up the user's budget;
 5. rate limits (``--rate-limits``): 429 with ``Retry-After``; the limiter finds the
    rule a route names in the table itself (:mod:`._ratelimit`);
 6. ``OPTIONS``: 204 with ``Allow``, from the headers alone (a CORS preflight has no
@@ -90,6 +89,9 @@ class Dispatcher:
     files: Files = FILES
 
     def __call__(self, exchange: Exchange) -> Reply:
+        if exchange.header_count("origin") > 1:
+            exchange.discard_body()  # which one is the page's? Neither is answered with CORS headers.
+            raise Refuse(400, detail("more than one Origin header"), close=True)
         caller, origin = self.service.pages.caller(exchange.headers)
         if caller != "cors":
             return self._answer(exchange, caller, origin)
@@ -119,9 +121,6 @@ class Dispatcher:
                 exchange.discard_body()
                 _check_page(self.files.browsers, caller, origin, method, path, exchange)
                 return page
-        if exchange.header_count("origin") > 1:
-            exchange.discard_body()
-            raise Refuse(400, detail("more than one Origin header"), close=True)
         match = self.router.match(method, path)
         preflight = exchange.headers.get("access-control-request-method") if method == "OPTIONS" else None
         judged = self.router.match(preflight.strip().upper(), path) if preflight else match

@@ -137,7 +137,7 @@ def normalize_allowed_host(text: str) -> str:
     host = split_host(value)
     if host is None or host[1] is not None or (value.count(":") == 1 and not value.startswith("[")):
         raise ValueError(
-            f"--allow-host {text[:100]!r}: give a host name or address without a port (every port of it is "
+            f"--allow-host (allow_hosts) {text[:100]!r}: give a host name or address without a port (every port of it is "
             "allowed), or * to turn the Host check off"
         )
     ip = _ip(host[0])
@@ -165,14 +165,20 @@ class PagePolicy:
     def build(cls, bind_host: str, allow_hosts: Iterable[str], cors_origins: Iterable[str]) -> PagePolicy:
         """From the service's arguments; ValueError names a malformed host or origin."""
         names = {normalize_allowed_host(name) for name in allow_hosts}
-        origins = frozenset(normalize_origin(origin) for origin in cors_origins)
-        bound = normalize_allowed_host(bind_host) if bind_host else ""
+        try:
+            origins = frozenset(normalize_origin(origin) for origin in cors_origins)
+        except ValueError as exc:
+            raise ValueError(f"--cors-origin (cors_origins): {exc}") from None
+        try:
+            bound = normalize_allowed_host(bind_host) if bind_host else ""
+        except ValueError:
+            bound = ""  # not a host name: binding it fails and says so
         if bound and bound != ANY_HOST:
             names.add(bound)  # a name or address the user chose to bind (0.0.0.0 included: it is what `url` prints)
         return cls(frozenset(names - {ANY_HOST}), ANY_HOST in names, origins)
 
     def host_allowed(self, host: str | None, local_ip: str) -> bool:
-        """Whether a Host header names this service: loopback, an allowed name, or the address the client connected to.
+        """Whether a Host header names this service: loopback, an allowed name, or an address the client connected to.
 
         A request without Host (HTTP/1.0) comes from no browser, which always sends one.
         Any address the client connected to is ours, so it cannot be a rebound name.
@@ -186,8 +192,8 @@ class PagePolicy:
         ip = _ip(name)
         if ip is None:
             return name == "localhost" or name in self.names
-        if ip.is_loopback or str(ip) in self.names:
-            return True
+        if ip.is_loopback or ip.is_unspecified or str(ip) in self.names:
+            return True  # 0.0.0.0 and [::] reach this machine only: clients use them for loopback
         local = _ip(local_ip)
         return local is not None and local == ip
 
