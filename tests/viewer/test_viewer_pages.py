@@ -30,7 +30,7 @@ pytest.importorskip("selenium", reason="selenium is not installed: pip install -
 
 from viewer.viewer_helpers import REBOUND, screenshot, wait_for  # noqa: E402
 
-pytestmark = pytest.mark.heavy(seconds=8)
+pytestmark = pytest.mark.heavy(seconds=3)
 
 SECRET = "SECRET-PROMPT-" + uuid.uuid4().hex
 
