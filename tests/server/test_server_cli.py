@@ -86,12 +86,30 @@ def test_serve_stops_on_sigterm(tmp_path: Path) -> None:
     assert proc.returncode == 0
 
 
+def test_serve_answers_the_hosts_and_origins_it_is_told_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with serving(tmp_path / "h.db", "--allow-host", "DevBox.lan", "--cors-origin", "http://LOCALHOST:5173/") as (proc, line):
+        assert "also answers Host DevBox.lan, CORS for http://localhost:5173)" in line, line
+        url = line.split()[2]
+        assert requests.get(url + "/ok", headers={"Host": "devbox.lan:8080"}, timeout=5).status_code == 200
+        refused = requests.get(url + "/ok", headers={"Host": "evil.example:1984"}, timeout=5)
+        assert refused.status_code == 403 and "--allow-host evil.example" in refused.json()["detail"]
+        app = requests.get(url + "/info", headers={"Origin": "http://localhost:5173"}, timeout=5)
+        assert app.headers["Access-Control-Allow-Origin"] == "http://localhost:5173"
+        proc.terminate()
+        proc.communicate(timeout=10)
+    for bad, said in ((["--allow-host", "devbox.lan:80"], "without a port"), (["--cors-origin", "*"], "is not an origin")):
+        assert cli.main(["serve", "--port", "0", "--db", str(tmp_path / "x.db"), *bad]) == 2
+        assert said in capsys.readouterr().err
+
+
 def test_serve_max_connections_bounds_what_it_serves_at_once(tmp_path: Path) -> None:
     with serving(tmp_path / "m.db", "--max-connections", "1") as (proc, line):
         url = line.split()[2]
         host, port = url.removeprefix("http://").split(":")
         with socket.create_connection((host, int(port)), timeout=5) as idle:
-            idle.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\n")  # an unfinished head holds the one slot
+            idle.sendall(b"GET /ok HTTP/1.1\r\nHost: localhost\r\n")  # an unfinished head holds the one slot
             time.sleep(0.2)
             r = requests.get(url + "/ok", timeout=5)
             assert r.status_code == 503 and r.headers["Retry-After"] == "1", r.text

@@ -131,7 +131,7 @@ def test_a_zstd_window_past_8_mib_is_413_before_it_is_allocated(svc):
 )
 def test_malformed_chunked_bodies_are_refused_at_once(svc, chunks, status):
     head = (
-        b"POST /runs HTTP/1.1\r\nHost: x\r\nx-api-key: " + KEY.encode() + b"\r\n"
+        b"POST /runs HTTP/1.1\r\nHost: localhost\r\nx-api-key: " + KEY.encode() + b"\r\n"
         b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
     )
     began = time.monotonic()
@@ -143,7 +143,7 @@ def test_malformed_chunked_bodies_are_refused_at_once(svc, chunks, status):
 def test_chunked_running_total_respects_the_limit():
     with LocalService(api_key=KEY, max_body_bytes=4096) as svc:
         head = (
-            b"POST /runs HTTP/1.1\r\nHost: x\r\nx-api-key: " + KEY.encode() + b"\r\n"
+            b"POST /runs HTTP/1.1\r\nHost: localhost\r\nx-api-key: " + KEY.encode() + b"\r\n"
             b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
         )
         chunk = b"800\r\n" + b"a" * 0x800 + b"\r\n"
@@ -211,7 +211,7 @@ def test_deep_json_is_a_422_naming_the_limit_on_every_route(svc):
     ],
 )
 def test_malformed_headers_are_4xx_never_5xx(svc, header, status):
-    answer = _raw(svc, b"POST /runs HTTP/1.1\r\nHost: x\r\nx-api-key: " + KEY.encode() + b"\r\n" + header + b"\r\n\r\nhello")
+    answer = _raw(svc, b"POST /runs HTTP/1.1\r\nHost: localhost\r\nx-api-key: " + KEY.encode() + b"\r\n" + header + b"\r\n\r\nhello")
     assert _status(answer) == status, answer[:300]
 
 
@@ -233,7 +233,7 @@ def test_100_concurrent_clients_get_no_resets(svc):
                 with socket.create_connection((host, int(port)), timeout=30) as conn:
                     with lock:
                         connect_s.append(time.monotonic() - began)
-                    conn.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    conn.sendall(b"GET /ok HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
                     answer = b""
                     while chunk := conn.recv(65536):
                         answer += chunk
@@ -279,7 +279,7 @@ def test_fuzz_malformed_requests_never_5xx_and_lose_nothing_acknowledged(svc):
         b"POST /runs/multipart HTTP/1.1\r\n",
         b"GET /info HTTP/1.1\r\n",
         b"OPTIONS /runs HTTP/1.1\r\n",
-        b"Host: x\r\n",
+        b"Host: localhost\r\n",
         b"x-api-key: " + KEY.encode() + b"\r\n",
         b"Content-Length: \xc2\xb2\r\n",
         b"Content-Length: -1\r\n",
@@ -412,7 +412,7 @@ def test_connections_past_the_worker_limit_get_a_503_not_a_reset():
         idle = [socket.create_connection((host, int(port)), timeout=5) for _ in range(4)]
         try:
             for conn in idle:
-                conn.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\n")  # a head never finished holds its thread
+                conn.sendall(b"GET /ok HTTP/1.1\r\nHost: localhost\r\n")  # a head never finished holds its thread
             time.sleep(0.2)
             # A body the refusal must drain, not reset: the client reads the 503 after sending it all.
             r = requests.post(svc.url + "/runs", data=b"x" * 2_000_000, headers={"x-api-key": KEY}, timeout=10)

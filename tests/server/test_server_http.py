@@ -366,7 +366,7 @@ def test_concurrent_posts_lose_nothing(service: LocalService) -> None:
 def test_stop_closes_idle_keep_alive_connections() -> None:
     svc = LocalService().start()
     sock = socket.create_connection(("127.0.0.1", svc.port), timeout=5)
-    sock.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
+    sock.sendall(b"GET /ok HTTP/1.1\r\nHost: localhost\r\n\r\n")
     assert b"200" in sock.recv(1024)
     time.sleep(0.05)  # let the handler go back to waiting for the next request
     started = time.monotonic()

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from viewer.viewer_helpers import REBOUND
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -51,6 +52,9 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         "--window-size=1400,900",
         # Loopback bypasses a proxy by default; everything else goes nowhere.
         "--proxy-server=http://127.0.0.1:9",
+        # A name of the attacker's that resolves to loopback, as after DNS rebinding (test_viewer_pages.py).
+        f"--host-resolver-rules=MAP {REBOUND} 127.0.0.1",
+        f"--proxy-bypass-list={REBOUND}",
     ):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})

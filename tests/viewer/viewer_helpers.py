@@ -21,6 +21,9 @@ from otel_runs_exporter import RunsSpanProcessor
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 """Screenshots and timings the browser tests leave behind (git-ignored)."""
 
+REBOUND = "evil.localtest"
+"""A host name the test browser resolves to 127.0.0.1: an attacker's name after DNS rebinding."""
+
 _T = TypeVar("_T")
 
 

@@ -71,6 +71,20 @@ def register_serve(sub: Any) -> None:
         metavar="N",
         help="connections served at once, a thread each (default 512); past it a 503 with Retry-After",
     )
+    pages = p.add_argument_group(
+        "web pages", "the service answers requests whose Host is a loopback name or address, or an address it "
+        "listens on, and pages of its own origin (the viewer) only"
+    )
+    pages.add_argument(
+        "--allow-host", action="append", default=[], metavar="NAME",
+        help="also answer requests for this host name (any port), e.g. a name that reaches this machine "
+        "through a proxy; repeatable; '*' turns the Host check off (DNS rebinding then reaches every run)",
+    )
+    pages.add_argument(
+        "--cors-origin", action="append", default=[], metavar="ORIGIN",
+        help="let pages of this origin (scheme://host[:port], e.g. http://localhost:5173) call the API, with "
+        "CORS headers; repeatable; without it no answer carries a CORS header",
+    )
     faults = p.add_argument_group("fault injection (tracing requests only)")
     faults.add_argument("--fault-rate-500", type=_rate, default=0.0, metavar="F", help="share answered 500")
     faults.add_argument("--fault-rate-429", type=_rate, default=0.0, metavar="F", help="share answered 429")
@@ -98,22 +112,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not db_usable("otel-runs serve", db):
         return output.EXIT_USAGE
     rate_limited = args.rate_limits or args.rate_limit_scale is not None or args.rate_limit_window_scale is not None
-    service = LocalService(
-        host=args.host,
-        port=args.port,
-        api_key=args.api_key or settings.api_key,
-        workspace_id=args.workspace_id,
-        db=db,
-        lenient=args.lenient,
-        rate_limits=rate_limited,
-        rate_limit_scale=args.rate_limit_scale or 1.0,
-        rate_limit_window_scale=args.rate_limit_window_scale or 1.0,
-        request_log=args.request_log,
-        multipart=not args.no_multipart,
-        max_body_bytes=args.max_body_bytes,
-        max_connections=args.max_connections,
-        faults=faults,
-    )
+    try:
+        service = LocalService(
+            host=args.host,
+            port=args.port,
+            api_key=args.api_key or settings.api_key,
+            workspace_id=args.workspace_id,
+            db=db,
+            lenient=args.lenient,
+            rate_limits=rate_limited,
+            rate_limit_scale=args.rate_limit_scale or 1.0,
+            rate_limit_window_scale=args.rate_limit_window_scale or 1.0,
+            request_log=args.request_log,
+            multipart=not args.no_multipart,
+            max_body_bytes=args.max_body_bytes,
+            max_connections=args.max_connections,
+            faults=faults,
+            allow_hosts=args.allow_host,
+            cors_origins=args.cors_origin,
+        )
+    except ValueError as exc:  # a malformed --allow-host or --cors-origin, named in the message
+        return output.fail("otel-runs serve", str(exc), output.EXIT_USAGE)
     try:
         service.start()
     except OSError as exc:
@@ -129,6 +148,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         notes.append("rate limits on" + (f" ({', '.join(scale)})" if scale else ""))
     if faults.active:
         notes.append("faults on")
+    if service.pages.any_host:
+        notes.append("Host check OFF")
+    elif args.allow_host:
+        notes.append("also answers Host " + ", ".join(args.allow_host))
+    if args.cors_origin:
+        notes.append("CORS for " + ", ".join(sorted(service.pages.cors_origins)))
     output.say(f"Listening on {service.url}  (db {db}{'; ' + ', '.join(notes) if notes else ''})", flush=True)
     output.say(f"Viewer: {service.url}/", flush=True)
     output.say("Press Ctrl-C to stop.", flush=True)

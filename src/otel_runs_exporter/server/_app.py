@@ -18,6 +18,7 @@ from ._control import ControlPlane, ServiceClock
 from ._dispatch import Credentials, Dispatcher
 from ._faults import FaultConfig
 from ._http import HttpServer, RequestLog, zstd_available
+from ._origins import PagePolicy
 from ._ratelimit import DEFAULT_RULES, SPEC_RULES, RateLimiter, RateRule, scaled
 from ._store import RunStore
 from ._validate import canonical_id
@@ -62,6 +63,13 @@ class LocalService:
     advertises) answers larger bodies, raw or decompressed, with 413.
     ``max_connections`` bounds the connections served at once (one thread each);
     past it a connection is answered 503 with ``Retry-After: 1`` and closed.
+
+    Web pages (:mod:`._origins`): a request whose ``Host`` is not a loopback name or
+    address, an address the service listens on, or one of ``allow_hosts`` is a 403
+    (``allow_hosts=["*"]`` turns that check off, with a warning); a page of another
+    origin than the service's own is a 403 too, except pages of ``cors_origins``
+    (``http://localhost:5173``...), which may call the routes whose ``browsers``
+    column names them and get CORS headers. ValueError names a malformed host or origin.
     """
 
     def __init__(
@@ -83,7 +91,17 @@ class LocalService:
         deploy_delay_s: float = 3.0,
         bearer_token: str | None = None,
         max_connections: int = 512,
+        allow_hosts: Sequence[str] = (),
+        cors_origins: Sequence[str] = (),
     ) -> None:
+        if isinstance(allow_hosts, str) or isinstance(cors_origins, str):
+            raise TypeError("allow_hosts and cors_origins are lists of names, e.g. allow_hosts=['devbox.lan']")
+        self.pages = PagePolicy.build(host, allow_hosts, cors_origins)
+        if self.pages.any_host:
+            logger.warning(
+                "the Host check is off (allow_hosts '*'): a web page that points a DNS name of its own at this "
+                "address (DNS rebinding) can read and write every run; name the hosts you use instead"
+            )
         self.host = host
         self.port = port
         self._credentials = Credentials(api_key, bearer_token)

@@ -2,38 +2,51 @@
 
 Each step answers on its own when its check fails:
 
-1. the service is shutting down: 503, connection closed;
-2. the viewer's files (``GET``, ``HEAD``): served, public and outside the rate limits
+1. more than one ``Origin``: 400; the service is shutting down: 503, connection closed;
+2. ``Host`` (:mod:`._origins`): more than one, 400; one that names no address or
+   allowed name of this service (a DNS-rebinding page), 403 saying how to allow it;
+3. the viewer's files (``GET``, ``HEAD``): served, public and outside the rate limits
    (they are not the service's interface, and a limited page could not say why it stopped);
-3. rate limits (``--rate-limits``): 429 with ``Retry-After``; the limiter finds the
+4. the page that sent it (``Origin``, else ``Sec-Fetch-Site``): a page the row's
+   ``browsers`` does not name, 403 (a preflight is judged by the row of the method it
+   asks for). Before the rate limits, so a foreign page cannot use up the user's budget;
+5. rate limits (``--rate-limits``): 429 with ``Retry-After``; the limiter finds the
    rule a route names in the table itself (:mod:`._ratelimit`);
-4. ``OPTIONS``: 204 with ``Allow``, from the headers alone (a CORS preflight has no body);
-5. more than one ``x-api-key``: 400;
-6. a ``public`` route asks no key and reads no body (a zstd bomb sent to ``/info`` is
+6. ``OPTIONS``: 204 with ``Allow``, from the headers alone (a CORS preflight has no
+   body), and the CORS answer for a ``--cors-origin`` page;
+7. more than one ``x-api-key``: 400;
+8. a ``public`` route asks no key and reads no body (a zstd bomb sent to ``/info`` is
    never decompressed); any other request is authenticated: 401, 403;
-7. the ``tracing`` faults of the route (:class:`~._faults.FaultConfig`), which may
-   close the connection before the body is read;
-8. the body: read (411, 413), a slow fault's wait, an injected status, then decoded
-   (400, 413, 415);
-9. no path matched, or the route is off (``enabled_by``): 404; another method: 405
-   with ``Allow`` listing the path's methods;
-10. the ``control`` faults (:meth:`ControlPlane.fail_next <._control.ControlPlane.fail_next>`);
-11. the handler; a ``drop`` fault then closes the connection instead of answering.
+9. from a browser, a ``Content-Type`` the row's body does not name: 415 listing the
+   ones it does (``accepted_content_types``), the body unread;
+10. the ``tracing`` faults of the route (:class:`~._faults.FaultConfig`), which may
+    close the connection before the body is read;
+11. the body: read (411, 413), a slow fault's wait, an injected status, then decoded
+    (400, 413, 415);
+12. no path matched, or the route is off (``enabled_by``): 404; another method: 405
+    with ``Allow`` listing the path's methods;
+13. the ``control`` faults (:meth:`ControlPlane.fail_next <._control.ControlPlane.fail_next>`);
+14. the handler; a ``drop`` fault then closes the connection instead of answering.
+
+Every answer to a ``--cors-origin`` page, refusals included, carries
+``Access-Control-Allow-Origin`` for it; no other answer carries a CORS header.
 """
+
 
 from __future__ import annotations
 
 import hmac
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Protocol
 
 from ._faults import FaultDecision
 from ._http import Exchange, decode_body
+from ._origins import CORS_REQUEST_HEADERS, Caller, PagePolicy, is_browser, split_host
 from ._reply import DROP, Refuse, Reply, detail
 from ._routes import FILES, ROUTER
-from ._routing import Files, Match, Request, Router, Service
+from ._routing import ANY_PAGE, Files, Match, Request, Route, Router, Service
 
 if TYPE_CHECKING:
     from ._ratelimit import RateLimiter
@@ -42,6 +55,8 @@ __all__ = ["Credentials", "Dispatcher"]
 
 _ANY_METHOD = "GET, POST, PATCH, PUT, DELETE, OPTIONS, HEAD"
 _SERVE = FaultDecision()
+# A path no row serves answers 404 to the service's own page and to --cors-origin pages, 403 to the rest.
+_UNKNOWN_PATH = ("self", "cors")
 
 
 @dataclass(frozen=True)
@@ -57,6 +72,7 @@ class DispatchedService(Service, Protocol):
 
     rate_limiter: RateLimiter | None
     max_body_bytes: int
+    pages: PagePolicy
 
 
 @dataclass
@@ -73,16 +89,43 @@ class Dispatcher:
     files: Files = FILES
 
     def __call__(self, exchange: Exchange) -> Reply:
+        if exchange.header_count("origin") > 1:
+            exchange.discard_body()  # which one is the page's? Neither is answered with CORS headers.
+            raise Refuse(400, detail("more than one Origin header"), close=True)
+        caller, origin = self.service.pages.caller(exchange.headers)
+        if caller != "cors":
+            return self._answer(exchange, caller, origin)
+        assert origin is not None
+        try:
+            reply = self._answer(exchange, caller, origin)
+        except Refuse as refusal:
+            reply = refusal.reply()
+        if reply.status == 0:
+            return reply
+        # Refusals too: a page that cannot read its 403 or 429 cannot say why it stopped.
+        headers = {**reply.headers, "Access-Control-Allow-Origin": origin, "Vary": "Origin"}
+        if "Access-Control-Allow-Methods" not in headers:
+            headers["Access-Control-Expose-Headers"] = "Retry-After"
+        return replace(reply, headers=headers)
+
+    def _answer(self, exchange: Exchange, caller: Caller, origin: str | None) -> Reply:
         service = self.service
         method, path = exchange.method, exchange.path
         if self.stopping.is_set():
             exchange.discard_body()
             raise Refuse(503, detail("the local service is shutting down"), close=True)
+        self._check_host(exchange)
         if method in self.files.methods:
             page = self.files.lookup(path)
             if page is not None:
                 exchange.discard_body()
+                _check_page(self.files.browsers, caller, origin, method, path, exchange)
                 return page
+        match = self.router.match(method, path)
+        preflight = exchange.headers.get("access-control-request-method") if method == "OPTIONS" else None
+        judged = self.router.match(preflight.strip().upper(), path) if preflight else match
+        row = judged.route or judged.policy
+        _check_page(row.browsers if row is not None else _UNKNOWN_PATH, caller, origin, method, path, exchange)
         limiter = service.rate_limiter
         if limiter is not None:
             refusal = limiter.hit(method, path, exchange.headers, exchange.client_ip)
@@ -91,11 +134,18 @@ class Dispatcher:
                 raise Refuse(429, detail(refusal.message), {"Retry-After": str(refusal.retry_after)})
         if method == "OPTIONS":
             exchange.discard_body()
+            if caller == "cors" and preflight:
+                allow = ", ".join(judged.allow) or _ANY_METHOD
+                return Reply(204, None, {
+                    "Allow": allow,
+                    "Access-Control-Allow-Methods": allow,
+                    "Access-Control-Allow-Headers": CORS_REQUEST_HEADERS,
+                    "Access-Control-Max-Age": "600",
+                })
             return Reply(204, None, {"Allow": _ANY_METHOD})
         if exchange.header_count("x-api-key") > 1:
             exchange.discard_body()
             raise Refuse(400, detail("more than one x-api-key header; send exactly one"), close=True)
-        match = self.router.match(method, path)
         policy = match.policy
         if policy is not None and policy.public:
             exchange.discard_body()
@@ -103,6 +153,8 @@ class Dispatcher:
         self._authenticate(exchange, bearer=policy is not None and policy.auth == "key-or-bearer")
 
         route = match.route
+        if route is not None:
+            _check_content_type(route, exchange)
         decision = service.faults.decide() if route is not None and route.faults == "tracing" else _SERVE
         if decision.reason:
             exchange.log["fault"] = decision.reason
@@ -128,6 +180,30 @@ class Dispatcher:
         if decision.action == "drop":
             return DROP
         return reply
+
+    def _check_host(self, exchange: Exchange) -> None:
+        """Step 2: the Host names this service, or 403 saying how to allow the name."""
+        if exchange.header_count("host") > 1:
+            exchange.discard_body()
+            raise Refuse(400, detail("more than one Host header"), close=True)
+        host = exchange.headers.get("host")
+        if self.service.pages.host_allowed(host, exchange.local_ip):
+            return
+        exchange.discard_body()
+        assert host is not None
+        name = host.strip()[:100]
+        parts = split_host(name)
+        allow = parts[0] if parts is not None else "NAME"
+        raise Refuse(
+            403,
+            detail(
+                f"Host {name!r} does not name this service. It answers loopback names (localhost, 127.0.0.1, [::1]) "
+                "and the addresses it listens on, so that a web page cannot reach it under a DNS name of its own "
+                f"(DNS rebinding). If you reach it by this name, start it with --allow-host {allow} "
+                f"(LocalService(allow_hosts=[{allow!r}]))",
+                host=name,
+            ),
+        )
 
     def _serve(self, match: Match, exchange: Exchange, data: bytes) -> Reply:
         """The route's answer: 404 without one, 405 with ``Allow`` for another method, else its handler's."""
@@ -167,3 +243,45 @@ class Dispatcher:
         if workspace is not None and headers.get("x-tenant-id", "").lower() != workspace.lower():
             exchange.discard_body()
             raise Refuse(403, detail("x-tenant-id does not name this service's workspace"))
+
+
+def _check_page(browsers: tuple[str, ...], caller: Caller, origin: str | None, method: str, path: str,
+                exchange: Exchange) -> None:
+    """Step 4: a page the row's ``browsers`` does not name gets 403 (no page, a client, always passes)."""
+    if caller == "client" or browsers == ANY_PAGE or caller in browsers:
+        return
+    exchange.discard_body()
+    who = f"a page of {origin}" if origin else "a page of another site (Sec-Fetch-Site)"
+    if caller == "self":
+        why = f"{method} {path} is not for the service's own pages"
+    else:
+        why = f"{who} may not call {method} {path}: other sites must not read or write this service's runs"
+    if "cors" in browsers:
+        origin_hint = origin or "ORIGIN"
+        how = (
+            f"to let a web app you trust call it, start the service with --cors-origin {origin_hint} "
+            f"(LocalService(cors_origins=[{origin_hint!r}]))"
+        )
+    else:
+        how = "no web page may call it; call it from a script or the command line"
+    raise Refuse(403, detail(f"{why}; {how}", origin=origin))
+
+
+def _check_content_type(route: Route, exchange: Exchange) -> None:
+    """Step 9: a browser's body must come as a type the row names (types a page can send unasked are refused)."""
+    accepted = route.body.content_types
+    if not accepted or not is_browser(exchange.headers):
+        return
+    declared = exchange.headers.get("content-type", "")
+    media = declared.split(";", 1)[0].strip().lower()
+    if media in accepted:
+        return
+    exchange.discard_body()
+    raise Refuse(
+        415,
+        detail(
+            f"Content-Type {declared[:100]!r} is not accepted from a browser on {exchange.method} {exchange.path}; "
+            f"send {' or '.join(accepted)} (compressed, if at all, with Content-Encoding gzip, deflate or zstd)",
+            accepted_content_types=list(accepted),
+        ),
+    )

@@ -361,6 +361,14 @@ class Exchange:
         self.client_ip: str = handler.client_address[0] if isinstance(handler.client_address, tuple) else ""
         self.log = log
 
+    @property
+    def local_ip(self) -> str:
+        """The address the client connected to: one of ours, whatever the service is bound to."""
+        try:
+            return str(self._handler.connection.getsockname()[0])
+        except (OSError, AttributeError, IndexError, TypeError):
+            return ""
+
     def header_count(self, name: str) -> int:
         """How many times the header ``name`` was sent."""
         return len(self._handler.headers.get_all(name) or [])

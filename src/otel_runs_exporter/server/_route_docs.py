@@ -49,8 +49,11 @@ def _path(route: Route) -> str:
     return f"`{route.path}`" + (f" ({', '.join(notes)})" if notes else "")
 
 
+_PAGES = {"self": "same origin", "cors": "`--cors-origin`", "*": "any page"}
+
+
 def _browsers(origins: tuple[str, ...]) -> str:
-    return "same origin" if origins == ("self",) else ", ".join(origins) or "no"
+    return ", ".join(_PAGES[o] for o in origins) or "no"
 
 
 def markdown(routes: Sequence[Route] = ROUTES, files: Files = FILES, rules: Sequence[RateRule] = SPEC_RULES) -> str:
@@ -58,7 +61,7 @@ def markdown(routes: Sequence[Route] = ROUTES, files: Files = FILES, rules: Sequ
     lines = [
         BEGIN,
         "",
-        "| Methods | Path | Credentials | Body | Rate limit (`--rate-limits`) | Injected faults | Browsers | Streams |",
+        "| Methods | Path | Credentials | Body (from browsers) | Rate limit (`--rate-limits`) | Injected faults | Browsers | Streams |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for route in routes:

@@ -41,31 +41,50 @@ from ._handlers import (
     stats,
 )
 from ._reply import Reply
-from ._routing import CONTROL_JSON, GET, GET_HEAD, JSON, MULTIPART, PATCH, POST, SAME_ORIGIN, Files, Route, Router
+from ._routing import (
+    ANY_PAGE,
+    CONTROL_JSON,
+    CORS_ORIGINS,
+    GET,
+    GET_HEAD,
+    JSON,
+    MULTIPART,
+    PATCH,
+    POST,
+    SAME_ORIGIN_OR_CORS,
+    Files,
+    Route,
+    Router,
+)
 from ._viewer import PATHS, viewer_file
 
 __all__ = ["ROUTES", "FILES", "ROUTER"]
 
 ROUTES: tuple[Route, ...] = (
     # What the service's client reads first (no key: it asks before it has one), and a health check.
-    Route("/ok", ok, methods=GET_HEAD, auth="public", trailing_slash=False),
-    Route("/info", info, methods=GET_HEAD, auth="public", trailing_slash=False, rate="info"),
-    # Ingest: the exporter and the service's SDK (spec 4.4, 4.5). Injected faults apply here only.
-    Route("/runs", post_run, methods=POST, body=JSON, rate="runs.post", faults="tracing"),
-    Route("/runs/batch", post_batch, methods=POST, body=JSON, rate="runs.batch", faults="tracing"),
+    Route("/ok", ok, methods=GET_HEAD, auth="public", trailing_slash=False, browsers=CORS_ORIGINS),
+    Route("/info", info, methods=GET_HEAD, auth="public", trailing_slash=False, rate="info", browsers=CORS_ORIGINS),
+    # Ingest: the exporter and the service's SDK (spec 4.4, 4.5). Injected faults apply here only. No page
+    # writes runs but a web app's SDK on a --cors-origin origin: the viewer never does.
+    Route("/runs", post_run, methods=POST, body=JSON, rate="runs.post", faults="tracing", browsers=CORS_ORIGINS),
+    Route("/runs/batch", post_batch, methods=POST, body=JSON, rate="runs.batch", faults="tracing", browsers=CORS_ORIGINS),
     Route(
         "/runs/multipart", post_multipart, methods=POST, body=MULTIPART, rate="runs.multipart", faults="tracing",
-        enabled_by="multipart",
+        enabled_by="multipart", browsers=CORS_ORIGINS,
     ),
-    # The read API (the SDK's list_runs, get_run_stats, read_run, projects); the viewer's page calls four of them.
-    Route("/runs/query", query_runs, methods=POST, body=JSON, rate="runs.query", browsers=SAME_ORIGIN),
-    Route("/runs/stats", stats, methods=POST, body=JSON, rate="runs.stats", browsers=SAME_ORIGIN),
-    Route("/runs/{run_id}", patch_run, methods=PATCH, body=JSON, rate="runs.patch", faults="tracing"),
-    Route("/runs/{run_id}", read_run, methods=GET_HEAD, rate="runs.read", browsers=SAME_ORIGIN),
-    Route("/sessions", list_projects, methods=GET_HEAD, browsers=SAME_ORIGIN),
-    Route("/sessions", create_project, methods=POST, body=JSON),
-    Route("/sessions/{project_id}", read_project, methods=GET_HEAD),
-    # Bulk exports (spec 4.3), on the main API; ControlPlane.fail_next answers for them.
+    # The read API (the SDK's list_runs, get_run_stats, read_run, projects); the viewer's page calls four of them,
+    # and only those four let it in (tests/server/test_routes.py checks that against its api.js).
+    Route("/runs/query", query_runs, methods=POST, body=JSON, rate="runs.query", browsers=SAME_ORIGIN_OR_CORS),
+    Route("/runs/stats", stats, methods=POST, body=JSON, rate="runs.stats", browsers=SAME_ORIGIN_OR_CORS),
+    Route(
+        "/runs/{run_id}", patch_run, methods=PATCH, body=JSON, rate="runs.patch", faults="tracing", browsers=CORS_ORIGINS
+    ),
+    Route("/runs/{run_id}", read_run, methods=GET_HEAD, rate="runs.read", browsers=SAME_ORIGIN_OR_CORS),
+    Route("/sessions", list_projects, methods=GET_HEAD, browsers=SAME_ORIGIN_OR_CORS),
+    Route("/sessions", create_project, methods=POST, body=JSON, browsers=CORS_ORIGINS),
+    Route("/sessions/{project_id}", read_project, methods=GET_HEAD, browsers=CORS_ORIGINS),
+    # Bulk exports (spec 4.3), on the main API; ControlPlane.fail_next answers for them. Here and on the control
+    # plane, no page at all (browsers left empty): they move data out and deploy, a script's business.
     Route("/bulk-exports", list_exports, methods=GET, faults="control"),
     Route("/bulk-exports", create_export, methods=POST, body=CONTROL_JSON, faults="control"),
     Route("/bulk-exports/{export_id}", read_export, methods=GET, faults="control"),
@@ -102,7 +121,7 @@ def _viewer(path: str) -> Reply | None:
     return Reply(200, page.data, dict(page.headers), content_type=page.content_type)
 
 
-FILES = Files(_viewer, PATHS, browsers=SAME_ORIGIN)
-"""The trace viewer's page and files (:mod:`._viewer`), at the root, before any route."""
+FILES = Files(_viewer, PATHS, browsers=ANY_PAGE)
+"""The trace viewer's page and files (:mod:`._viewer`), at the root, before any route; a link on any page opens them."""
 
 ROUTER = Router(ROUTES)

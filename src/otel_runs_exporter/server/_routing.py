@@ -66,7 +66,10 @@ __all__ = [
     "Request",
     "Route",
     "Router",
+    "ANY_PAGE",
+    "CORS_ORIGINS",
     "SAME_ORIGIN",
+    "SAME_ORIGIN_OR_CORS",
     "Service",
 ]
 
@@ -88,7 +91,12 @@ Faults = Literal["tracing", "control"]
 ``control`` (:meth:`ControlPlane.fail_next <._control.ControlPlane.fail_next>`)."""
 
 SAME_ORIGIN = ("self",)
-"""``browsers`` for a route the viewer's page calls: from the service's own origin only."""
+"""``browsers`` for a route the viewer's page calls: the service's own origin, whatever name it was opened under."""
+CORS_ORIGINS = ("cors",)
+"""``browsers`` for a route a web app may call from an origin named with ``--cors-origin`` (the service's JS SDK)."""
+SAME_ORIGIN_OR_CORS = SAME_ORIGIN + CORS_ORIGINS
+ANY_PAGE = ("*",)
+"""``browsers`` for what any page may load: the viewer's files (a link from anywhere opens the viewer)."""
 
 
 class Service(Protocol):
@@ -111,11 +119,16 @@ Handler = Callable[["Request", Service], Reply]
 
 @dataclass(frozen=True)
 class Body:
-    """What a route reads from its body: ``kind``, the content types it is meant to come as, and its parser.
+    """What a route reads from its body: ``kind``, the content types it accepts, and its parser.
 
-    ``content_types`` is declared, not enforced yet: clients send JSON without a
-    Content-Type today. ``parse(data, content_type)`` turns the decoded bytes into
-    ``request.body`` on first use, so a handler can check the raw size first.
+    ``content_types`` is enforced for browsers only (a request with ``Origin`` or a
+    ``Sec-Fetch-*`` header): any other type is a 415 naming these, so a page cannot
+    write with the types it may send without a preflight (``text/plain``,
+    ``application/x-www-form-urlencoded``). Clients (the exporter, the SDKs, curl)
+    are parsed whatever they declare, as they always were. Compression is the
+    ``Content-Encoding``'s business, not the type's. ``parse(data, content_type)``
+    turns the decoded bytes into ``request.body`` on first use, so a handler can
+    check the raw size first.
     """
 
     kind: Literal["json", "multipart", "none"]
@@ -156,8 +169,10 @@ class Route:
 
     ``rate`` names the rate-limit rule (:data:`._ratelimit.SPEC_RULES` rows with that
     ``route``); None counts the request under the default rules. ``faults`` says which
-    injected faults apply. ``browsers`` lists the origins whose pages may call the
-    route (``SAME_ORIGIN``: the viewer's own page; empty: not for browsers).
+    injected faults apply. ``browsers`` lists the pages that may call the route
+    (:mod:`._origins`): ``SAME_ORIGIN``, the viewer's own page; ``CORS_ORIGINS``, pages
+    of the origins named with ``--cors-origin``; empty, no page at all (clients only).
+    Any other page is refused with 403 before the rate limits, auth and the body.
     ``streams`` is for an answer sent in pieces (none yet). ``enabled_by`` names a
     boolean attribute of the service that turns the route on; while it is off, the
     path answers 404 to every method.
@@ -197,6 +212,8 @@ class Route:
 @dataclass(frozen=True)
 class Files:
     """Static files at the root: public, not rate-limited, served to ``GET`` and ``HEAD`` before any route.
+
+    ``browsers`` as for :class:`Route`; ``ANY_PAGE`` lets a link on any page open them.
 
     ``lookup(path)`` answers one of ``paths`` (a fixed list, so no request path reaches
     the filesystem), None for any other path, which then goes to the routes.
