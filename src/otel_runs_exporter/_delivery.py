@@ -89,7 +89,18 @@ class Delivery:
         self._unsealed = 0  # EncodedRuns at the back of the backlog, after the last sealed batch
         self._unsealed_bytes = 0
         self._sealed_count = 0  # SealedBatches in the backlog
-        self.spool = Spool(settings.spool_dir, settings.spool_max_bytes) if settings.spool_dir else None
+        self.spool = (
+            Spool(
+                settings.spool_dir,
+                settings.spool_max_bytes,
+                batch_bytes=settings.max_batch_bytes,
+                # A file holds a batch, or one run larger than that; no run this process holds is larger
+                # than its queue's byte bound, so neither is a file it writes, nor what a replay reads.
+                max_file_bytes=max(settings.max_batch_bytes, settings.max_queue_bytes),
+            )
+            if settings.spool_dir
+            else None
+        )
         self._spool_may_have_files = self.spool is not None
 
     def __len__(self) -> int:
@@ -157,11 +168,12 @@ class Delivery:
             self._put_back_open(result.retry)
             outcome.retry_later = True
         elif result.retry:
-            if self.spool is not None and not result.interrupted and self._to_spool(result.retry):
-                outcome.spooled = result.retry
-            else:
+            left = result.retry
+            if self.spool is not None and not result.interrupted:
+                outcome.spooled, left = self._to_spool(result.retry)
+            if left:
                 self._sealing = True
-                self._put_back(result.retry)
+                self._put_back(left)
                 outcome.retry_later = True
         self._take_spool_losses(outcome)
         return outcome
@@ -215,17 +227,18 @@ class Delivery:
         held = self._take_held()
         runs = _opened(held)
         if runs:
-            if self._to_spool(runs):
-                outcome.spooled = runs
+            written, left = self._to_spool(runs)
+            if written:
+                outcome.spooled = written
                 logger.warning(
                     "shutdown: %d runs could not be delivered in time; written to the spool at %s "
                     "for the next process to send",
-                    sum(1 for r in runs if r.completes),
+                    sum(1 for r in written if r.completes),
                     self.spool.dir,
                 )
-            else:
-                with self._lock:  # the disk refused: they stay, as they were (sealed ones sealed)
-                    self._backlog.extendleft(reversed(held))
+            if left:
+                with self._lock:  # what the disk refused stays: as it was (sealed ones sealed) if nothing went
+                    self._backlog.extendleft(reversed(left if written else held))
                     self._recount()
         self._take_spool_losses(outcome)
         return outcome
@@ -336,18 +349,24 @@ class Delivery:
         self._bytes += sealed.size
         self._sealed_count += 1
 
-    def _to_spool(self, runs: list[EncodedRun]) -> bool:
+    def _to_spool(self, runs: list[EncodedRun]) -> tuple[list[EncodedRun], list[EncodedRun]]:
+        """``runs`` to the spool: (written, left). What is left (the disk refused, logged) the caller keeps."""
         assert self.spool is not None
-        if not self.spool.write(runs):
-            return False  # the disk refused (logged): the caller keeps them in memory, within the cap
-        self._spool_may_have_files = True
-        _rl.warning(
-            "spooled",
-            "the service could not take %d runs within the export timeout; written to the spool at %s",
-            len(runs),
-            self.spool.dir,
-        )
-        return True
+        left = self.spool.write(runs)
+        if left:
+            kept = {id(r) for r in left}
+            written = [r for r in runs if id(r) not in kept]
+        else:
+            written = runs
+        if written:
+            self._spool_may_have_files = True
+            _rl.warning(
+                "spooled",
+                "the service could not take %d runs within the export timeout; written to the spool at %s",
+                len(written),
+                self.spool.dir,
+            )
+        return written, left
 
     def _take_spool_losses(self, outcome: Outcome) -> None:
         if self.spool is not None:

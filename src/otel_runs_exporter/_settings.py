@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -103,12 +104,36 @@ def _readable_file(raw: str) -> str:
     return path
 
 
-def _writable_dir(raw: str) -> str:
+def _private_dir(raw: str) -> str:
+    """A directory only this user can change, created (0700) when missing.
+
+    The spool replays whatever files it finds there, so a directory that another
+    user owns, or that group or others may write to, would let them feed it files
+    (the rule ssh applies to ``~/.ssh``). Its target is checked when it is a symlink.
+    """
     path = str(raw).strip()
     try:
-        os.makedirs(path, exist_ok=True)
+        os.makedirs(path, mode=0o700, exist_ok=True)
     except OSError as exc:
         raise ValueError(f"a directory this process can create, but {path!r} cannot be ({exc.strerror})") from None
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise ValueError(f"a directory, but {path!r} cannot be examined ({exc.strerror})") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise ValueError(f"a directory, but {path!r} is not one")
+    uid = os.geteuid()
+    if st.st_uid != uid:
+        raise ValueError(
+            f"a directory owned by this user (uid {uid}), but {path!r} is owned by uid {st.st_uid}, "
+            "who could put files in it for this process to read"
+        )
+    if st.st_mode & 0o022:
+        raise ValueError(
+            f"a directory only its owner can write to, but {path!r} has mode {stat.S_IMODE(st.st_mode):04o} "
+            f"(writable by {'group and others' if st.st_mode & 0o022 == 0o022 else 'group' if st.st_mode & 0o020 else 'others'}); "
+            f"chmod go-w {path!r} to use it"
+        )
     if not os.access(path, os.W_OK | os.X_OK):
         raise ValueError(f"a directory this process can write to, but {path!r} is not writable")
     return path
@@ -168,6 +193,10 @@ class _Decl:
     doc: str
     #: Reads the environment itself, for a setting that is not "the first variable set wins".
     read: Callable[[Mapping[str, str]], Any] | None = None
+    #: Set for a setting the app can run without: a bad value from the environment then logs one
+    #: warning ending with this (what happens instead) and the default is used. From an argument
+    #: it is still a ConfigError: a typo in code should fail where it is written.
+    on_bad_env: str | None = None
 
 
 def _sdk_var(env: Mapping[str, str], name: str) -> str | None:
@@ -367,9 +396,12 @@ _DECLS: dict[str, _Decl] = {
     "spool_dir": _Decl(
         (ev.OTEL_EXPORTER_RUNS_SPOOL_DIR,),
         None,
-        _writable_dir,
+        _private_dir,
         "Directory for the durable spool: batches that could not be delivered within the export "
-        "timeout are written here and replayed later (also by the next process). Off when unset.",
+        "timeout are written here and replayed later (also by the next process). Off when unset. "
+        "It must belong to this user and be writable by no one else (created 0700 when missing); "
+        "from the environment, one that is not runs the exporter without a spool, with a warning.",
+        on_bad_env="the exporter runs without a spool",
     ),
     "spool_max_bytes": _Decl(
         (ev.OTEL_EXPORTER_RUNS_SPOOL_MAX_BYTES,),
@@ -554,7 +586,13 @@ def _from_env(decl: _Decl, env: Mapping[str, str]) -> Any:
     for var in decl.env:
         raw = env.get(var)
         if raw is not None and raw.strip() != "":
-            return _parse(decl, raw, var)
+            try:
+                return _parse(decl, raw, var)
+            except ConfigError as exc:
+                if decl.on_bad_env is None:
+                    raise
+                logger.warning("%s; %s", exc, decl.on_bad_env)
+                return decl.default
     return decl.default
 
 

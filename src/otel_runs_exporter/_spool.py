@@ -15,8 +15,25 @@ a file by renaming it, which exactly one process can win. A claim left by a
 process that died is returned to the pool.
 
 Bounded: past ``OTEL_EXPORTER_RUNS_SPOOL_MAX_BYTES`` the oldest files are
-removed and their runs counted as dropped (``spool_full``). Only encoded run
-payloads are written: never the API key or any header.
+removed and their runs counted as dropped (``spool_full``). Each file holds at
+most one batch (``max_batch_bytes`` of runs), or one run larger than that, and
+never more than ``max_file_bytes``; a run too large for that stays with the
+caller. Only encoded run payloads are written: never the API key or any header.
+
+Nothing found in the directory is trusted (the directory itself is checked by
+the settings: this user's, writable by no one else). A file is opened without
+following a symlink and without waiting (``O_NOFOLLOW | O_NONBLOCK``: a FIFO
+named like a spool file cannot block the worker), must be a regular file, and
+is read up to ``max_file_bytes``, the most the writer writes. What fails is set
+aside as ``<name>.bad``, a name replay never takes (at most ``_MAX_BAD`` are
+kept, for a person to look at), with one warning per reason, and the runs its
+name holds are counted as lost under that reason (``spool_symlink``,
+``spool_not_regular``, ``spool_too_large``, ``spool_corrupt``).
+
+A claim left by a process that died is returned under a marked name
+(``-orphan``); if a process dies holding that one too, the file is what kills
+them and is set aside (``spool_crash_loop``) instead of being replayed by every
+later process. A replay that returns, whatever its outcome, clears the mark.
 
 File layout: one JSON header line describing the runs and their parts'
 lengths, then the parts' bytes back to back.
@@ -24,8 +41,11 @@ lengths, then the parts' bytes back to back.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import re
+import stat
 import time
 import threading
 from pathlib import Path
@@ -33,19 +53,36 @@ from pathlib import Path
 import orjson
 
 from ._encode import EncodedRun, encoded
+from ._logging import RateLimitedLog
 
 __all__ = ["Spool"]
 
 logger = logging.getLogger(__name__)
+_rl = RateLimitedLog(logger)
 
 _SUFFIX = ".spool"
 _CLAIM = ".claimed-"
 _TMP_PREFIX = ".tmp-"
+_BAD = ".bad"
+_ORPHAN = "-orphan"  # before the suffix: returned once from a process that died holding it
 _STALE_TMP_S = 3600.0
+_MAX_BAD = 32
+# A spool file is never something to wait on, follow, or take as a terminal.
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+_READ_CHUNK = 16 * 1024 * 1024
 
 
 class SpoolCorrupt(ValueError):
     """A spool file that does not parse (it should not happen; such a file is set aside)."""
+
+
+class _Refused(Exception):
+    """A directory entry the replay will not read: ``reason`` is the drop reason, ``why`` says what it is."""
+
+    def __init__(self, reason: str, why: str) -> None:
+        super().__init__(why)
+        self.reason = reason
+        self.why = why
 
 
 def _pid_alive(pid: int) -> bool:
@@ -78,33 +115,58 @@ def deserialize(data: bytes) -> list[EncodedRun]:
         raise SpoolCorrupt(f"bad header: {exc}") from None
     offset = newline + 1
     runs: list[EncodedRun] = []
-    for op, run_id, dotted_order, completes, parts_meta in entries:
-        parts = []
-        for name, length in parts_meta:
-            payload = data[offset : offset + length]
-            if len(payload) != length:
-                raise SpoolCorrupt("truncated payload")
-            parts.append((name, payload))
-            offset += length
-        runs.append(encoded(op, run_id, parts, dotted_order, completes))
+    try:
+        for op, run_id, dotted_order, completes, parts_meta in entries:
+            if not (isinstance(op, str) and isinstance(run_id, str) and isinstance(dotted_order, str)):
+                raise SpoolCorrupt("bad header entry")
+            parts = []
+            for name, length in parts_meta:
+                if not isinstance(name, str) or not isinstance(length, int) or length < 0:
+                    raise SpoolCorrupt("bad part entry")
+                payload = data[offset : offset + length]
+                if len(payload) != length:
+                    raise SpoolCorrupt("truncated payload")
+                parts.append((name, payload))
+                offset += length
+            if not parts:
+                raise SpoolCorrupt("a run without parts")
+            runs.append(encoded(op, run_id, parts, dotted_order, bool(completes)))
+    except (TypeError, ValueError) as exc:  # the header's shape is not ours
+        if isinstance(exc, SpoolCorrupt):
+            raise
+        raise SpoolCorrupt(f"bad header: {exc}") from None
     if offset != len(data):
         raise SpoolCorrupt("trailing bytes")
     return runs
 
 
 class Spool:
-    """One spool directory, as seen by one process."""
+    """One spool directory, as seen by one process.
 
-    def __init__(self, directory: str, max_bytes: int) -> None:
+    ``batch_bytes`` is how many bytes of runs (by their ``size``, as batches
+    are cut) one file takes, so a replayed file is one right-sized request;
+    ``max_file_bytes`` the most any file may hold, which is also the most a
+    replay reads. Without ``batch_bytes`` the runs of one write share a file
+    when they fit; ``max_file_bytes`` defaults to ``max_bytes`` and never exceeds it.
+    """
+
+    def __init__(
+        self, directory: str, max_bytes: int, *, batch_bytes: int | None = None, max_file_bytes: int | None = None
+    ) -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._max_bytes = max_bytes
+        self.max_file_bytes = min(max_bytes, max_file_bytes or max_bytes)
+        self._batch_bytes = batch_bytes
         self._losses: dict[str, int] = {}
         self._losses_lock = threading.Lock()
+        self._set_aside_since_trim = False  # one look at the directory per claim, not one per entry
         self._recover()
+        if self._set_aside_since_trim:
+            self._trim_set_aside()
 
     def take_losses(self) -> dict[str, int]:
-        """Runs lost on the spool's side since the last call, by reason (``spool_full``, ``spool_corrupt``)."""
+        """Runs lost on the spool's side since the last call, by reason (``spool_full``, ``spool_corrupt``, ...)."""
         with self._losses_lock:
             losses, self._losses = self._losses, {}
         return losses
@@ -118,11 +180,40 @@ class Spool:
 
     # --- writing ---------------------------------------------------------------
 
-    def write(self, runs: list[EncodedRun]) -> bool:
-        """Write ``runs`` as one file, atomically; False (logged) if the disk refused."""
-        if not runs:
-            return True
-        data = serialize(runs)
+    def write(self, runs: list[EncodedRun]) -> list[EncodedRun]:
+        """Write ``runs`` as files of at most a batch each, atomically; returns the runs not written.
+
+        Empty when all were. What the disk refuses (logged) is returned with
+        every run after it, in order; a run too large for any file (logged) is
+        returned alone and the rest are still written.
+        """
+        left: list[EncodedRun] = []
+        groups = _groups(runs, self._batch_bytes) if self._batch_bytes else [list(runs)] if runs else []
+        while groups:
+            group = groups.pop(0)
+            data = serialize(group)
+            if len(data) > self.max_file_bytes:
+                if len(group) > 1:
+                    half = len(group) // 2
+                    groups[:0] = [group[:half], group[half:]]
+                    continue
+                _rl.warning(
+                    "spool_run_too_large",
+                    "run %s takes %d bytes, more than a spool file holds (%d); it is not spooled",
+                    group[0].run_id,
+                    len(data),
+                    self.max_file_bytes,
+                )
+                left.extend(group)
+                continue
+            if not self._write_file(group, data):
+                left.extend(group)
+                for rest in groups:
+                    left.extend(rest)
+                break
+        return left
+
+    def _write_file(self, runs: list[EncodedRun], data: bytes) -> bool:
         name = _file_name(f"{time.time_ns():020d}", runs)
         tmp = self.dir / f"{_TMP_PREFIX}{os.getpid()}-{name}"
         try:
@@ -156,6 +247,8 @@ class Spool:
                 path.unlink()
             except FileNotFoundError:
                 continue  # another process replayed or removed it
+            except OSError:
+                continue  # not a file (a directory named like one): replay sets it aside
             total -= size
             dropped = _runs_in_name(path.name)
             self._lose("spool_full", dropped)
@@ -180,7 +273,8 @@ class Spool:
         for entry in os.scandir(self.dir):
             if entry.name.endswith(_SUFFIX) and not entry.name.startswith("."):
                 try:
-                    out.append((Path(entry.path), entry.stat().st_size))
+                    # Not following a link: its own size, and a dangling one is still listed (and set aside).
+                    out.append((Path(entry.path), entry.stat(follow_symlinks=False).st_size))
                 except FileNotFoundError:
                     continue
         out.sort(key=lambda item: item[0].name)  # names start with the time: oldest first
@@ -191,21 +285,32 @@ class Spool:
         return len(self._files())
 
     def claim(self) -> tuple[Path, list[EncodedRun]] | None:
-        """Take the oldest file for replay; None when there is nothing to take."""
+        """Take the oldest file for replay; None when there is nothing to take.
+
+        What cannot be read as a spool file is set aside on the way and counted.
+        """
+        try:
+            return self._claim()
+        finally:
+            if self._set_aside_since_trim:
+                self._trim_set_aside()
+
+    def _claim(self) -> tuple[Path, list[EncodedRun]] | None:
         for path, _ in self._files():
             claimed = path.with_name(f"{path.name}{_CLAIM}{os.getpid()}")
             try:
                 os.rename(path, claimed)
             except FileNotFoundError:
                 continue  # another process claimed it first
+            except OSError as exc:
+                self._set_aside(path, path.name, "spool_corrupt", f"cannot be claimed ({exc.strerror})")
+                continue
             try:
-                return claimed, deserialize(claimed.read_bytes())
+                return claimed, deserialize(_read(claimed, self.max_file_bytes))
+            except _Refused as refused:
+                self._set_aside(claimed, path.name, refused.reason, refused.why)
             except (SpoolCorrupt, OSError) as exc:
-                bad = claimed.with_name(path.name + ".bad")
-                os.replace(claimed, bad)
-                dropped = _runs_in_name(path.name)
-                self._lose("spool_corrupt", dropped)
-                logger.error("set aside an unreadable spool file %s (%s); %d runs lost", bad.name, exc, dropped)
+                self._set_aside(claimed, path.name, "spool_corrupt", f"unreadable ({exc})")
         return None
 
     def done(self, claimed: Path) -> None:
@@ -216,10 +321,14 @@ class Spool:
             pass
 
     def give_back(self, claimed: Path, runs: list[EncodedRun]) -> None:
-        """Replay failed for ``runs``: keep them for later, in their original place in the order."""
+        """Replay failed for ``runs``: keep them for later, in their original place in the order.
+
+        This process read and sent the file and lived: it is not what killed an
+        earlier one, so the name loses its orphan mark.
+        """
         original = claimed.name.split(_CLAIM)[0]
         if len(runs) == _count_in_name(original):
-            os.replace(claimed, claimed.with_name(original))
+            os.replace(claimed, claimed.with_name(_unmarked(original)))
             return
         # Part of the file went through: write what is left under the same time prefix.
         prefix = original.split("-", 1)[0]
@@ -234,22 +343,147 @@ class Spool:
         except OSError as exc:
             logger.error("could not return %d runs to the spool: %s", len(runs), exc)
 
+    def _set_aside(self, path: Path, original: str, reason: str, why: str) -> None:
+        """Move an entry replay must not take again to ``<original>.bad`` and count its runs under ``reason``."""
+        bad = self.dir / f"{_unmarked(original)}{_BAD}"
+        try:
+            os.replace(path, bad)
+        except FileNotFoundError:
+            return  # another process dealt with it
+        except OSError:
+            _remove(path)  # cannot be renamed over (a directory in the way): gone is the next best
+        self._set_aside_since_trim = True
+        runs = _runs_in_name(original)
+        self._lose(reason, runs)
+        _rl.warning(
+            reason,
+            "set aside the spool entry %s in %s: %s; %d runs lost (%s)",
+            original,
+            self.dir,
+            why,
+            runs,
+            reason,
+        )
+
+    def _trim_set_aside(self) -> None:
+        """At most ``_MAX_BAD`` entries set aside: the oldest go (they are kept to be looked at, not forever)."""
+        self._set_aside_since_trim = False
+        try:
+            bad = sorted(e.name for e in os.scandir(self.dir) if e.name.endswith(_BAD))
+        except OSError:
+            return
+        for name in bad[: max(0, len(bad) - _MAX_BAD)]:
+            _remove(self.dir / name)
+
     def _recover(self) -> None:
         """Return claims of dead processes; remove temporary files no writer will finish."""
         now = time.time()
         for entry in os.scandir(self.dir):
             name = entry.name
             try:
-                if _CLAIM in name and not name.endswith(".bad"):
+                if _CLAIM in name and not name.endswith(_BAD):
                     pid = int(name.rsplit(_CLAIM, 1)[1])
                     if pid != os.getpid() and not _pid_alive(pid):
-                        os.replace(entry.path, self.dir / name.split(_CLAIM)[0])
+                        original = name.split(_CLAIM)[0]
+                        if _is_marked(original):
+                            # Returned once already, and the next process died holding it too.
+                            self._set_aside(
+                                Path(entry.path), original, "spool_crash_loop", "two processes in a row died replaying it"
+                            )
+                        else:
+                            os.replace(entry.path, self.dir / _marked(original))
                 elif name.startswith(_TMP_PREFIX):
                     pid = int(name[len(_TMP_PREFIX) :].split("-", 1)[0])
-                    if not _pid_alive(pid) or now - entry.stat().st_mtime > _STALE_TMP_S:
+                    if not _pid_alive(pid) or now - entry.stat(follow_symlinks=False).st_mtime > _STALE_TMP_S:
                         os.unlink(entry.path)
             except (ValueError, OSError):
                 continue
+
+
+def _read(path: Path, cap: int) -> bytes:
+    """The bytes of a claimed spool file, if it is one the writer could have written; else :class:`_Refused`."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK):  # EMLINK: O_NOFOLLOW's answer on some BSDs
+            raise _Refused("spool_symlink", "a symbolic link, not followed") from None
+        if exc.errno == errno.ENXIO:  # a socket
+            raise _Refused("spool_not_regular", "not a regular file") from None
+        raise
+    try:
+        st = os.fstat(fd)  # the file opened, not what the name pointed to a moment before
+        if not stat.S_ISREG(st.st_mode):
+            raise _Refused("spool_not_regular", f"not a regular file but {_kind(st.st_mode)}")
+        if st.st_size > cap:
+            raise _Refused("spool_too_large", f"{st.st_size} bytes, more than a spool file holds ({cap})")
+        chunks: list[bytes] = []
+        total = 0
+        while total <= cap:
+            # The size fstat gave, then a little more to see the end (or a file still growing).
+            want = st.st_size - total if total < st.st_size else 65536
+            chunk = os.read(fd, max(1, min(want, cap + 1 - total, _READ_CHUNK)))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > cap:
+            raise _Refused("spool_too_large", f"more than a spool file holds ({cap} bytes)")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _kind(mode: int) -> str:
+    for test, kind in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return f"mode {mode:o}"
+
+
+def _remove(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except IsADirectoryError:
+        try:
+            os.rmdir(path)  # only an empty one: never a recursive delete of what we did not make
+        except OSError:
+            pass
+    except OSError:
+        pass
+
+
+def _groups(runs: list[EncodedRun], batch_bytes: int) -> list[list[EncodedRun]]:
+    """``runs`` in order, cut into groups of at most ``batch_bytes`` (a larger run alone)."""
+    groups: list[list[EncodedRun]] = []
+    group: list[EncodedRun] = []
+    size = 0
+    for run in runs:
+        if group and size + run.size > batch_bytes:
+            groups.append(group)
+            group, size = [], 0
+        group.append(run)
+        size += run.size
+    if group:
+        groups.append(group)
+    return groups
+
+
+def _marked(name: str) -> str:
+    return name[: -len(_SUFFIX)] + _ORPHAN + _SUFFIX if name.endswith(_SUFFIX) else name
+
+
+def _unmarked(name: str) -> str:
+    return name.replace(_ORPHAN + _SUFFIX, _SUFFIX)
+
+
+def _is_marked(name: str) -> bool:
+    return name.endswith(_ORPHAN + _SUFFIX)
 
 
 def _file_name(prefix: str, runs: list[EncodedRun]) -> str:
@@ -259,17 +493,18 @@ def _file_name(prefix: str, runs: list[EncodedRun]) -> str:
     return f"{prefix}-{os.getpid()}-{os.urandom(4).hex()}-n{len(runs)}-c{completing}{_SUFFIX}"
 
 
+_COUNTS = re.compile(r"-n(\d{1,12})(?:-c(\d{1,12}))?(?:-|\.)")
+
+
 def _count_in_name(name: str) -> int:
     """Operations in a spool file, from its name."""
-    try:
-        return int(name.split("-n", 1)[1].split("-", 1)[0].split(".", 1)[0])
-    except (IndexError, ValueError):
-        return 0
+    found = _COUNTS.search(name)
+    return int(found.group(1)) if found else 0
 
 
 def _runs_in_name(name: str) -> int:
     """Runs a spool file completes, from its name (files of older versions: their operations)."""
-    try:
-        return int(name.rsplit("-c", 1)[1].split(".", 1)[0])
-    except (IndexError, ValueError):
-        return _count_in_name(name)
+    found = _COUNTS.search(name)
+    if found is None:
+        return 0
+    return int(found.group(2) if found.group(2) is not None else found.group(1))

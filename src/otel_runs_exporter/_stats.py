@@ -12,8 +12,10 @@ The identity, true at any moment because each move is one step under one lock::
 and, once everything has settled (after ``force_flush`` or ``shutdown``),
 ``queued == 0``. What happens to runs after they reach the spool is counted on
 the spool's side: ``replayed`` (delivered from spool files by this process,
-whoever wrote them) and ``spool_dropped`` (files evicted from a full spool or
-found unreadable).
+whoever wrote them) and ``spool_dropped`` (files evicted from a full spool,
+``spool_full``; entries set aside unread or unreplayable, ``spool_corrupt``,
+``spool_symlink``, ``spool_not_regular``, ``spool_too_large``,
+``spool_crash_loop``: the runs their names say they held).
 """
 
 from __future__ import annotations

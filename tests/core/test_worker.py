@@ -130,6 +130,64 @@ def test_exporter_path_reports_drops_from_force_flush_too():
         assert dict(stats.dropped) == {"unauthorized": 2} and stats.settled() and stats.created == 2
 
 
+def _bad_spool_dir(tmp_path, how: str) -> tuple[str, str]:
+    """A spool directory the exporter must not use, and what its refusal says."""
+    if how in ("without permission", "owned by another user") and (os.geteuid() == 0) != (how == "owned by another user"):
+        pytest.skip("root reads and writes whatever the permissions say; only root can give a directory away")
+    if how == "below a file":
+        blocker = tmp_path / "a-file"
+        blocker.write_text("x")
+        return str(blocker / "below-a-file"), "cannot be"
+    bad = tmp_path / "spool"
+    bad.mkdir()
+    if how == "without permission":
+        bad.chmod(0o500)
+        return str(bad), "not writable"
+    if how == "owned by another user":
+        bad.chmod(0o700)
+        os.chown(bad, 4242, -1)
+        return str(bad), "owned by uid 4242"
+    bad.chmod({"writable by all": 0o777, "group-writable": 0o770, "others-writable (sticky)": 0o1757}[how])
+    return str(bad), "only its owner can write to"
+
+
+_BAD_SPOOL_DIRS = ["below a file", "without permission", "owned by another user", "writable by all", "group-writable", "others-writable (sticky)"]
+
+
+@pytest.mark.parametrize("how", _BAD_SPOOL_DIRS)
+def test_a_spool_dir_passed_explicitly_that_others_could_write_is_a_config_error(tmp_path, how):
+    from otel_runs_exporter import ConfigError
+
+    bad, says = _bad_spool_dir(tmp_path, how)
+    # configure(spool_dir=...) hands its arguments to this constructor (it is not called here: it sets globals).
+    with pytest.raises(ConfigError) as err:
+        RunsSpanProcessor(endpoint="http://127.0.0.1:9", spool_dir=bad)
+    assert "spool_dir" in str(err.value) and bad in str(err.value) and says in str(err.value)
+
+
+@pytest.mark.parametrize("how", _BAD_SPOOL_DIRS)
+def test_a_spool_dir_from_the_environment_that_others_could_write_warns_and_runs_without_a_spool(
+    monkeypatch, tmp_path, caplog, how
+):
+    bad, says = _bad_spool_dir(tmp_path, how)
+    monkeypatch.setenv("OTEL_EXPORTER_RUNS_SPOOL_DIR", bad)
+    with caplog.at_level(logging.WARNING, logger="otel_runs_exporter"):
+        processor = RunsSpanProcessor(endpoint="http://127.0.0.1:9", api_key="k")
+    try:
+        assert processor.settings.spool_dir is None
+        warned = [r.getMessage() for r in caplog.records if "OTEL_EXPORTER_RUNS_SPOOL_DIR" in r.getMessage()]
+        assert len(warned) == 1 and bad in warned[0] and says in warned[0] and "without a spool" in warned[0]
+    finally:
+        processor.shutdown(timeout_millis=100)
+
+
+def test_a_spool_dir_the_exporter_creates_is_private_to_its_user(tmp_path):
+    target = tmp_path / "made" / "spool"
+    processor = RunsSpanProcessor(endpoint="http://127.0.0.1:9", api_key="k", spool_dir=str(target))
+    processor.shutdown(timeout_millis=100)
+    assert processor.settings.spool_dir == str(target) and target.stat().st_mode & 0o777 == 0o700
+
+
 def _bad_path(tmp_path, var: str, how: str) -> str:
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
@@ -139,20 +197,15 @@ def _bad_path(tmp_path, var: str, how: str) -> str:
         return str(tmp_path / "missing.pem")
     if how == "a directory":
         return str(tmp_path)
-    locked = tmp_path / ("locked-dir" if var.endswith("SPOOL_DIR") else "locked.pem")
-    if var.endswith("SPOOL_DIR"):
-        locked.mkdir()
-    else:
-        locked.write_text("x")
-    locked.chmod(0o500 if var.endswith("SPOOL_DIR") else 0)
+    locked = tmp_path / "locked.pem"
+    locked.write_text("x")
+    locked.chmod(0)
     return str(locked)
 
 
 @pytest.mark.parametrize(
     "var, how",
     [
-        ("OTEL_EXPORTER_RUNS_SPOOL_DIR", "below a file"),
-        ("OTEL_EXPORTER_RUNS_SPOOL_DIR", "without permission"),
         ("OTEL_EXPORTER_RUNS_CERTIFICATE", "missing"),
         ("OTEL_EXPORTER_RUNS_CERTIFICATE", "a directory"),
         ("OTEL_EXPORTER_RUNS_CERTIFICATE", "without permission"),
