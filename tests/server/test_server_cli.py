@@ -109,7 +109,8 @@ def test_serve_max_connections_bounds_what_it_serves_at_once(tmp_path: Path) -> 
         url = line.split()[2]
         host, port = url.removeprefix("http://").split(":")
         with socket.create_connection((host, int(port)), timeout=5) as idle:
-            idle.sendall(b"GET /ok HTTP/1.1\r\nHost: localhost\r\n")  # an unfinished head holds the one slot
+            # A body under way holds the one slot (an unfinished head would be closed to make room).
+            idle.sendall(b"POST /runs HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n")
             time.sleep(0.2)
             r = requests.get(url + "/ok", timeout=5)
             assert r.status_code == 503 and r.headers["Retry-After"] == "1", r.text
@@ -120,6 +121,17 @@ def test_serve_max_connections_bounds_what_it_serves_at_once(tmp_path: Path) -> 
     bad = subprocess.run([sys.executable, "-m", "otel_runs_exporter.cli", "serve", "--max-connections", "0"],
                          capture_output=True, text=True, timeout=30)
     assert bad.returncode == 2 and "--max-connections: a whole number greater than 0" in bad.stderr, bad.stderr
+
+
+def test_serve_slow_client_limits_are_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    from otel_runs_exporter.cli import build_parser
+
+    parsed = build_parser().parse_args(["serve"])
+    assert (parsed.head_timeout, parsed.min_body_rate, parsed.body_grace) == (5.0, 1024, 5.0)
+    for flag, value in (("--head-timeout", "0"), ("--body-grace", "-1"), ("--min-body-rate", "-5")):
+        with pytest.raises(SystemExit) as exited:
+            build_parser().parse_args(["serve", flag, value])
+        assert exited.value.code == 2 and flag in capsys.readouterr().err
 
 
 @pytest.fixture

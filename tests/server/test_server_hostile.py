@@ -406,13 +406,16 @@ def test_deep_json_is_a_422_on_the_control_plane_too(svc):
 
 
 def test_connections_past_the_worker_limit_get_a_503_not_a_reset():
-    """Idle connections held open (found: 2,000 of them made 2,000 threads): past the limit, 503 + Retry-After."""
-    with LocalService(api_key=KEY, max_connections=4) as svc:
+    """Connections held open (found: 2,000 of them made 2,000 threads): past the limit, 503 + Retry-After.
+
+    The holders send a body slowly (a head never finished would be closed to make room).
+    """
+    with LocalService(api_key=KEY, max_connections=4, body_grace_s=30) as svc:
         host, port = svc.url.removeprefix("http://").split(":")
         idle = [socket.create_connection((host, int(port)), timeout=5) for _ in range(4)]
         try:
             for conn in idle:
-                conn.sendall(b"GET /ok HTTP/1.1\r\nHost: localhost\r\n")  # a head never finished holds its thread
+                conn.sendall(b"POST /runs HTTP/1.1\r\nHost: localhost\r\nx-api-key: " + KEY.encode() + b"\r\nContent-Length: 100\r\n\r\n")
             time.sleep(0.2)
             # A body the refusal must drain, not reset: the client reads the 503 after sending it all.
             r = requests.post(svc.url + "/runs", data=b"x" * 2_000_000, headers={"x-api-key": KEY}, timeout=10)

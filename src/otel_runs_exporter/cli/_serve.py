@@ -27,6 +27,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("a whole number, 0 or more") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("a whole number, 0 or more")
+    return value
+
+
 def _rate(text: str) -> float:
     value = float(text)
     if not 0.0 <= value <= 1.0:
@@ -69,7 +79,29 @@ def register_serve(sub: Any) -> None:
         type=_positive_int,
         default=512,
         metavar="N",
-        help="connections served at once, a thread each (default 512); past it a 503 with Retry-After",
+        help="connections served at once, a thread each (default 512); with all taken, a new one replaces the "
+        "oldest unfinished request head or idle connection, else gets a 503 with Retry-After",
+    )
+    p.add_argument(
+        "--head-timeout",
+        type=_positive,
+        default=5.0,
+        metavar="S",
+        help="seconds a request head may take in all from its first byte (default 5); then the connection closes",
+    )
+    p.add_argument(
+        "--min-body-rate",
+        type=_non_negative_int,
+        default=1024,
+        metavar="B",
+        help="bytes/s a request body must average after the grace period (default 1024; 0: no minimum); else 408",
+    )
+    p.add_argument(
+        "--body-grace",
+        type=_positive,
+        default=5.0,
+        metavar="S",
+        help="seconds before the minimum body rate applies, and the longest pause within a body (default 5)",
     )
     pages = p.add_argument_group(
         "web pages", "the service answers requests whose Host is a loopback name or address, or an address it "
@@ -127,6 +159,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             multipart=not args.no_multipart,
             max_body_bytes=args.max_body_bytes,
             max_connections=args.max_connections,
+            head_timeout_s=args.head_timeout,
+            min_body_rate=args.min_body_rate,
+            body_grace_s=args.body_grace,
             faults=faults,
             allow_hosts=args.allow_host,
             cors_origins=args.cors_origin,

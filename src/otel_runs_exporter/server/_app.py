@@ -17,7 +17,7 @@ from typing import Any
 from ._control import ControlPlane, ServiceClock
 from ._dispatch import Credentials, Dispatcher
 from ._faults import FaultConfig
-from ._http import HttpServer, RequestLog, zstd_available
+from ._http import ConnectionLimits, HttpServer, RequestLog, zstd_available
 from ._origins import PagePolicy
 from ._ratelimit import DEFAULT_RULES, SPEC_RULES, RateLimiter, RateRule, scaled
 from ._store import RunStore
@@ -62,7 +62,13 @@ class LocalService:
     must fall back to basic tracing. ``max_body_bytes`` (default 20 MiB, what ``/info``
     advertises) answers larger bodies, raw or decompressed, with 413.
     ``max_connections`` bounds the connections served at once (one thread each);
-    past it a connection is answered 503 with ``Retry-After: 1`` and closed.
+    with all of them taken, a new connection closes the oldest unfinished request
+    head (else the oldest idle connection) and takes its place, and when none is
+    either it is answered 503 with ``Retry-After: 1`` and closed. ``head_timeout_s``
+    (default 5) is the time a request head (request line and headers) has in all
+    from its first byte; a body may pause at most ``body_grace_s`` (default 5), and
+    after that grace period must have come at ``min_body_rate`` bytes/s (default
+    1,024) on average, else 408 (:class:`~._http.ConnectionLimits`).
 
     Web pages (:mod:`._origins`): a request whose ``Host`` is not a loopback name or
     address, an address the service listens on, or one of ``allow_hosts`` is a 403
@@ -91,6 +97,9 @@ class LocalService:
         deploy_delay_s: float = 3.0,
         bearer_token: str | None = None,
         max_connections: int = 512,
+        head_timeout_s: float = 5.0,
+        min_body_rate: int = 1024,
+        body_grace_s: float = 5.0,
         allow_hosts: Sequence[str] = (),
         cors_origins: Sequence[str] = (),
     ) -> None:
@@ -113,6 +122,12 @@ class LocalService:
         self.max_body_bytes = max_body_bytes if max_body_bytes is not None else _DEFAULT_SIZE_LIMIT
         self.faults = faults if faults is not None else FaultConfig()
         self.max_connections = max_connections
+        self.limits = ConnectionLimits(
+            max_connections=max_connections,
+            head_timeout_s=head_timeout_s,
+            min_body_rate=min_body_rate,
+            body_grace_s=body_grace_s,
+        )
         self.control = ControlPlane(ServiceClock(clock_speed), deploy_delay_s=deploy_delay_s)
         k, w = rate_limit_scale, rate_limit_window_scale
         if rate_limits is True:
@@ -148,7 +163,7 @@ class LocalService:
         self._store = RunStore(self.db)
         self._request_log.open()
         try:
-            self._server = HttpServer((self.host, self.port), self._dispatcher, self._request_log, self.max_connections)
+            self._server = HttpServer((self.host, self.port), self._dispatcher, self._request_log, self.limits)
         except BaseException:
             self._store.close()
             self._store = None

@@ -5,6 +5,12 @@ framework: one daemon thread per connection (up to ``max_connections``, past whi
 503 goes out without a thread), HTTP/1.1 keep-alive, and every answer carries a
 Content-Length so clients reuse connections.
 
+A thread per connection means a slow client holds a slot, so what a client may take
+is bounded (:class:`ConnectionLimits`): a request head has a total deadline, a body a
+minimum rate, and when every slot is taken a new connection takes the slot of the
+oldest unfinished head (else the oldest idle connection) instead of being refused.
+:class:`ConnectionSlots` keeps that count, and a separate one for long-lived answers.
+
 This module knows nothing of routes. Each request becomes an :class:`Exchange`
 handed to the service's ``app`` (:class:`._dispatch.Dispatcher`), which decides
 whether the body is read (:meth:`Exchange.read_body`: Content-Length or strictly
@@ -26,6 +32,7 @@ import time
 import zlib
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -37,7 +44,7 @@ from .. import __version__
 from ._numbers import plain_int
 from ._reply import DROP, Refuse, Reply, detail
 
-__all__ = ["Exchange", "RequestLog", "HttpServer", "decode_body", "App"]
+__all__ = ["ConnectionLimits", "ConnectionSlots", "Exchange", "RequestLog", "HttpServer", "decode_body", "App"]
 
 logger = logging.getLogger(__name__)
 
@@ -207,6 +214,215 @@ class _Refuser:
         conn.close()
 
 
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """What one client may take of the service: slots, and time.
+
+    ``max_connections`` connections are served at once, a thread each. A connection
+    waits ``idle_timeout_s`` for a request to begin (the first one, and each next one
+    on a kept-alive connection); from its first byte the request head (request line
+    and headers) has ``head_timeout_s`` in all, however the bytes trickle in. A body
+    must keep coming: no pause longer than ``body_grace_s``, and after that grace
+    period at least ``min_body_rate`` bytes/s on average since the head ended (else
+    408 and the connection is closed). ``max_streams`` long-lived answers (server-sent
+    events) are counted apart from the request slots.
+    """
+
+    max_connections: int = 512
+    idle_timeout_s: float = 60.0
+    head_timeout_s: float = 5.0
+    min_body_rate: int = 1024
+    body_grace_s: float = 5.0
+    max_streams: int = 32
+
+    def __post_init__(self) -> None:
+        for name in ("max_connections", "max_streams", "min_body_rate"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "min_body_rate" else 1):
+                raise ValueError(f"{name} must be a whole number of at least {0 if name == 'min_body_rate' else 1}, got {value!r}")
+        for name in ("idle_timeout_s", "head_timeout_s", "body_grace_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                raise ValueError(f"{name} must be a number of seconds greater than 0, got {value!r}")
+
+
+# What a connection is doing, which decides how long its next read may wait and
+# whether it may be closed to make room.
+IDLE, HEAD, BODY, ANSWER = "idle", "head", "body", "answer"
+# Connections closed to make room but whose threads have not ended yet: past this many, a
+# new connection is refused (503) rather than closing more, so threads stay bounded.
+_MAX_CLOSING = 64
+
+
+class Connection:
+    """One served connection: its phase, since when, and the body bytes it has sent."""
+
+    __slots__ = ("sock", "phase", "since", "received", "closing", "stream", "_limits", "_lock")
+
+    def __init__(self, sock: socket.socket, limits: ConnectionLimits, now: float, lock: threading.Lock) -> None:
+        self.sock = sock
+        self.phase = IDLE
+        self.since = now
+        self.received = 0
+        self.closing = False
+        self.stream = False  # holds a stream slot, not a request slot, until it ends
+        self._limits = limits
+        self._lock = lock  # the slots' lock: a connection is not chosen to close while it changes phase
+
+    def waiting(self) -> None:
+        """Answered: the connection waits for its next request."""
+        with self._lock:
+            self.phase, self.since = IDLE, time.monotonic()
+
+    def reading_body(self) -> None:
+        """The head is read; what is read next is the body."""
+        with self._lock:
+            self.phase, self.since, self.received = BODY, time.monotonic(), 0
+
+    def answering(self) -> None:
+        """The body is read (or not needed): no read is expected until the answer is sent."""
+        self.phase = ANSWER
+
+    def read_timeout(self, now: float) -> tuple[float, str]:
+        """How long the next read may wait, and what was too slow when it cannot wait at all."""
+        limits = self._limits
+        if self.phase == HEAD:
+            return self.since + limits.head_timeout_s - now, f"request head not finished within {limits.head_timeout_s:g}s"
+        if self.phase == BODY:
+            grace = limits.body_grace_s
+            due = self.since + grace + (self.received / limits.min_body_rate if limits.min_body_rate else float("inf"))
+            return min(due - now, grace), (
+                f"request body arrived slower than {limits.min_body_rate} bytes/s (or paused more than {grace:g}s)"
+            )
+        return self.since + limits.idle_timeout_s - now, f"no request within {limits.idle_timeout_s:g}s"
+
+    def got(self, count: int, now: float) -> None:
+        if self.phase == IDLE:
+            with self._lock:
+                self.phase, self.since = HEAD, now  # the head's deadline runs from its first byte
+        elif self.phase == BODY:
+            self.received += count
+
+
+class ConnectionSlots:
+    """Counts the connections served: request slots, long-lived answer slots, and which to close to make room.
+
+    A connection takes a request slot when accepted (:meth:`admit`). With every slot
+    taken, a new connection closes the one whose unfinished head is oldest, else the
+    connection idle longest, and takes its slot: slow clients cannot keep new ones
+    out, and a connection in the middle of a body or an answer is never cut. A
+    long-lived answer moves its connection to a stream slot (:meth:`open_stream`),
+    capped apart, so streams never use up request slots nor request slots streams.
+    """
+
+    def __init__(self, limits: ConnectionLimits) -> None:
+        self.limits = limits
+        self._lock = threading.Lock()
+        self._live: dict[socket.socket, Connection] = {}
+        self._requests = 0
+        self._streams = 0
+        self._closing = 0
+
+    def admit(self, sock: socket.socket) -> Connection | None:
+        """A request slot for a new connection, closing a slow one for it if need be; None when full."""
+        now = time.monotonic()
+        with self._lock:
+            if self._requests >= self.limits.max_connections:
+                victim = self._victim() if self._closing < _MAX_CLOSING else None
+                if victim is None:
+                    return None
+                victim.closing = True
+                self._requests -= 1
+                self._closing += 1
+                try:
+                    # Wakes the victim's thread from its read (end of stream); it ends and releases.
+                    victim.sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            conn = Connection(sock, self.limits, now, self._lock)
+            self._live[sock] = conn
+            self._requests += 1
+            return conn
+
+    def _victim(self) -> Connection | None:
+        oldest_head: Connection | None = None
+        oldest_idle: Connection | None = None
+        for conn in self._live.values():
+            if conn.closing or conn.stream:
+                continue
+            if conn.phase == HEAD and (oldest_head is None or conn.since < oldest_head.since):
+                oldest_head = conn
+            elif conn.phase == IDLE and (oldest_idle is None or conn.since < oldest_idle.since):
+                oldest_idle = conn
+        return oldest_head or oldest_idle
+
+    def get(self, sock: socket.socket) -> Connection | None:
+        with self._lock:
+            return self._live.get(sock)
+
+    def release(self, conn: Connection) -> None:
+        """The connection's thread has ended: its slot is free."""
+        with self._lock:
+            if self._live.pop(conn.sock, None) is None:
+                return
+            if conn.stream:
+                self._streams -= 1
+            elif conn.closing:
+                self._closing -= 1
+            else:
+                self._requests -= 1
+
+    def open_stream(self, conn: Connection) -> bool:
+        """Move a connection from its request slot to a stream slot, held until it ends; False at the streams' cap."""
+        with self._lock:
+            if conn.stream or conn.closing or conn.sock not in self._live:
+                return conn.stream
+            if self._streams >= self.limits.max_streams:
+                return False
+            self._streams += 1
+            self._requests -= 1
+            conn.stream = True
+            return True
+
+    def counts(self) -> dict[str, int]:
+        """Connections holding request slots, stream slots, and closed to make room but not yet ended."""
+        with self._lock:
+            return {"requests": self._requests, "streams": self._streams, "closing": self._closing}
+
+    def sockets(self) -> list[socket.socket]:
+        with self._lock:
+            return list(self._live)
+
+
+class _PacedReader(io.RawIOBase):
+    """A connection's socket as the handler reads it: each read waits only as long as the connection's phase allows.
+
+    The socket's own timeout applies per read, so a byte every few seconds kept a
+    head going for ever; here each read gets what is left of the phase's deadline.
+    """
+
+    def __init__(self, conn: Connection) -> None:
+        super().__init__()
+        self._conn = conn
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        conn = self._conn
+        now = time.monotonic()
+        timeout, why = conn.read_timeout(now)
+        if timeout <= 0:
+            raise socket.timeout(why)
+        conn.sock.settimeout(timeout)
+        try:
+            count = conn.sock.recv_into(buffer)
+        except socket.timeout:
+            raise socket.timeout(why) from None
+        conn.got(count, time.monotonic())
+        return count
+
+
 class HttpServer(ThreadingHTTPServer):
     """Serves connections on daemon threads and hands each request to ``app``; counts the requests in flight.
 
@@ -220,19 +436,21 @@ class HttpServer(ThreadingHTTPServer):
     request_queue_size = 1024
 
     def __init__(
-        self, address: tuple[str, int], app: App, request_log: RequestLog, max_connections: int
+        self, address: tuple[str, int], app: App, request_log: RequestLog, limits: ConnectionLimits | None = None
     ) -> None:
         self.app = app
         self.request_log = request_log
-        self._connections: set[socket.socket] = set()
-        self._connections_lock = threading.Lock()
-        # One thread per connection, up to this many; past it a 503 with Retry-After
-        # (which clients honour), so idle or slow connections cannot grow the threads without bound.
-        self._slots = threading.BoundedSemaphore(max_connections)
+        # One thread per connection, up to this many; past it a slow connection is closed
+        # for the new one, or a 503 with Retry-After (which clients honour) when none is slow.
+        self.slots = ConnectionSlots(limits if limits is not None else ConnectionLimits())
         self._refuser = _Refuser()
         self._inflight = 0
         self._idle = threading.Condition()
         super().__init__(address, _Handler)
+
+    @property
+    def limits(self) -> ConnectionLimits:
+        return self.slots.limits
 
     def enter(self) -> None:
         """A request is being answered."""
@@ -250,38 +468,30 @@ class HttpServer(ThreadingHTTPServer):
             return self._idle.wait_for(lambda: self._inflight == 0, timeout)
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
+        conn = self.slots.admit(request)
+        if conn is None:
             self._refuser.refuse(request)
             return
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self._slots.release()
+            self.slots.release(conn)
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
-
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        with self._connections_lock:
-            self._connections.add(request)
-        try:
-            super().finish_request(request, client_address)
-        finally:
-            with self._connections_lock:
-                self._connections.discard(request)
+            conn = self.slots.get(request)
+            if conn is not None:
+                self.slots.release(conn)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         logger.debug("error while serving %s", client_address, exc_info=True)
 
     def close_connections(self) -> None:
         """Shut every open connection so idle keep-alive threads stop reading."""
-        with self._connections_lock:
-            conns = list(self._connections)
-        for conn in conns:
+        for conn in self.slots.sockets():
             try:
                 conn.shutdown(socket.SHUT_RDWR)
             except OSError:
@@ -384,24 +594,50 @@ class Exchange:
             raise Refuse(400, detail(f"Content-Length {raw[:40]!r} is not a whole number of bytes"), close=True)
         return length
 
-    def _chunked(self) -> bool:
-        return "chunked" in self._handler.headers.get("Transfer-Encoding", "").lower()
+    def _framing(self) -> tuple[bool, int | None]:
+        """(chunked, Content-Length) as the headers frame the body; 400 for any framing the service cannot trust.
+
+        Checked on every route, read or not: a request whose end cannot be found
+        must not be answered as if it were fine (an ``OPTIONS`` with a chunk size of
+        -1 got 204), and the connection cannot be reused after it.
+        """
+        length = self._declared_length()
+        encodings = self._handler.headers.get_all("Transfer-Encoding") or []
+        if not encodings:
+            return False, length
+        codings = [c.strip().lower() for value in encodings for c in value.split(",")]
+        if codings != ["chunked"]:
+            raise Refuse(
+                400,
+                detail(f"Transfer-Encoding {', '.join(encodings)[:60]!r} is not supported; send a Content-Length or chunked"),
+                close=True,
+            )
+        if length is not None:
+            raise Refuse(400, detail("both Transfer-Encoding and Content-Length are set; send one of them"), close=True)
+        return True, None
 
     def read_body(self, limit: int | None) -> bytes:
-        """The body as sent (still encoded): 411 without a length on POST/PATCH/PUT, 413 past ``limit``."""
-        if self._chunked():
-            return self._read_chunked(limit)
-        length = self._declared_length()
-        if length is None:
-            if self.method in ("POST", "PATCH", "PUT"):
-                raise Refuse(411, detail("Content-Length required"), close=True)
-            return b""
-        if limit is not None and length > limit:
-            raise Refuse(413, detail("request body too large", size=length, max_size=limit), close=True)
-        data = self._handler.rfile.read(length)
+        """The body as sent (still encoded): 411 without a length on POST/PATCH/PUT, 413 past ``limit``, 408 too slow."""
+        chunked, length = self._framing()
+        try:
+            if chunked:
+                return self._read_chunked(limit)
+            if length is None:
+                if self.method in ("POST", "PATCH", "PUT"):
+                    raise Refuse(411, detail("Content-Length required"), close=True)
+                return b""
+            if limit is not None and length > limit:
+                raise Refuse(413, detail("request body too large", size=length, max_size=limit), close=True)
+            data = self._handler.rfile.read(length)
+        except socket.timeout as exc:
+            raise self._too_slow(exc) from None
         if len(data) != length:
             raise Refuse(400, detail("body shorter than Content-Length"), close=True)
         return data
+
+    @staticmethod
+    def _too_slow(exc: socket.timeout) -> Refuse:
+        return Refuse(408, detail(str(exc) or "request body too slow"), close=True)
 
     def _read_chunked(self, limit: int | None) -> bytes:
         """A chunked body, strictly: hex sizes only (no sign, no extensions), CRLF after each chunk."""
@@ -431,24 +667,34 @@ class Exchange:
         """Throw the body away unread by anything: read up to 64 KiB of it, else close after answering.
 
         Reading an early-refused request's body keeps the connection usable; a body
-        too large to bother with closes the connection instead.
+        too large to bother with closes the connection instead. Malformed framing
+        is a 400 here too, whatever the route.
         """
-        try:
-            length = self._declared_length()
-        except Refuse:
+        chunked, length = self._framing()
+        if chunked:
+            try:
+                self._read_chunked(_DISCARD_MAX)
+            except Refuse as refusal:
+                if refusal.status != 413:
+                    raise
+                self._handler.close_connection = True  # more than we read for nothing
+            except socket.timeout as exc:
+                raise self._too_slow(exc) from None
+            return
+        if length is None:
+            return
+        if length > _DISCARD_MAX:
             self._handler.close_connection = True
             return
-        if length is None and not self._chunked():
-            return
-        if length is not None and length <= _DISCARD_MAX:
-            remaining = length
+        remaining = length
+        try:
             while remaining > 0:
                 chunk = self._handler.rfile.read(min(remaining, _READ_CHUNK))
                 if not chunk:
                     break
                 remaining -= len(chunk)
-        else:
-            self._handler.close_connection = True
+        except socket.timeout as exc:
+            raise self._too_slow(exc) from None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -457,8 +703,20 @@ class _Handler(BaseHTTPRequestHandler):
     # client's delayed ACK (~40 ms per request on a kept-alive connection).
     disable_nagle_algorithm = True
     server_version = "otel-runs-local/" + __version__  # the package's one version (_version.py)
-    timeout = 60  # idle keep-alive connections are closed after this many seconds
     server: HttpServer
+    slot: Connection | None = None
+    timeout = ConnectionLimits.idle_timeout_s  # per read, only if a connection had no slot (it always has)
+
+    def setup(self) -> None:
+        super().setup()
+        # Reads wait as long as the connection's phase allows (ConnectionLimits), not a fixed time per read.
+        self.slot = self.server.slots.get(self.connection)
+        if self.slot is not None:
+            self.rfile = io.BufferedReader(_PacedReader(self.slot))
+
+    def _writing(self) -> None:
+        # A read may have left a deadline's last fraction of a second as the socket's timeout.
+        self.connection.settimeout(self.server.limits.idle_timeout_s)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         logger.debug("%s " + format, self.address_string(), *args)
@@ -477,6 +735,7 @@ class _Handler(BaseHTTPRequestHandler):
         # client's mistake, and a 5xx would tell a retrying client to come back.
         if code == HTTPStatus.NOT_IMPLEMENTED:
             code, message = HTTPStatus.METHOD_NOT_ALLOWED, f"method {str(self.command)[:20]!r} is not supported"
+        self._writing()
         super().send_error(code, message, explain)
 
     do_POST = do_PATCH = do_PUT = do_DELETE = do_OPTIONS = do_HEAD = do_GET
@@ -497,6 +756,9 @@ class _Handler(BaseHTTPRequestHandler):
             "fault": None,
             "client_port": self.client_address[1] if isinstance(self.client_address, tuple) else None,
         }
+        slot = self.slot
+        if slot is not None:
+            slot.reading_body()
         server.enter()
         try:
             try:
@@ -508,6 +770,8 @@ class _Handler(BaseHTTPRequestHandler):
             except Exception:
                 logger.exception("local service failed on %s %s", self.command, parts.path)
                 reply = Reply(500, detail("internal error in the local service"), close=True)
+            if slot is not None:
+                slot.answering()
             # Logged before answering, so a client that has its answer also finds the entry.
             entry["status"] = reply.status
             entry["duration"] = round(time.monotonic() - started, 6)
@@ -519,6 +783,8 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             self.close_connection = True  # the client went away mid-answer
         finally:
+            if slot is not None:
+                slot.waiting()
             server.exit()
 
     def _send(self, reply: Reply) -> None:
@@ -527,6 +793,7 @@ class _Handler(BaseHTTPRequestHandler):
             payload = bytes(body)
         else:
             payload = b"" if body is None else orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+        self._writing()
         self.send_response(reply.status)
         self.send_header("Content-Type", reply.content_type)
         self.send_header("Content-Length", str(len(payload)))
