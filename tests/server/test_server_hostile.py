@@ -140,6 +140,35 @@ def test_malformed_chunked_bodies_are_refused_at_once(svc, chunks, status):
     assert time.monotonic() - began < 2
 
 
+_BAD_FRAMINGS = {
+    "chunk size -1": b"Transfer-Encoding: chunked\r\n\r\n-1\r\n",
+    "chunk size with a sign": b"Transfer-Encoding: chunked\r\n\r\n+5\r\nhello\r\n0\r\n\r\n",
+    "Content-Length not a number": b"Content-Length: abc\r\n\r\n",
+    "two differing Content-Lengths": b"Content-Length: 5\r\nContent-Length: 6\r\n\r\nhello",
+    "Transfer-Encoding other than chunked": b"Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+    "Transfer-Encoding and Content-Length": b"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n",
+}
+
+
+@pytest.mark.parametrize("framing", list(_BAD_FRAMINGS))
+@pytest.mark.parametrize(
+    "method, path, key",
+    [
+        ("OPTIONS", "/runs", False),  # found: 204 for a chunk size of -1
+        ("GET", "/ok", False),  # public: the body is discarded, never read as runs
+        ("GET", "/", False),  # the viewer's page
+        ("POST", "/runs", False),  # refused for its key (401) before its body is read
+        ("DELETE", "/runs/x", True),
+        ("PATCH", "/runs/00000000-0000-0000-0000-000000000001", True),
+    ],
+)
+def test_malformed_framing_is_400_on_every_method(svc, method, path, key, framing):
+    head = f"{method} {path} HTTP/1.1\r\nHost: x\r\n".encode() + (b"x-api-key: " + KEY.encode() + b"\r\n" if key else b"")
+    answer = _raw(svc, head + _BAD_FRAMINGS[framing])
+    assert _status(answer) == 400, answer[:300]
+    assert b"Connection: close" in answer.split(b"\r\n\r\n")[0]
+
+
 def test_chunked_running_total_respects_the_limit():
     with LocalService(api_key=KEY, max_body_bytes=4096) as svc:
         head = (
