@@ -11,13 +11,14 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from datetime import timedelta
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 import requests
-from server.server_helpers import Trace, good_trace_body, multipart, post_multipart, run_parts
+from server.server_helpers import Trace, entry, good_trace_body, multipart, post_multipart, run_parts
 
 from otel_runs_exporter import cli
 from otel_runs_exporter.server import LocalService
@@ -179,6 +180,39 @@ def test_runs_list_and_check(filled_db: tuple[Path, Trace, Trace], capsys: pytes
     assert f"patched but never posted: {broken.root_id}" in out
     assert f"missing parent {broken.root_id} of {broken.child_id}" in out
     assert f"never completed (no end_time): {broken.child_id}" in out
+
+
+def test_runs_tree_and_check_show_runs_that_are_their_own_ancestors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found: a self-parented run made ``runs tree`` print "(2 runs)" and no run at all, and ``runs check`` nothing.
+
+    Such runs are refused now (``own_parent``), but a database may hold them from
+    before, or from ``--lenient``; and two runs naming each other pass every per-run rule.
+    """
+    db = tmp_path / "cycles.db"
+    own, pair = Trace(), Trace()
+    a, b = str(uuid.uuid4()), str(uuid.uuid4())
+    at = {rid: entry(pair.child_start, rid) for rid in (a, b)}
+    first = {**pair.child_post(), "id": a, "parent_run_id": b, "dotted_order": f"{pair.root_dotted}.{at[b]}.{at[a]}"}
+    second = {**pair.child_post(), "id": b, "parent_run_id": a, "dotted_order": f"{pair.root_dotted}.{at[a]}.{at[b]}"}
+    with LocalService(db=str(db), lenient=True) as svc:
+        own_entry = entry(own.child_start, own.child_id)
+        itself = {**own.child_post(), "parent_run_id": own.child_id, "dotted_order": f"{own.root_dotted}.{own_entry}.{own_entry}"}
+        assert requests.post(svc.url + "/runs/batch", json={"post": [own.root_post(), itself]}, timeout=5).ok
+    with LocalService(db=str(db)) as svc:  # strict: each of the two is a valid run on its own
+        response = requests.post(svc.url + "/runs/batch", json={"post": [first, second]}, timeout=5)
+        assert response.status_code == 202, response.text
+    assert cli.main(["runs", "tree", own.root_id, "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "(2 runs)" in out and "agent" in out
+    assert f"\nllm  llm  -  open  (in a parent cycle: {own.child_id} is its own parent)" in out, out
+    assert cli.main(["runs", "tree", pair.root_id, "--db", str(db)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"trace {pair.root_id}  (2 runs)") and len(out) == 3, out  # both shown, neither twice
+    assert "(in a parent cycle: " in out[1] and out[2].startswith("  llm  llm"), out  # the loop from its first run
+    assert cli.main(["runs", "check", "--db", str(db)]) == 1
+    out = capsys.readouterr().out
+    assert f"run {own.child_id} is its own parent" in out, out
+    assert f"parent cycle: {a} -> {b} -> {a}" in out or f"parent cycle: {b} -> {a} -> {b}" in out, out
 
 
 def test_runs_check_clean_and_missing_db(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

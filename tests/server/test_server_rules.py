@@ -370,3 +370,42 @@ def test_batch_endpoint_accepts_post_and_patch(service: LocalService) -> None:
     response = requests.post(service.url + "/runs/batch", json=bad, timeout=5)
     assert response.status_code == 422
     assert "run_id_last" in rules_of(response)
+
+
+# --- a run cannot be its own ancestor ---------------------------------------------------
+
+
+def _own_parent(t: Trace) -> dict:
+    """The child naming itself as its parent, with a dotted_order that agrees (its entry twice)."""
+    own = entry(t.child_start, t.child_id)
+    return {**t.child_post(), "parent_run_id": t.child_id, "dotted_order": f"{t.root_dotted}.{own}.{own}"}
+
+
+@pytest.mark.parametrize("route", ["multipart", "batch", "runs", "patch"])
+def test_a_run_naming_itself_as_its_parent_is_a_422(service: LocalService, route: str) -> None:
+    """Found: accepted, after which ``runs tree`` said "(2 runs)" and showed none, and ``runs check`` was silent."""
+    t = Trace()
+    run = _own_parent(t)
+    if route == "multipart":
+        response = post_multipart(service, multipart(run_parts("post", t.root_post()) + run_parts("post", run)))
+    elif route == "batch":
+        response = requests.post(service.url + "/runs/batch", json={"post": [t.root_post(), run]}, timeout=5)
+    elif route == "runs":
+        response = requests.post(service.url + "/runs", json=run, timeout=5)
+    else:
+        assert requests.post(service.url + "/runs/batch", json={"post": [t.root_post(), t.child_post()]}, timeout=5).ok
+        response = requests.patch(service.url + f"/runs/{t.child_id}", json={"parent_run_id": t.child_id}, timeout=5)
+    assert response.status_code == 422, response.text
+    assert "own_parent" in rules_of(response), response.json()
+    assert all(r.get("parent_run_id") != r["id"] for r in service.runs())
+
+
+def test_a_dotted_order_naming_a_run_twice_is_a_422(service: LocalService) -> None:
+    """A run is its own ancestor when its id comes back further down the chain (a cycle through another run)."""
+    t = Trace()
+    middle = str(uuid.uuid4())
+    dotted = ".".join([t.root_dotted, entry(t.child_start, t.child_id), entry(t.child_start, middle), entry(t.child_start, t.child_id)])
+    run = {**t.child_post(), "parent_run_id": middle, "dotted_order": dotted}
+    response = requests.post(service.url + "/runs/batch", json={"post": [run]}, timeout=5)
+    assert response.status_code == 422, response.text
+    assert "repeated_entry" in rules_of(response), response.json()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ._validate import parse_timestamp
+from ._validate import parent_cycles, parse_timestamp
 
 __all__ = ["render_tree", "render_traces", "render_check", "run_status", "token_counts"]
 
@@ -85,7 +85,8 @@ def render_tree(runs: Iterable[Mapping[str, Any]]) -> str:
     """One trace's runs as an indented tree, children under parents in dotted_order.
 
     Runs whose parent is not among ``runs`` are shown at the top level, marked,
-    so a broken tree is still visible.
+    so a broken tree is still visible; so are runs that are their own ancestors
+    (a parent cycle has no top to hang from), once each, marked with the cycle.
     """
     ordered = sorted(runs, key=lambda r: (str(r.get("dotted_order") or ""), str(r.get("id"))))
     ids = {r.get("id") for r in ordered}
@@ -98,17 +99,29 @@ def render_tree(runs: Iterable[Mapping[str, Any]]) -> str:
         else:
             tops.append(run)
     lines: list[str] = []
+    shown: set[Any] = set()
 
-    def walk(run: Mapping[str, Any], depth: int) -> None:
-        line = _line(run, depth)
-        if depth == 0 and run.get("parent_run_id"):
-            line += f"  (parent {run['parent_run_id']} missing)"
-        lines.append(line)
-        for child in children.get(run.get("id"), []):
-            walk(child, depth + 1)
+    def walk(top: Mapping[str, Any], note: str) -> None:
+        # Iterative: a tree thousands deep must not reach the recursion limit.
+        stack: list[tuple[Mapping[str, Any], int, str]] = [(top, 0, note)]
+        while stack:
+            run, depth, mark = stack.pop()
+            if run.get("id") in shown:
+                continue  # a cycle leads back to where it began
+            shown.add(run.get("id"))
+            lines.append(_line(run, depth) + mark)
+            stack.extend((child, depth + 1, "") for child in reversed(children.get(run.get("id"), [])))
 
     for top in tops:
-        walk(top, 0)
+        walk(top, f"  (parent {top['parent_run_id']} missing)" if top.get("parent_run_id") else "")
+    by_id = {r.get("id"): r for r in ordered}
+    rest = {r.get("id"): r.get("parent_run_id") for r in ordered if r.get("id") not in shown}
+    for cycle in parent_cycles(rest):
+        loop = f"{cycle[0]} is its own parent" if len(cycle) == 1 else " -> ".join([*cycle, cycle[0]])
+        walk(by_id[cycle[0]], f"  (in a parent cycle: {loop})")
+    for run in ordered:
+        if run.get("id") not in shown:
+            walk(run, "")
     return "\n".join(lines)
 
 
@@ -130,6 +143,12 @@ def render_check(report: Mapping[str, list[Any]]) -> str:
         lines.append(f"never completed (no end_time): {run_id}")
     for item in report.get("missing_parents", []):
         lines.append(f"missing parent {item['parent_run_id']} of {', '.join(item['children'])}")
+    for item in report.get("parent_cycles", []):
+        cycle = item["run_ids"]
+        if len(cycle) == 1:
+            lines.append(f"run {cycle[0]} is its own parent")
+        else:
+            lines.append(f"parent cycle: {' -> '.join([*cycle, cycle[0]])}")
     for item in report.get("accepted_violations", []):
         lines.append(f"accepted violation [{item['rule']}] run {item['run_id']}: {item['msg']}")
     return "\n".join(lines) if lines else "no problems found"

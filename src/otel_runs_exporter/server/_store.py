@@ -55,7 +55,7 @@ from ._store_schema import (
     now_iso,
     sortable_time,
 )
-from ._validate import RunOp, Violation
+from ._validate import RunOp, Violation, parent_cycles
 
 __all__ = [
     "RunStore",
@@ -526,7 +526,8 @@ class RunStore:
         return [orjson.loads(r[0]) for r in rows]
 
     def check(self) -> dict[str, list[Any]]:
-        """Consistency report: runs patched but never posted, never completed, and parents that never arrived.
+        """Consistency report: runs patched but never posted, never completed, parents that never arrived,
+        and runs that are their own ancestors (``parent_cycles``, each loop's run ids in parent order).
 
         Also lists violations a lenient service accepted, since those runs are stored
         but would have been refused by the real service.
@@ -537,6 +538,7 @@ class RunStore:
             "patched_not_posted": [],
             "never_completed": [],
             "missing_parents": [],
+            "parent_cycles": [],
             "accepted_violations": [],
         }
         missing: dict[str, list[str]] = {}
@@ -550,6 +552,8 @@ class RunStore:
             if parent and parent not in posted:
                 missing.setdefault(parent, []).append(run["id"])
         report["missing_parents"] = [{"parent_run_id": p, "children": c} for p, c in missing.items()]
+        parents = {run["id"]: run.get("parent_run_id") for run in rows if run["_posted"]}
+        report["parent_cycles"] = [{"run_ids": cycle} for cycle in parent_cycles(parents)]
         report["accepted_violations"] = [v for v in self.violations() if v["accepted"]]
         return report
 

@@ -28,6 +28,8 @@ Runs (2.3), for every way a run arrives
   * dotted_order entries are ``%Y%m%dT%H%M%S%fZ<uuid>`` [dotted_order_format]
   * trace_id is the first entry's UUID [trace_id_first]
   * parent_run_id is the UUID of the entry before the last; a root has none [parent_before_last]
+  * parent_run_id is not the run itself [own_parent], and no UUID comes twice in
+    dotted_order [repeated_entry]: a run is never its own ancestor
   * the last entry's UUID is the run's id [run_id_last]
   * entry times never go back along the chain [time_order]
   * start_time equals the time of the run's own entry [start_time_entry]
@@ -71,6 +73,9 @@ __all__ = [
     "check_dotted_order_format",
     "check_trace_id_first",
     "check_parent_before_last",
+    "check_not_own_parent",
+    "check_no_repeated_entry",
+    "parent_cycles",
     "check_run_id_last",
     "check_time_order",
     "check_start_time_entry",
@@ -407,6 +412,60 @@ def check_parent_before_last(run_id: str, run: Mapping[str, Any], entries: Entri
     ]
 
 
+def check_not_own_parent(run_id: str, run: Mapping[str, Any], loc: Loc) -> list[Violation]:
+    """parent_run_id never names the run itself: a tree whose run is its own parent has no root to show it from."""
+    if canonical_id(run.get("parent_run_id")) != run_id:
+        return []
+    return [
+        Violation(
+            run_id, "own_parent", "parent_run_id is the run's own id; a run cannot be its own parent", (*loc, "parent_run_id")
+        )
+    ]
+
+
+def check_no_repeated_entry(run_id: str, entries: Entries, loc: Loc) -> list[Violation]:
+    """No UUID comes twice in dotted_order: a run is never its own ancestor."""
+    seen: dict[UUID, int] = {}
+    for index, (_, uid) in enumerate(entries):
+        first = seen.setdefault(uid, index)
+        if first != index:
+            return [
+                Violation(
+                    run_id,
+                    "repeated_entry",
+                    f"dotted_order names run {uid} at entries {first} and {index}; a run cannot be its own ancestor",
+                    (*loc, "dotted_order"),
+                )
+            ]
+    return []
+
+
+def parent_cycles(parents: Mapping[str, str | None]) -> list[list[str]]:
+    """The loops in runs' parent links (run id -> parent_run_id): runs that are their own ancestors.
+
+    Each loop once, from its first run in ``parents``' order. The per-run rules refuse a
+    run that is its own parent, but two runs that name each other are each valid on their
+    own, and a database may hold runs stored before the rule. Iterative, linear time.
+
+    >>> parent_cycles({"a": "b", "b": "a", "c": "c", "d": "a", "e": None})
+    [['a', 'b'], ['c']]
+    """
+    state: dict[str, bool] = {}  # True while on the path being followed, then False
+    cycles: list[list[str]] = []
+    for start in parents:
+        path: list[str] = []
+        node: str | None = start
+        while node is not None and node in parents and node not in state:
+            state[node] = True
+            path.append(node)
+            node = parents[node]
+        if node is not None and state.get(node):
+            cycles.append(path[path.index(node) :])
+        for seen in path:
+            state[seen] = False
+    return cycles
+
+
 def check_run_id_last(run_id: str, entries: Entries, loc: Loc) -> list[Violation]:
     """The last entry's UUID is the run's own id (2.3 rules 1 and 2)."""
     if str(entries[-1][1]) == run_id:
@@ -467,6 +526,7 @@ def check_run(
 ) -> list[Violation]:
     """All per-run rules of 2.3 for one assembled run (main fields only)."""
     out = check_id_matches(run_id, run, loc, where)
+    out += check_not_own_parent(run_id, run, loc)
     out += check_timestamps(run_id, run, loc)
     if require_ids:
         out += check_required_ids(run_id, run, loc)
@@ -479,6 +539,7 @@ def check_run(
         if kind == "post" or "parent_run_id" in run:
             out += check_parent_before_last(run_id, run, entries, loc)
         out += check_run_id_last(run_id, entries, loc)
+        out += check_no_repeated_entry(run_id, entries, loc)
         out += check_time_order(run_id, entries, loc)
         out += check_start_time_entry(run_id, run, entries, loc)
     return out
