@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Final, Mapping, Sequence
 
@@ -66,6 +67,7 @@ __all__ = [
     "inputs_digest",
     "RUN_TYPES",
     "snapshot_attributes",
+    "log_convert_error",
 ]
 
 
@@ -74,6 +76,28 @@ logger = logging.getLogger(__name__)
 _once = RateLimitedLog(logger, interval_s=float("inf"))
 # A producer's malformed attribute: once a minute per attribute, with how many were held back.
 _rl = RateLimitedLog(logger)
+
+
+
+def log_convert_error(span: Any, exc: BaseException) -> None:
+    """Say that a span could not be converted (the caller counts it as ``convert_error``).
+
+    One line per reason, the exception's type and the function that raised it, at most
+    every 30 s with how many were held back: a span in year 10000 logged its whole
+    traceback twice per span (the processor converts a post and a patch). The traceback
+    goes to DEBUG, as rate-limited. Call it from the ``except`` block.
+    """
+    frames = traceback.extract_tb(exc.__traceback__)
+    reason = f"{type(exc).__name__} in {frames[-1].name}" if frames else type(exc).__name__
+    name = str(getattr(span, "name", "?"))[:200]
+    _rl.error(
+        f"convert_error {reason}",
+        "could not convert span %r (%s: %s); dropped, counted as convert_error",
+        name, type(exc).__name__, str(exc)[:200],
+    )
+    if logger.isEnabledFor(logging.DEBUG):
+        _rl.log(logging.DEBUG, f"convert_error traceback {reason}", "why span %r could not be converted", name, exc_info=True)
+
 
 _ID_KEYS = (LANGSMITH_TRACE_ID, LANGSMITH_SPAN_ID, LANGSMITH_PARENT_ID, LANGSMITH_DOTTED_ORDER)
 

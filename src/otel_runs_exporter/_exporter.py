@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ._clock import SYSTEM_CLOCK, Clock
-from ._convert import ConvertOptions, given_ids, span_ids, span_to_run
+from ._convert import ConvertOptions, given_ids, log_convert_error, span_ids, span_to_run
 from ._delivery import Delivery
 from ._encode import encode_run
 from ._fork import renew_in_child
@@ -192,12 +192,18 @@ class RunsSpanExporter(SpanExporter):
         stack = [(span, parent_ids)]
         while stack:
             current, pids = stack.pop()
-            # An exporter sees only ended spans: ids given at any time are honoured, and
-            # the children held for this span are placed under whatever it resolves to.
-            ids = span_ids(current, pids, self._opts.id_scheme, given_ids(current.attributes))
             ctx = current.context
             key = (ctx.trace_id, ctx.span_id)
             self._held_parent.pop(key, None)
+            # An exporter sees only ended spans: ids given at any time are honoured, and
+            # the children held for this span are placed under whatever it resolves to.
+            try:
+                ids = span_ids(current, pids, self._opts.id_scheme, given_ids(current.attributes))
+            except Exception as exc:  # noqa: BLE001 - one bad span must not fail the others' export
+                # Its children stay held, and go out as roots when the hold ends (counted as orphans).
+                log_convert_error(current, exc)
+                self._ledger.drop("convert_error")
+                continue
             self._resolved[key] = ids
             if len(self._resolved) > _RESOLVED_MAX:
                 self._resolved.popitem(last=False)
@@ -246,8 +252,8 @@ class RunsSpanExporter(SpanExporter):
                     completes=True,
                 )
                 self._ledger.malformed(len(malformed))
-            except Exception:  # noqa: BLE001 - one bad span must not stop the others
-                logger.exception("could not convert span %r; dropped", span.name)
+            except Exception as exc:  # noqa: BLE001 - one bad span must not stop the others
+                log_convert_error(span, exc)
                 self._ledger.drop("convert_error")
                 continue
             if not self._delivery.add(encoded):

@@ -39,7 +39,15 @@ from typing import Any
 from opentelemetry import context as otel_context
 
 from ._clock import SYSTEM_CLOCK, Clock
-from ._convert import ConvertOptions, RunNode, early_post_summary, patch_fields, span_to_run, warn_if_ids_set_late
+from ._convert import (
+    ConvertOptions,
+    RunNode,
+    early_post_summary,
+    log_convert_error,
+    patch_fields,
+    span_to_run,
+    warn_if_ids_set_late,
+)
 from ._delivery import Delivery, Outcome
 from ._encode import EncodedRun, encode_run
 from ._fork import renew_in_child
@@ -383,8 +391,8 @@ class Worker:
                 return
             try:
                 encoded = self._convert(kind, span, node)
-            except Exception:  # noqa: BLE001 - one bad span must not stop the others
-                logger.exception("could not convert span %r; dropped", getattr(span, "name", "?"))
+            except Exception as exc:  # noqa: BLE001 - one bad span must not stop the others
+                log_convert_error(span, exc)  # the post's failure and the patch's are one line
                 if kind == "patch":
                     self._ledger.drop("convert_error")
                 continue

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import enum
 import json
+import logging
 from typing import Any, Callable
 
 import pytest
 from opentelemetry.trace import Status, StatusCode
 
-from core.helpers import processor_provider
+from core.helpers import exporter_provider, processor_provider
 
 
 class Level(enum.IntEnum):
@@ -161,3 +162,29 @@ def test_a_malformed_producer_attribute_is_kept_as_text_logged_and_counted(servi
     lines = [r.getMessage() for r in caplog.records if "is not" in r.getMessage()]
     assert len(lines) == 3, lines  # one line per attribute, the repeats held back
     assert any("gen_ai.input.messages" in line and "JSON array of messages" in line for line in lines)
+
+
+YEAR_10000_NS = 253_402_300_800 * 10**9  # 10000-01-01: past what datetime can write
+
+
+@pytest.mark.parametrize("make", [processor_provider, exporter_provider], ids=["processor", "exporter"])
+def test_a_span_in_year_10000_is_one_counted_drop_and_one_log_line(service, caplog, make):
+    """Found: each such span logged its whole traceback twice (the processor converts its post and its patch),
+    and the exporter path failed the whole export, counting one span of three."""
+    provider, exporter = make(service.url)
+    tracer = provider.get_tracer("t")
+    with caplog.at_level("DEBUG", logger="otel_runs_exporter"):
+        for _ in range(3):
+            tracer.start_span("far", start_time=YEAR_10000_NS).end(end_time=YEAR_10000_NS + 1000)
+        with tracer.start_as_current_span("plain"):
+            pass
+        provider.force_flush(5000)
+        stats = exporter.stats()
+    assert stats.created == 4 and stats.queued == 0 and stats.dropped == {"convert_error": 3}, stats
+    assert [r["name"] for r in service.wait_for_runs(1)] == ["plain"]
+    said = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(said) == 1, [r.getMessage() for r in said]
+    line = said[0].getMessage()
+    assert "'far'" in line and "year 10000 is out of range" in line and "convert_error" in line, line
+    assert not said[0].exc_info  # the traceback goes to DEBUG, once per reason
+    assert len([r for r in caplog.records if r.exc_info]) == 1
