@@ -114,8 +114,10 @@ def render_tree(runs: Iterable[Mapping[str, Any]]) -> str:
 
     for top in tops:
         walk(top, f"  (parent {top['parent_run_id']} missing)" if top.get("parent_run_id") else "")
-    by_id = {r.get("id"): r for r in ordered}
-    rest = {r.get("id"): r.get("parent_run_id") for r in ordered if r.get("id") not in shown}
+    by_id = {str(r.get("id")): r for r in ordered}
+    rest: dict[str, str | None] = {
+        str(r.get("id")): str(r.get("parent_run_id")) for r in ordered if r.get("id") not in shown
+    }
     for cycle in parent_cycles(rest):
         loop = f"{cycle[0]} is its own parent" if len(cycle) == 1 else " -> ".join([*cycle, cycle[0]])
         walk(by_id[cycle[0]], f"  (in a parent cycle: {loop})")
