@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import signal
 import time
+import uuid
 from typing import Any
 
 import pytest
@@ -393,3 +394,81 @@ def test_a_10000_run_trace_opens_with_its_root_and_first_children_and_few_rows(p
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         (ARTIFACTS / "viewer-10k.json").write_text(json.dumps(timings, indent=2) + "\n")
         print(f"10,000-run trace: {timings}")
+
+
+# dotted_order-like: 3,500 entries, ~200 KB without a space to break a line at.
+LONG = ".".join(f"20250301T120000{i:06d}Z{uuid.UUID(int=i)}" for i in range(3500))
+DEEP = 30  # levels: the deepest run's own dotted_order is ~1,750 characters
+
+
+def test_long_values_are_clipped_wherever_the_run_page_shows_them(page: Any) -> None:
+    """Found: an 18.9 MB dotted_order went whole into one node (a 1.55 GB renderer, 34 s); only JSON was cut.
+
+    A run whose name, tag, metadata, event, error and input each carry a long
+    dotted_order-like value, 30 levels deep: every value is shown cut to a bound,
+    with a button for the rest, and the page's text stays small (asserted in
+    characters, not in time).
+    """
+
+    def work(tracer: Any) -> None:
+        def nest(depth: int) -> None:
+            if depth:
+                with tracer.start_as_current_span(f"root-{LONG}" if depth == DEEP else f"level-{depth}"):
+                    nest(depth - 1)
+                return
+            attributes = {
+                "langsmith.span.kind": "tool",
+                "langsmith.span.tags": ["short", LONG],
+                "langsmith.metadata.chain": LONG[:60_000],  # JSON under 100 KB: drawn as a tree
+                "input.value": as_json({"chain": LONG}),  # JSON over 100 KB: the first 100 KB as text
+            }
+            with tracer.start_as_current_span(LONG, attributes=attributes) as span:
+                span.add_event(LONG[:50_000])
+                span.set_status(Status(StatusCode.ERROR, LONG))
+
+        nest(DEEP)
+
+    with LocalService() as service:
+        export(service.url, work, max_value_chars=1_000_000)
+        runs = service.wait_for_runs(DEEP + 1)
+        deep = next(r for r in runs if r["name"] == LONG)
+        assert len(deep["dotted_order"]) > 1_700 and deep["extra"]["metadata"]["chain"] == LONG[:60_000]
+        page.get(viewer_link(service.url, deep["trace_id"], deep["id"]))
+        wait_for(lambda: "Metadata" in detail_text(page) and len(row_names(page)) == DEEP + 1, what="the deep run and its tree")
+        sizes = page.execute_script(
+            """
+            const text = (sel) => [...document.querySelectorAll(sel)].map((e) => e.textContent.length);
+            const ids = [...document.querySelectorAll('.detail .ids dt')];
+            const dotted = ids.find((dt) => dt.textContent === 'dotted_order').nextElementSibling.querySelector('code');
+            return {
+              heading: text('.detail .runname'), tags: text('.detail .tag'), events: text('.detail .event-name'),
+              strings: text('.detail .j-str'), dotted: dotted.textContent.length, rows: text('.tree .row .name'),
+              titles: [...document.querySelectorAll('.tree .row .name')].map((e) => e.title.length),
+              crumbs: text('#crumbs'), trace_title: text('.tracehead h1'), page: document.body.textContent.length,
+            };
+            """
+        )
+        print(f"\nlong values: {sizes}")
+        assert max(sizes["heading"]) < 600 and max(sizes["rows"]) < 300 and max(sizes["titles"]) < 1_100, sizes
+        assert sizes["tags"] and max(sizes["tags"]) < 300 and max(sizes["events"]) < 300, sizes
+        assert max(sizes["strings"]) < 10_300, sizes  # the metadata value: 60,000 characters
+        assert sizes["dotted"] < 1_100, sizes
+        assert max(sizes["crumbs"]) < 200 and max(sizes["trace_title"]) < 300, sizes
+        # The run carries ~860 KB of text; what is in the page is the error's and the input's first 100 KB and little else.
+        assert sizes["page"] < 240_000, sizes
+        screenshot(page, "viewer-long-values")
+
+        # The rest is a click away, and the copy button copies it whole.
+        page.execute_script(
+            "[...document.querySelectorAll('.detail .ids dt')].find((dt) => dt.textContent === 'dotted_order')"
+            ".nextElementSibling.querySelector('.show-all').click()"
+        )
+        whole = page.execute_script(
+            "return [...document.querySelectorAll('.detail .ids dt')].find((dt) => dt.textContent === 'dotted_order')"
+            ".nextElementSibling.querySelector('code').textContent"
+        )
+        assert whole == deep["dotted_order"]
+
+        page.get(service.url + "/")
+        names = wait_for(lambda: [len(r["col-name"]) for r in trace_rows(page)], what="the trace in the list")  # its root named with it too
+        assert names and max(names) < 300, names

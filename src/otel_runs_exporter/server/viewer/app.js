@@ -2,7 +2,7 @@
 // and the one poller every view's background requests go through.
 
 import { ApiError, api, credentials, saveCredentials } from "./api.js";
-import { h, isUuid, replace } from "./dom.js";
+import { cut, h, isUuid, replace } from "./dom.js";
 import { ListView } from "./list.js";
 import { TraceView } from "./trace.js";
 
@@ -127,7 +127,7 @@ class App {
 
   say(text, kind = "info") {
     this.notice.className = text ? `notice notice-${kind}` : "notice";
-    this.notice.textContent = text;
+    this.notice.textContent = cut(text, 500); // service messages can quote what a run sent
   }
 
   // A view's request failed: say so, and the poller waits as the notice says.

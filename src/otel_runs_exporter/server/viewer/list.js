@@ -2,7 +2,7 @@
 // trace's run count and tokens from POST /runs/stats.
 
 import { api, quote } from "./api.js";
-import { fmtDuration, fmtInt, fmtTime, h, isUuid, link, parseTime, replace, statusBadge, statusOf } from "./dom.js";
+import { cut, fmtDuration, fmtInt, fmtTime, h, isUuid, link, parseTime, replace, statusBadge, statusOf } from "./dom.js";
 
 const PAGE = 50;
 const ROOT_FIELDS = ["name", "run_type", "start_time", "end_time", "status", "trace_id"];
@@ -118,7 +118,7 @@ export class ListView {
     this.projects = sorted;
     replace(
       this.projectSelect,
-      sorted.map((p) => h("option", { value: projectLabel(p) }, projectLabel(p), p.run_count !== undefined ? ` (${fmtInt(p.run_count)} run${p.run_count === 1 ? "" : "s"})` : "")),
+      sorted.map((p) => h("option", { value: projectLabel(p) }, cut(projectLabel(p), 100), p.run_count !== undefined ? ` (${fmtInt(p.run_count)} run${p.run_count === 1 ? "" : "s"})` : "")),
     );
     if (!this.projectKey && sorted.length) this.projectKey = projectLabel(sorted[0]);
     this.projectSelect.value = this.projectKey;
@@ -214,7 +214,7 @@ export class ListView {
     replace(this.tbody, rows);
     if (!project && this.projectKey && (this.projects || []).length) {
       this.summary.textContent = "";
-      replace(this.empty, `No project named ${this.projectKey}: pick one above.`);
+      replace(this.empty, `No project named ${cut(this.projectKey, 100)}: pick one above.`);
       return;
     }
     if (!project) {
@@ -241,7 +241,7 @@ export class ListView {
     const tr = h(
       "tr",
       { class: `trace status-row-${status}`, "data-trace-id": traceId },
-      h("td", { class: "col-name" }, h("a", { href }, root.name || "(unnamed)")),
+      h("td", { class: "col-name" }, h("a", { href, title: cut(root.name || "", 1000) }, cut(root.name || "(unnamed)"))),
       h(
         "td",
         { class: "col-status" },

@@ -4,10 +4,13 @@
 
 import { ApiError, api } from "./api.js";
 import {
-  copyButton, fmtBytes, fmtDuration, fmtInt, fmtTime, h, link, parseTime, replace, statusBadge, statusOf, typeBadge,
+  clipped, copyButton, cut, fmtBytes, fmtDuration, fmtInt, fmtTime, h, link, parseTime, replace, statusBadge, statusOf, typeBadge,
 } from "./dom.js";
 
 const TRUNCATE_AT = 100 * 1024; // characters of JSON; larger values show this much and a "show all"
+const STRING_AT = 10 * 1024; // characters of one string inside JSON or a message (a long prompt shows whole)
+const NAME_AT = 300; // characters of a run's name in its heading
+const TAGS_AT = 100; // tags shown before a "show all"
 const OPEN_LEVELS = 2; // JSON levels unfolded at first
 const ROLES = new Set(["system", "developer", "user", "human", "assistant", "ai", "tool", "function", "chat", "model"]);
 
@@ -67,7 +70,7 @@ function renderRun(run, traceId) {
     h(
       "header",
       { class: "runhead" },
-      h("h2", { class: "runname" }, typeBadge(run.run_type), " ", String(run.name || "(unnamed)"), " ", statusBadge(status)),
+      h("h2", { class: "runname" }, typeBadge(run.run_type), " ", clipped(run.name || "(unnamed)", { limit: NAME_AT }), " ", statusBadge(status)),
     ),
     h(
       "dl",
@@ -75,9 +78,9 @@ function renderRun(run, traceId) {
       kv("start", fmtTime(start)),
       kv("end", Number.isFinite(end) ? fmtTime(end) : "no end time yet"),
       kv("latency", Number.isFinite(end) ? fmtDuration(end - start) : "open"),
-      model ? kv("model", String(model) + (provider ? ` (${provider})` : "")) : null,
+      model ? kv("model", clipped(String(model) + (provider ? ` (${provider})` : ""))) : null,
       usage ? kv("tokens", `${fmtInt(usage.total)} total: ${fmtInt(usage.input)} in, ${fmtInt(usage.output)} out`) : null,
-      tags.length ? kv("tags", h("span", { class: "tags" }, tags.map((t) => h("span", { class: "tag" }, String(t))))) : null,
+      tags.length ? kv("tags", tagList(tags)) : null,
     ),
     section(
       "Ids",
@@ -106,6 +109,16 @@ function renderRun(run, traceId) {
   return h("div", { class: "run", "data-run-id": run.id }, blocks);
 }
 
+// Each tag clipped, and at most TAGS_AT of them until asked for the rest.
+function tagList(tags) {
+  const holder = h("span", { class: "tags" });
+  const show = (list) => list.map((t) => clipped(t, { limit: 200, cls: "tag" }));
+  if (tags.length <= TAGS_AT) return replace(holder, show(tags));
+  const more = h("button", { type: "button", class: "show-all" }, `show all ${fmtInt(tags.length)} tags`);
+  more.addEventListener("click", () => replace(holder, show(tags)));
+  return replace(holder, show(tags.slice(0, TAGS_AT)), more);
+}
+
 function kv(label, value) {
   return [h("dt", null, label), h("dd", null, value)];
 }
@@ -113,7 +126,8 @@ function kv(label, value) {
 function idRow(label, value) {
   if (value === undefined || value === null || value === "") return null;
   const text = String(value);
-  return [h("dt", null, label), h("dd", null, h("code", { class: "id" }, text), copyButton(text, label))];
+  // The copy button copies all of it, however much is shown.
+  return [h("dt", null, label), h("dd", null, clipped(text, { tag: "code", cls: "id" }), copyButton(text, label))];
 }
 
 function isObject(value) {
@@ -137,7 +151,7 @@ function eventView(event) {
   return h(
     "li",
     { class: "event" },
-    h("span", { class: "event-name" }, String(event.name || "event")),
+    clipped(event.name || "event", { limit: 200, cls: "event-name" }),
     " ",
     h("span", { class: "event-time" }, event.time ? fmtTime(parseTime(String(event.time))) : ""),
     Object.keys(rest).length ? valueView(rest) : null,
@@ -219,12 +233,12 @@ function messageView(message) {
   const body = [];
   const content = "content" in message ? message.content : "parts" in message ? message.parts : message.text;
   if (typeof content === "string") {
-    body.push(h("div", { class: "content" }, content));
+    body.push(clipped(content, { limit: STRING_AT, tag: "div", cls: "content" }));
   } else if (Array.isArray(content)) {
     for (const part of content) {
-      if (typeof part === "string") body.push(h("div", { class: "content" }, part));
+      if (typeof part === "string") body.push(clipped(part, { limit: STRING_AT, tag: "div", cls: "content" }));
       else if (isObject(part) && part.type === "text" && typeof (part.text ?? part.content) === "string") {
-        body.push(h("div", { class: "content" }, part.text ?? part.content));
+        body.push(clipped(part.text ?? part.content, { limit: STRING_AT, tag: "div", cls: "content" }));
       } else body.push(jsonTree(part, 1));
     }
   } else if (content !== undefined && content !== null) {
@@ -240,7 +254,7 @@ function messageView(message) {
 // JSON as nested <details>: a level's entries are built when it is first unfolded.
 function jsonTree(value, depth) {
   if (value === null) return h("span", { class: "j-null" }, "null");
-  if (typeof value === "string") return h("span", { class: "j-str" }, value);
+  if (typeof value === "string") return clipped(value, { limit: STRING_AT, cls: "j-str" });
   if (typeof value === "number" || typeof value === "bigint") return h("span", { class: "j-num" }, String(value));
   if (typeof value === "boolean") return h("span", { class: "j-bool" }, String(value));
   if (typeof value !== "object") return h("span", null, String(value));
@@ -266,7 +280,7 @@ function jsonTree(value, depth) {
 function append(details, entries, depth) {
   const list = h("div", { class: "entries" });
   for (const [key, child] of entries) {
-    list.appendChild(h("div", { class: "entry" }, h("span", { class: "j-key" }, String(key)), h("span", { class: "colon" }, ": "), jsonTree(child, depth + 1)));
+    list.appendChild(h("div", { class: "entry" }, clipped(key, { cls: "j-key" }), h("span", { class: "colon" }, ": "), jsonTree(child, depth + 1)));
   }
   details.appendChild(list);
 }

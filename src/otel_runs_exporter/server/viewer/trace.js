@@ -7,7 +7,7 @@
 
 import { api } from "./api.js";
 import {
-  copyButton, fmtDuration, fmtInt, fmtTime, h, link, parseTime, replace, statusBadge, statusOf, typeBadge,
+  copyButton, cut, fmtDuration, fmtInt, fmtTime, h, link, parseTime, replace, statusBadge, statusOf, typeBadge,
 } from "./dom.js";
 import { RunView } from "./run.js";
 
@@ -364,7 +364,7 @@ export class TraceView {
         indent,
         toggle,
         typeBadge(run.run_type),
-        h("span", { class: "name", title: run.name || "" }, run.name || "(unnamed)"),
+        h("span", { class: "name", title: cut(run.name || "", 1000) }, cut(run.name || "(unnamed)")),
         node.status === "error" ? h("span", { class: "err-mark", title: "this run ended with an error" }, "error") : null,
         node.status === "open" ? h("span", { class: "open-mark", title: "no end time yet" }, "open") : null,
         folded ? h("span", { class: "hidden-count", title: "runs folded under this one" }, `+${fmtInt(node.size)}`) : null,
@@ -388,7 +388,7 @@ export class TraceView {
       return;
     }
     const run = root.run;
-    replace(this.title, typeBadge(run.run_type), " ", run.name || "(unnamed)", " ", statusBadge(root.status));
+    replace(this.title, typeBadge(run.run_type), " ", cut(run.name || "(unnamed)"), " ", statusBadge(root.status));
     const latency = Number.isFinite(root.end) ? fmtDuration(root.end - root.start) : "still open";
     // Until the counts come (a rate-limited /runs/stats), what the loaded runs tell; tokens are not among them.
     const stats = this.stats || { runs: this.runs.size, tokens: null, errors: this.nodes.filter((n) => n.status === "error").length };
@@ -401,7 +401,7 @@ export class TraceView {
       fact("failed runs", fmtInt(stats.errors)),
       h("span", { class: "fact" }, h("span", { class: "label" }, "trace id"), h("code", null, this.traceId), copyButton(this.traceId, "trace id")),
     );
-    this.app.setCrumbs(h("a", { href: "#/" }, "Traces"), h("span", null, run.name || "trace"));
+    this.app.setCrumbs(h("a", { href: "#/" }, "Traces"), h("span", null, cut(run.name || "trace", 80)));
     this.renderAxis();
   }
 
