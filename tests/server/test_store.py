@@ -247,7 +247,15 @@ def test_the_report_names_what_is_incomplete(store: RunStore) -> None:
 
 def test_a_clean_store_reports_nothing(store: RunStore) -> None:
     store.apply([post(_id(34), end_time=_start(1))])
-    assert store.check() == {"patched_not_posted": [], "never_completed": [], "missing_parents": [], "accepted_violations": []}
+    assert store.check() == {
+        "patched_not_posted": [], "never_completed": [], "missing_parents": [], "parent_cycles": [], "accepted_violations": []
+    }
+
+
+def test_runs_that_are_their_own_ancestors_are_reported(store: RunStore) -> None:
+    a, b, c = _id(40), _id(41), _id(42)
+    store.apply([post(a, parent_run_id=b), post(b, parent_run_id=a), post(c, parent_run_id=c)])
+    assert store.check()["parent_cycles"] == [{"run_ids": [a, b]}, {"run_ids": [c]}]
 
 
 # --- queries --------------------------------------------------------------------------------------------
