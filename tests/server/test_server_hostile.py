@@ -163,7 +163,7 @@ _BAD_FRAMINGS = {
     ],
 )
 def test_malformed_framing_is_400_on_every_method(svc, method, path, key, framing):
-    head = f"{method} {path} HTTP/1.1\r\nHost: x\r\n".encode() + (b"x-api-key: " + KEY.encode() + b"\r\n" if key else b"")
+    head = f"{method} {path} HTTP/1.1\r\nHost: localhost\r\n".encode() + (b"x-api-key: " + KEY.encode() + b"\r\n" if key else b"")
     answer = _raw(svc, head + _BAD_FRAMINGS[framing])
     assert _status(answer) == 400, answer[:300]
     assert b"Connection: close" in answer.split(b"\r\n\r\n")[0]
