@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from typing import Union
+from typing import Union, cast
 
 from ._codec import memory_codec
 from ._encode import EncodedRun, new_boundary
@@ -241,8 +241,10 @@ class Delivery:
         max_bytes = self._settings.max_batch_bytes
         with self._lock:
             backlog = self._backlog
-            if backlog and isinstance(backlog[0], SealedBatch):
-                sealed = backlog.popleft()
+            first = backlog[0] if backlog else None
+            if isinstance(first, SealedBatch):
+                backlog.popleft()
+                sealed = first
                 self._bytes -= sealed.size
                 self._sealed_count -= 1
                 return sealed
@@ -289,7 +291,7 @@ class Delivery:
         n = self._unsealed
         if n:
             backlog = self._backlog
-            runs = [backlog.pop() for _ in range(n)]  # type: ignore[misc]  # all EncodedRuns: the unsealed tail
+            runs = cast("list[EncodedRun]", [backlog.pop() for _ in range(n)])  # all EncodedRuns: the unsealed tail
             runs.reverse()
             max_items = self._settings.max_export_batch_size
             max_bytes = self._settings.max_batch_bytes

@@ -194,3 +194,16 @@ def test_the_client_closes_its_network():
     http, _ = client(net)
     http.close()
     assert net.closed
+
+
+def test_the_schedule_is_the_retry_backoff_setting_or_the_default():
+    from otel_runs_exporter import ConfigError
+    from otel_runs_exporter._http import backoff_of
+    from otel_runs_exporter._settings import resolve
+
+    assert backoff_of(resolve({}, env={})) == Backoff() == Backoff(0.5, 30.0)
+    assert backoff_of(resolve({"retry_backoff": (0.01, 0.2)}, env={})) == Backoff(0.01, 0.2)
+    assert backoff_of(resolve({"retry_backoff": "1,60"}, env={})) == Backoff(1.0, 60.0)
+    for bad in ("1", "2,1", "0,5", "a,b"):
+        with pytest.raises(ConfigError, match="argument retry_backoff"):
+            resolve({"retry_backoff": bad}, env={})
