@@ -11,7 +11,6 @@ from hypothesis import settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from otel_runs_exporter._logging import reset_all as reset_rate_limited_logs
-from otel_runs_exporter._transport import HttpClient
 from otel_runs_exporter.server import LocalService
 
 _PREFIXES = ("OTEL_", "LANGSMITH_", "LANGCHAIN_")
@@ -70,13 +69,6 @@ def _clear_langsmith_env_cache() -> None:
 def _fresh_rate_limited_logs() -> None:
     """A line another test already logged must not be held back in this one."""
     reset_rate_limited_logs()
-
-
-@pytest.fixture(autouse=True)
-def _fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Backoff steps of 10 ms (Retry-After is still honoured as the service says)."""
-    monkeypatch.setattr(HttpClient, "backoff_base_s", 0.01)
-    monkeypatch.setattr(HttpClient, "backoff_max_s", 0.2)
 
 
 @pytest.fixture(scope="session")

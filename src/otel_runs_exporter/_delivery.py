@@ -3,9 +3,10 @@
 Used by both paths: the processor's worker (``_worker``) and the exporter's
 ``export()``. It knows nothing of spans or counters: the caller hands it
 encoded runs, asks it to send the next batch or replay the next spool file,
-and gets back an :class:`Outcome` saying what became of the runs, which the
-caller records in its :class:`~otel_runs_exporter._stats.Ledger`. Calls go one
-way: caller -> delivery -> transport.
+and gets back an :class:`~otel_runs_exporter._stats.Outcome` saying what became
+of the runs, which the caller records in its :class:`~otel_runs_exporter._stats.Ledger`.
+Calls and imports go one way: caller -> delivery -> transport -> http, and
+``_stats`` (the ledger and the outcome it records) sits below all of them.
 
 While the service cannot take runs (a batch came back to be retried), what
 waits is sealed (``_seal``): each batch held as its compressed request body,
@@ -18,9 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from dataclasses import dataclass, field
-
-from typing import Union
+from typing import Union, cast
 
 from ._codec import memory_codec
 from ._encode import EncodedRun, new_boundary
@@ -28,38 +27,13 @@ from ._logging import RateLimitedLog
 from ._seal import SealedBatch, seal
 from ._settings import Settings
 from ._spool import Spool
+from ._stats import Outcome
 from ._transport import SendResult, Transport
 
 __all__ = ["Delivery", "Outcome"]
 
 logger = logging.getLogger(__name__)
 _rl = RateLimitedLog(logger)
-
-
-@dataclass
-class Outcome:
-    """What one delivery step did with the runs it took.
-
-    ``delivered``, ``dropped`` and ``spooled`` are runs that left memory.
-    ``retry_later`` means runs were put back in the backlog (the deadline came,
-    or ``interrupted``: the caller's wake event cut a backoff wait short).
-    ``replayed`` and ``spool_dropped`` count runs (completing operations) on the
-    spool's side: delivered from, or lost in, spool files. ``throttled``: the
-    service told us to slow down meanwhile (a 429, or no request left in its
-    window), ``retry_after_s`` the wait it asked for; the worker's pacer reads both.
-    """
-
-    delivered: list[EncodedRun] = field(default_factory=list)
-    dropped: dict[str, list[EncodedRun]] = field(default_factory=dict)
-    spooled: list[EncodedRun] = field(default_factory=list)
-    retry_later: bool = False
-    interrupted: bool = False
-    replayed: int = 0
-    spool_dropped: dict[str, int] = field(default_factory=dict)
-    # Sealed batches delivered whole: counted by their operations, never opened.
-    delivered_sealed: list[SealedBatch] = field(default_factory=list)
-    throttled: bool = False
-    retry_after_s: float | None = None
 
 
 _Held = Union[EncodedRun, SealedBatch]
@@ -280,8 +254,10 @@ class Delivery:
         max_bytes = self._settings.max_batch_bytes
         with self._lock:
             backlog = self._backlog
-            if backlog and isinstance(backlog[0], SealedBatch):
-                sealed = backlog.popleft()
+            first = backlog[0] if backlog else None
+            if isinstance(first, SealedBatch):
+                backlog.popleft()
+                sealed = first
                 self._bytes -= sealed.size
                 self._sealed_count -= 1
                 return sealed
@@ -328,7 +304,7 @@ class Delivery:
         n = self._unsealed
         if n:
             backlog = self._backlog
-            runs = [backlog.pop() for _ in range(n)]  # type: ignore[misc]  # all EncodedRuns: the unsealed tail
+            runs = cast("list[EncodedRun]", [backlog.pop() for _ in range(n)])  # all EncodedRuns: the unsealed tail
             runs.reverse()
             max_items = self._settings.max_export_batch_size
             max_bytes = self._settings.max_batch_bytes

@@ -92,6 +92,18 @@ def _seconds(raw: str) -> float:
     return _number(raw, float, lambda v: 0 < v < float("inf"), "seconds, greater than 0")
 
 
+def _backoff(raw: str) -> tuple[float, float]:
+    expected = "two numbers of seconds, first,cap, with 0 < first <= cap"
+    first, sep, cap = str(raw).partition(",")
+    if not sep:
+        raise ValueError(expected)
+    values = (_number(first, float, lambda v: 0 < v < float("inf"), expected),
+              _number(cap, float, lambda v: 0 < v < float("inf"), expected))
+    if values[0] > values[1]:
+        raise ValueError(expected)
+    return values
+
+
 def _readable_file(raw: str) -> str:
     path = str(raw).strip()
     if not os.path.isfile(path):
@@ -344,6 +356,15 @@ _DECLS: dict[str, _Decl] = {
         _millis_to_seconds,
         "Milliseconds allowed for one send with its retries; also bounds shutdown.",
     ),
+    "retry_backoff": _Decl(
+        (),
+        None,
+        _backoff,
+        "Argument only: the retry loop's backoff as (first step, cap) in seconds, or \"first,cap\"; "
+        "steps double up to the cap and each wait is drawn between half a step and a whole one. "
+        "None: the HTTP client's own, 0.5 s doubling to 30 s (``_http.Backoff``). Shorter steps "
+        "press a struggling service harder; tests use them so that they do not sleep.",
+    ),
     "max_batch_bytes": _Decl(
         (ev.OTEL_EXPORTER_RUNS_MAX_BATCH_BYTES,),
         20 * MiB,
@@ -501,6 +522,7 @@ class Settings:
     max_queue_size: int
     max_export_batch_size: int
     export_timeout_s: float
+    retry_backoff: tuple[float, float] | None
     max_batch_bytes: int
     max_queue_bytes: int
     max_value_chars: int

@@ -24,12 +24,12 @@ import logging
 import threading
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import Iterable, Mapping
 
-if TYPE_CHECKING:
-    from ._delivery import Outcome
+from ._encode import EncodedRun
+from ._seal import SealedBatch
 
-__all__ = ["ExporterStats", "Ledger", "RequestCounts", "LogEventCounts"]
+__all__ = ["ExporterStats", "Ledger", "Outcome", "RequestCounts", "LogEventCounts"]
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +118,35 @@ class LogEventCounts:
     held: int = 0
 
 
+@dataclass
+class Outcome:
+    """What one delivery step did with the runs it took; :meth:`Ledger.record` counts it.
+
+    Made by ``_delivery``, recorded here: it lives with the ledger so that
+    imports go one way (delivery -> stats), never back up.
+
+    ``delivered``, ``dropped`` and ``spooled`` are runs that left memory.
+    ``retry_later`` means runs were put back in the backlog (the deadline came,
+    or ``interrupted``: the caller's wake event cut a backoff wait short).
+    ``replayed`` and ``spool_dropped`` count runs (completing operations) on the
+    spool's side: delivered from, or lost in, spool files. ``throttled``: the
+    service told us to slow down meanwhile (a 429, or no request left in its
+    window), ``retry_after_s`` the wait it asked for; the worker's pacer reads both.
+    """
+
+    delivered: list[EncodedRun] = field(default_factory=list)
+    dropped: dict[str, list[EncodedRun]] = field(default_factory=dict)
+    spooled: list[EncodedRun] = field(default_factory=list)
+    retry_later: bool = False
+    interrupted: bool = False
+    replayed: int = 0
+    spool_dropped: dict[str, int] = field(default_factory=dict)
+    # Sealed batches delivered whole: counted by their operations, never opened.
+    delivered_sealed: list[SealedBatch] = field(default_factory=list)
+    throttled: bool = False
+    retry_after_s: float | None = None
+
+
 class Ledger:
     """The one counting API: every move of a run goes through here, under one lock."""
 
@@ -181,7 +210,7 @@ class Ledger:
             )
         return n
 
-    def record(self, outcome: "Outcome") -> None:
+    def record(self, outcome: Outcome) -> None:
         """Apply what one delivery step reports; only completing operations move runs."""
         delivered = _completing(outcome.delivered) + sum(b.completing for b in outcome.delivered_sealed)
         spooled = _completing(outcome.spooled)

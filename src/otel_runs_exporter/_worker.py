@@ -48,14 +48,14 @@ from ._convert import (
     span_to_run,
     warn_if_ids_set_late,
 )
-from ._delivery import Delivery, Outcome
+from ._delivery import Delivery
 from ._encode import EncodedRun, encode_run
 from ._fork import renew_in_child
 from ._genai_events import EventJoin, late_patches
 from ._logging import RateLimitedLog
 from ._pacing import Pacer
 from ._settings import Settings
-from ._stats import ExporterStats, Ledger
+from ._stats import ExporterStats, Ledger, Outcome
 from ._transport import Transport, suppressed_context
 
 __all__ = ["Worker"]

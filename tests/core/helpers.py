@@ -9,6 +9,12 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from otel_runs_exporter import RunsSpanExporter, RunsSpanProcessor
 
+FAST_BACKOFF = (0.01, 0.2)
+"""A ``retry_backoff`` for tests against the local service with faults: retry steps
+of 10 ms up to 0.2 s instead of 0.5 s up to 30 s, so retrying does not sleep
+(Retry-After is still honoured as the service says). Tests of the schedule itself
+use the real one on a :class:`~otel_runs_exporter.testing.FakeClock` instead."""
+
 # Providers made by a test, shut down after it even when it fails, so that no
 # worker thread of one test keeps sending into the next test's service.
 created: list[TracerProvider] = []
@@ -17,6 +23,7 @@ created: list[TracerProvider] = []
 def processor_provider(url: str, **settings: Any) -> tuple[TracerProvider, RunsSpanProcessor]:
     settings.setdefault("api_key", "test-key")
     settings.setdefault("schedule_delay_s", 0.05)
+    settings.setdefault("retry_backoff", FAST_BACKOFF)
     processor = RunsSpanProcessor(endpoint=url, **settings)
     provider = TracerProvider()
     provider.add_span_processor(processor)
@@ -26,6 +33,7 @@ def processor_provider(url: str, **settings: Any) -> tuple[TracerProvider, RunsS
 
 def exporter_provider(url: str, **settings: Any) -> tuple[TracerProvider, RunsSpanExporter]:
     settings.setdefault("api_key", "test-key")
+    settings.setdefault("retry_backoff", FAST_BACKOFF)
     exporter = RunsSpanExporter(endpoint=url, **settings)
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=50))

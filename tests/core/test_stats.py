@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from otel_runs_exporter._delivery import Outcome
 from otel_runs_exporter._encode import encode_run
-from otel_runs_exporter._stats import Ledger, RequestCounts
+from otel_runs_exporter._stats import Ledger, Outcome, RequestCounts
 
 
 def _run(i: int, completes: bool = True):

@@ -9,11 +9,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from core.helpers import FAST_BACKOFF
 from otel_runs_exporter._encode import encode_run
 from otel_runs_exporter._ids import child_ids, iso_time, root_ids, run_id_v7
 from otel_runs_exporter._settings import resolve
 from otel_runs_exporter._clock import FakeClock
-from otel_runs_exporter._transport import HttpClient, Transport
+from otel_runs_exporter._transport import Transport
 from otel_runs_exporter.server import LocalService
 
 KEY = "sk-transport-test-key"
@@ -50,6 +51,7 @@ def transport_for(url: str, **settings) -> Transport:
     # asks /info first) has its own tests in test_wire.py.
     settings.setdefault("api_key", KEY)
     settings.setdefault("compression", "none")
+    settings.setdefault("retry_backoff", FAST_BACKOFF)
     return Transport(resolve({"endpoint": url, **settings}, env={}))
 
 
@@ -79,7 +81,7 @@ def test_429_retry_after_is_honoured(service):
     began = time.monotonic()
     result = t.send(make_runs(1), clock.now() + 60)
     assert len(result.delivered) == 1
-    assert clock.waits == [30.0]  # waited as told, not the 10 ms backoff
+    assert clock.waits == [30.0]  # waited as told, not the backoff's first 0.25-0.5 s
     assert time.monotonic() - began < 5
 
 
@@ -92,10 +94,8 @@ def test_retry_after_beyond_the_deadline_hands_runs_back(service):
     assert clock.waits == []  # no wait past the deadline is even started
 
 
-def test_backoff_doubles_with_equal_jitter(service, monkeypatch):
+def test_backoff_doubles_with_equal_jitter(service):
     # The real schedule (0.5 s doubling, capped at 30 s), on the fake clock: minutes of waiting in no time.
-    monkeypatch.setattr(HttpClient, "backoff_base_s", 0.5)
-    monkeypatch.setattr(HttpClient, "backoff_max_s", 30.0)
     service.faults.update(status_sequence=[503] * 8, retry_after=None)
     clock = FakeClock()
     t = Transport(resolve({"endpoint": service.url, "api_key": KEY}, env={}), clock=clock)
@@ -415,7 +415,7 @@ def test_an_answer_saying_no_request_is_left_counts_as_a_slow_down(headers, thro
 
 
 def test_quota_headers_that_do_not_parse_are_ignored():
-    from otel_runs_exporter._transport import quota_left
+    from otel_runs_exporter._http import quota_left
 
     assert quota_left({"RateLimit": "garbage"}) == (None, None)
     assert quota_left({"RateLimit-Remaining": "lots"}) == (None, None)

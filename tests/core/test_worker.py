@@ -24,10 +24,10 @@ def _spans(provider: TracerProvider, n: int, prefix: str = "s") -> None:
             pass
 
 
-def _on_fake_clock(service):
+def _on_fake_clock(service, **settings):
     """A processor whose waits run on a FakeClock; a long schedule delay, so only flushes send."""
     clock = FakeClock()
-    processor = RunsSpanProcessor(endpoint=service.url, api_key="k", schedule_delay_s=30, clock=clock)
+    processor = RunsSpanProcessor(endpoint=service.url, api_key="k", schedule_delay_s=30, clock=clock, **settings)
     provider = TracerProvider()
     provider.add_span_processor(processor)
     created.append(provider)
@@ -74,12 +74,13 @@ def test_a_wrong_base_path_is_told_once_and_counted(service, caplog):
 
 
 def test_flush_keeps_sending_through_retryable_failures_until_its_deadline(service):
-    # 12 refusals, each asking for 5 s: a minute of waiting, taken on a fake clock.
+    # 12 refusals, each asking for 5 s: minutes of waiting with the real backoff schedule
+    # (its steps grow to 30 s), taken on a fake clock.
     service.faults.update(status_sequence=[503, 429] * 6, retry_after=5.0)
     clock, provider, processor = _on_fake_clock(service)
     _spans(provider, 5)
     began = time.monotonic()
-    assert processor.force_flush(120_000) is True
+    assert processor.force_flush(600_000) is True
     assert time.monotonic() - began < 10  # no real minute slept
     assert sum(clock.waits) >= 60 and min(w for w in clock.waits if w > 0) >= 5.0  # Retry-After honoured
     stats = processor.stats()
@@ -88,19 +89,17 @@ def test_flush_keeps_sending_through_retryable_failures_until_its_deadline(servi
 
 
 @pytest.mark.parametrize("failures, flushed", [(1, True), (2, False)])
-def test_a_backoff_past_the_deadline_still_gets_one_last_try_before_it(service, monkeypatch, failures, flushed):
+def test_a_backoff_past_the_deadline_still_gets_one_last_try_before_it(service, failures, flushed):
     # Backoff waits of 15-30 s against a 10 s flush: the next retry would come after the
     # deadline. The flush used to give up at once, with 9 s still to go; it tries once more
     # a second before the deadline, and gives up only if that fails too.
-    from otel_runs_exporter._transport import HttpClient
+    from otel_runs_exporter._http import Backoff
 
-    monkeypatch.setattr(HttpClient, "backoff_base_s", 30.0)
-    monkeypatch.setattr(HttpClient, "backoff_max_s", 30.0)
     service.faults.update(status_sequence=[500] * failures, retry_after=None)
-    clock, provider, processor = _on_fake_clock(service)
+    clock, provider, processor = _on_fake_clock(service, retry_backoff=(30.0, 30.0))
     _spans(provider, 3)
     assert processor.force_flush(10_000) is flushed
-    assert [w for w in clock.waits if w > 0] == [pytest.approx(10 - HttpClient.last_try_margin_s)]
+    assert [w for w in clock.waits if w > 0] == [pytest.approx(10 - Backoff.last_try_margin_s)]
     stats = processor.stats()
     assert (stats.delivered, stats.queued) == ((3, 0) if flushed else (0, 3))
 

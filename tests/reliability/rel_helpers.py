@@ -16,6 +16,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 
+from core.helpers import FAST_BACKOFF
 from otel_runs_exporter import ExporterStats, RunsSpanProcessor
 from otel_runs_exporter.server import LocalService
 
@@ -26,9 +27,10 @@ FIGURES_FILE = os.environ.get("OTEL_RUNS_REL_FIGURES")
 def processor_provider(
     url: str, *, span_limits: SpanLimits | None = None, **settings: Any
 ) -> tuple[TracerProvider, RunsSpanProcessor]:
-    """A provider whose only processor sends to ``url``; short schedule so tests do not idle."""
+    """A provider whose only processor sends to ``url``; short schedule and retry steps so tests do not idle."""
     settings.setdefault("api_key", "test-key")
     settings.setdefault("schedule_delay_s", 0.05)
+    settings.setdefault("retry_backoff", FAST_BACKOFF)
     processor = RunsSpanProcessor(endpoint=url, **settings)
     provider = TracerProvider(span_limits=span_limits) if span_limits else TracerProvider()
     provider.add_span_processor(processor)

@@ -1,9 +1,11 @@
 """``ServiceClient``: bulk exports, deployments and auth waits over the exporter's own HTTP stack.
 
-One :class:`requests.Session` (from :func:`~otel_runs_exporter._transport.new_session`:
-x-api-key, x-tenant-id, User-Agent, the user's extra headers) is shared by two
-:class:`~otel_runs_exporter._transport.HttpClient` objects, one per base address,
-so retries, backoff and redirect rules are the exporter's, not a second copy.
+One :class:`requests.Session` (from :func:`~otel_runs_exporter._http.new_session`:
+x-api-key, x-tenant-id, User-Agent, the user's extra headers), as one
+:class:`~otel_runs_exporter._http.SessionNetwork`, is shared by the
+:class:`~otel_runs_exporter._http.HttpClient` objects, one per base address, so
+retries, backoff and redirect rules are the exporter's (the retry matrix in
+``_http``), not a second copy.
 
 What each answer does:
 
@@ -50,7 +52,15 @@ from .._errors import (
     error_for_status,
 )
 from .._settings import Settings, resolve
-from .._transport import HttpClient, RetryLater, new_session, retry_after_seconds
+from .._http import (
+    HttpClient,
+    RetryLater,
+    SessionNetwork,
+    backoff_of,
+    new_session,
+    retry_after_seconds,
+)
+from .._http import origin as url_origin
 from ._models import AuthWaitResult, Deployment, Export, ExportRun, Revision
 
 __all__ = ["ServiceClient", "NoAnswerError", "WaitTimeoutError", "DeploymentFailedError", "exports_base"]
@@ -116,6 +126,7 @@ class ServiceClient:
             session.mount("http://", self._connect)
             session.mount("https://", self._connect)
         self._session = session
+        self._network = SessionNetwork(session)
         self.call_timeout_s = call_timeout_s if call_timeout_s is not None else self.settings.export_timeout_s
         self._api = self._http(exports_base(self.settings.endpoint), self.settings.timeout_s)
         self._control = self._http(self.settings.control_plane_url, self.settings.timeout_s)
@@ -124,7 +135,7 @@ class ServiceClient:
         return f"ServiceClient(endpoint={self._api.base!r}, control_plane_url={self._control.base!r})"
 
     def close(self) -> None:
-        self._session.close()
+        self._network.close()
 
     def __enter__(self) -> ServiceClient:
         return self
@@ -267,7 +278,9 @@ class ServiceClient:
 
     def _http(self, base_url: str, timeout_s: float) -> HttpClient:
         # The adapter's event is every client's wake: it ends a call whose address never answered.
-        return HttpClient(self._session, base_url, timeout_s, wake=self._connect.unreachable)
+        return HttpClient(
+            self._network, base_url, timeout_s, wake=self._connect.unreachable, backoff=backoff_of(self.settings)
+        )
 
     def _call(
         self,
@@ -353,7 +366,7 @@ class _ConnectAdapter(HTTPAdapter):
     ) -> requests.Response:
         if isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
             timeout = (min(self.connect_timeout_s, timeout), timeout)
-        origin = _origin_of(request.url or "")
+        origin = url_origin(request.url or "")
         try:
             response = super().send(request, stream=stream, timeout=timeout, verify=verify, cert=cert, proxies=proxies)
         except requests.ConnectionError as exc:
@@ -364,13 +377,6 @@ class _ConnectAdapter(HTTPAdapter):
         self._answered.add(origin)
         self.last_failure = None
         return response
-
-
-def _origin_of(url: str) -> str:
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}".lower()
 
 
 def _why(exc: requests.ConnectionError, connect_timeout_s: float) -> str:
