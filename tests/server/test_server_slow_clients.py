@@ -9,6 +9,7 @@ on loopback, with deadlines shortened for the test.
 from __future__ import annotations
 
 import json
+import select
 import socket
 import subprocess
 import sys
@@ -93,8 +94,11 @@ def test_when_every_slot_holds_an_unfinished_head_a_new_client_still_gets_in() -
                 conn.sendall(b"GET /ok HTTP/1.1\r\nHost: 127.0.0.1\r\n")
             time.sleep(0.3)
             assert requests.get(svc.url + "/ok", timeout=5).status_code == 200
-            slow[0].settimeout(5)
-            assert slow[0].recv(100) == b""  # the oldest was the one closed
+            # One head gave up its slot (the oldest, by when its first byte was read: on a
+            # loaded machine not always the first socket opened here); the rest still wait.
+            readable, _, _ = select.select(slow, [], [], 5)
+            closed = [conn for conn in readable if conn.recv(100) == b""]
+            assert len(closed) == 1
         finally:
             for conn in slow:
                 conn.close()
