@@ -18,6 +18,7 @@ transport -> delivery -> worker -> processor/exporter.
 from ._version import __version__
 from ._build_info import build_info
 from ._configure import configure, get_processor
+from . import _errors
 from ._errors import (
     ConfigError,
     DeploymentFailedError,
@@ -49,16 +50,7 @@ __all__ = [
     "build_info",
     "Settings",
     "resolve_settings",
-    "RunsExporterError",
-    "ConfigError",
-    "ServiceError",
-    "UnauthorizedError",
-    "NotFoundError",
-    "RateLimitedError",
-    "ValidationError",
-    "ServerError",
-    "NoAnswerError",
-    "WaitTimeoutError",
-    "DeploymentFailedError",
     "__version__",
 ]
+# The error hierarchy, as the module that owns it lists it.
+__all__ += _errors.__all__
