@@ -19,19 +19,7 @@ from ._version import __version__
 from ._build_info import build_info
 from ._configure import configure, get_processor
 from . import _errors
-from ._errors import (
-    ConfigError,
-    DeploymentFailedError,
-    NoAnswerError,
-    WaitTimeoutError,
-    NotFoundError,
-    RateLimitedError,
-    RunsExporterError,
-    ServerError,
-    ServiceError,
-    UnauthorizedError,
-    ValidationError,
-)
+from ._errors import *  # noqa: F403 - the names _errors lists, added to __all__ below
 from ._exporter import RunsSpanExporter
 from ._genai_events import GenAIEventProcessor
 from ._processor import RunsSpanProcessor
@@ -52,5 +40,5 @@ __all__ = [
     "resolve_settings",
     "__version__",
 ]
-# The error hierarchy, as the module that owns it lists it.
+# The error hierarchy (drawn in _errors' docstring), as the module that owns it lists it.
 __all__ += _errors.__all__
