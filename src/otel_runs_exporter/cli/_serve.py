@@ -54,13 +54,14 @@ class _Flag(NamedTuple):
     help: str
 
     def add_to(self, parser: Any) -> None:
-        parser.add_argument(
-            self.flag, dest=self.keyword, type=self.parse, default=self.default, metavar=self.metavar, help=self.help
-        )
+        parser.add_argument(self.flag, type=self.parse, default=self.default, metavar=self.metavar, help=self.help)
+
+    def value(self, args: argparse.Namespace) -> Any:
+        return getattr(args, self.flag.removeprefix("--").replace("-", "_"))  # argparse's name for it
 
 
 def _keywords(flags: tuple[_Flag, ...], args: argparse.Namespace) -> dict[str, Any]:
-    return {flag.keyword: getattr(args, flag.keyword) for flag in flags}
+    return {flag.keyword: flag.value(args) for flag in flags}
 
 
 _LIMIT_FLAGS = (
