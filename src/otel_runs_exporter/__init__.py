@@ -18,19 +18,8 @@ transport -> delivery -> worker -> processor/exporter.
 from ._version import __version__
 from ._build_info import build_info
 from ._configure import configure, get_processor
-from ._errors import (
-    ConfigError,
-    DeploymentFailedError,
-    NoAnswerError,
-    WaitTimeoutError,
-    NotFoundError,
-    RateLimitedError,
-    RunsExporterError,
-    ServerError,
-    ServiceError,
-    UnauthorizedError,
-    ValidationError,
-)
+from . import _errors
+from ._errors import *  # noqa: F403 - the names _errors lists, added to __all__ below
 from ._exporter import RunsSpanExporter
 from ._genai_events import GenAIEventProcessor
 from ._processor import RunsSpanProcessor
@@ -49,16 +38,7 @@ __all__ = [
     "build_info",
     "Settings",
     "resolve_settings",
-    "RunsExporterError",
-    "ConfigError",
-    "ServiceError",
-    "UnauthorizedError",
-    "NotFoundError",
-    "RateLimitedError",
-    "ValidationError",
-    "ServerError",
-    "NoAnswerError",
-    "WaitTimeoutError",
-    "DeploymentFailedError",
     "__version__",
 ]
+# The error hierarchy (drawn in _errors' docstring), as the module that owns it lists it.
+__all__ += _errors.__all__

@@ -23,9 +23,11 @@ import logging
 import os
 import threading
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, Generic, TypeVar
 
-__all__ = ["renew_in_child", "on_fork_in_child", "ForkSafeLock"]
+__all__ = ["renew_in_child", "on_fork_in_child", "ForkSafeLock", "WeakRegistry"]
+
+_T = TypeVar("_T")
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +74,39 @@ class ForkSafeLock:
 
     def __exit__(self, *exc: object) -> None:
         self._lock.release()
+
+
+class WeakRegistry(Generic[_T]):
+    """A process-wide set of live objects that other modules look up, safe to use from any thread.
+
+    Weak: an object nobody else holds is neither kept alive nor offered work by being registered.
+    ``lock`` guards the set (and is renewed in a forked child); :meth:`live` hands out a copy, so
+    callers work on the objects without holding it.
+
+    >>> class Path: pass
+    >>> paths: WeakRegistry[Path] = WeakRegistry()
+    >>> path = Path(); paths.add(path)
+    >>> paths.live() == [path]
+    True
+    """
+
+    __slots__ = ("lock", "_items")
+
+    def __init__(self) -> None:
+        self.lock = ForkSafeLock()
+        self._items: "weakref.WeakSet[_T]" = weakref.WeakSet()
+
+    def add(self, item: _T) -> None:
+        with self.lock:
+            self._items.add(item)
+
+    def discard(self, item: _T) -> None:
+        with self.lock:
+            self._items.discard(item)
+
+    def live(self) -> list[_T]:
+        with self.lock:
+            return list(self._items)
 
 
 def _in_child() -> None:

@@ -80,7 +80,7 @@ from opentelemetry.trace import TraceFlags
 
 from ._convert import ConvertOptions, patch_fields, span_to_run
 from ._encode import EncodedRun, encode_run
-from ._fork import ForkSafeLock, renew_in_child
+from ._fork import ForkSafeLock, WeakRegistry, renew_in_child
 from ._ids import RunIds
 from ._logging import RateLimitedLog
 from ._semconv import GENAI_EVENT_PREFIX, SpanEvent
@@ -146,7 +146,7 @@ class EventJoin:
         self._closed = False
         self._init_state()
         renew_in_child(self)
-        _register(self)
+        _joins.add(self)
 
     def _init_state(self) -> None:
         self._lock = threading.Lock()
@@ -259,7 +259,7 @@ class EventJoin:
 
     def close(self) -> None:
         """Stop taking events (the path shut down); what is still pending is counted as ``shutdown``."""
-        _unregister(self)
+        _joins.discard(self)
         with self._lock:
             if self._closed:
                 return
@@ -343,25 +343,8 @@ def _event_size(attributes: Mapping[str, Any]) -> int:
 
 # --- the joins of this process ----------------------------------------------------------
 
-_lock = ForkSafeLock()
-
-# Weak: a path that is gone is not kept alive (nor offered events) by being registered.
-_joins: "weakref.WeakSet[EventJoin]" = weakref.WeakSet()
-
-
-def _register(join: EventJoin) -> None:
-    with _lock:
-        _joins.add(join)
-
-
-def _unregister(join: EventJoin) -> None:
-    with _lock:
-        _joins.discard(join)
-
-
-def _live_joins() -> list[EventJoin]:
-    with _lock:
-        return list(_joins)
+# A path that is gone is not kept alive (nor offered events) by being registered.
+_joins: WeakRegistry[EventJoin] = WeakRegistry()
 
 
 # --- the log record processor -------------------------------------------------------------
@@ -387,7 +370,7 @@ class GenAIEventProcessor(LogRecordProcessor):
                 name = attributes.get("event.name")  # the older Events API names its records here
             if not isinstance(name, str) or not name.startswith(GENAI_EVENT_PREFIX):
                 return
-            joins = _live_joins()
+            joins = _joins.live()
             if not joins:
                 return
             trace_id, span_id, flags = record.trace_id, record.span_id, record.trace_flags

@@ -13,12 +13,11 @@ so that no module reaches into another's privates or rewires its globals:
 
 from __future__ import annotations
 
-import weakref
 from typing import Protocol
 
 from opentelemetry import context as otel_context
 
-from ._fork import ForkSafeLock
+from ._fork import WeakRegistry
 from ._ids import RunIds
 
 __all__ = ["RunLookup", "register", "unregister", "run_ids_for", "remote_run", "with_remote_run"]
@@ -31,27 +30,21 @@ class RunLookup(Protocol):
         """The run ids given to the open or recently ended span ``span_id``, or None."""
 
 
-_lock = ForkSafeLock()
-
-# Weak: a processor nobody holds any more is not kept alive by being registered.
-_lookups: "weakref.WeakSet[RunLookup]" = weakref.WeakSet()  # type: ignore[type-var]
+# The live processors; one nobody holds any more is not kept alive by being registered.
+_lookups: WeakRegistry[RunLookup] = WeakRegistry()
 
 
 def register(lookup: RunLookup) -> None:
-    with _lock:
-        _lookups.add(lookup)
+    _lookups.add(lookup)
 
 
 def unregister(lookup: RunLookup) -> None:
-    with _lock:
-        _lookups.discard(lookup)
+    _lookups.discard(lookup)
 
 
 def run_ids_for(span_id: int) -> RunIds | None:
     """The run ids a registered processor gave the span ``span_id`` (open or recently ended)."""
-    with _lock:
-        lookups = list(_lookups)
-    for lookup in lookups:
+    for lookup in _lookups.live():
         ids = lookup.run_ids(span_id)
         if ids is not None:
             return ids

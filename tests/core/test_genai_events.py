@@ -173,7 +173,7 @@ def test_close_counts_what_waits_and_stops_taking(join):
     join.offer(key(span), event(), 10)
     counts = join.counts()
     assert (counts.held, dict(counts.dropped)) == (0, {"shutdown": 1})
-    assert join not in _genai_events._live_joins()
+    assert join not in _genai_events._joins.live()
 
 
 # ---------------------------------------------------------------------------

@@ -215,8 +215,8 @@ def test_fork_while_background_threads_hold_our_locks(service):
         exporter = RunsSpanExporter()
         exporter_provider = TracerProvider()
         exporter_provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=50))
-        locks = [_convert.RunNode._lock, _worker._rl._lock, _registry._lock, _sdk_bridge._lock,
-                 _configure._lock, exporter._lock, exporter._send_lock, _genai_events._lock,
+        locks = [_convert.RunNode._lock, _worker._rl._lock, _registry._lookups.lock, _sdk_bridge._lock,
+                 _configure._lock, exporter._lock, exporter._send_lock, _genai_events._joins.lock,
                  _genai_events._install_lock]
         held, release = threading.Event(), threading.Event()
         def hold():

@@ -18,20 +18,10 @@ Errors: the package's :class:`~otel_runs_exporter.ServiceError` tree for answers
 :class:`~otel_runs_exporter.RunsExporterError`. See ``docs/api.md``.
 """
 
+from . import _models
 from ._client import DeploymentFailedError, NoAnswerError, ServiceClient, WaitTimeoutError, exports_base
-from ._models import AuthWaitResult, AuthWaitStatus, Deployment, Export, ExportRun, ExportStatus, Revision
+from ._models import *  # noqa: F403 - the names _models lists, added to __all__ below
 
-__all__ = [
-    "ServiceClient",
-    "ExportStatus",
-    "Export",
-    "ExportRun",
-    "Deployment",
-    "Revision",
-    "AuthWaitStatus",
-    "AuthWaitResult",
-    "NoAnswerError",
-    "WaitTimeoutError",
-    "DeploymentFailedError",
-    "exports_base",
-]
+__all__ = ["ServiceClient", "NoAnswerError", "WaitTimeoutError", "DeploymentFailedError", "exports_base"]
+# The typed views, as the module that owns them lists them.
+__all__ += _models.__all__

@@ -26,7 +26,6 @@ __all__ = [
     "Revision",
     "AuthWaitStatus",
     "AuthWaitResult",
-    "REVISION_DEPLOYED",
 ]
 
 REVISION_DEPLOYED = "DEPLOYED"

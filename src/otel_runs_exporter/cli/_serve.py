@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
 from .._settings import resolve_service
 from . import _output as output
@@ -17,24 +17,23 @@ def _positive(text: str) -> float:
     return value
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("a whole number greater than 0") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("a whole number greater than 0")
-    return value
+def _whole_number(least: int, expected: str) -> Callable[[str], int]:
+    """A flag parser taking whole numbers of at least ``least``; ``expected`` is argparse's message otherwise."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(expected) from None
+        if value < least:
+            raise argparse.ArgumentTypeError(expected)
+        return value
+
+    return parse
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("a whole number, 0 or more") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("a whole number, 0 or more")
-    return value
+_positive_int = _whole_number(1, "a whole number greater than 0")
+_non_negative_int = _whole_number(0, "a whole number, 0 or more")
 
 
 def _rate(text: str) -> float:
@@ -42,6 +41,57 @@ def _rate(text: str) -> float:
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError("a probability between 0 and 1")
     return value
+
+
+class _Flag(NamedTuple):
+    """A flag whose value goes unchanged to one keyword: of ``LocalService``, or of ``FaultConfig``."""
+
+    flag: str
+    keyword: str
+    parse: Callable[[str], Any]
+    default: Any
+    metavar: str
+    help: str
+
+    def add_to(self, parser: Any) -> None:
+        parser.add_argument(self.flag, type=self.parse, default=self.default, metavar=self.metavar, help=self.help)
+
+    def value(self, args: argparse.Namespace) -> Any:
+        return getattr(args, self.flag.removeprefix("--").replace("-", "_"))  # argparse's name for it
+
+
+def _keywords(flags: tuple[_Flag, ...], args: argparse.Namespace) -> dict[str, Any]:
+    return {flag.keyword: flag.value(args) for flag in flags}
+
+
+_LIMIT_FLAGS = (
+    _Flag(
+        "--max-connections", "max_connections", _positive_int, 512, "N",
+        "connections served at once, a thread each (default 512); with all taken, a new one replaces the "
+        "oldest unfinished request head or idle connection, else gets a 503 with Retry-After",
+    ),
+    _Flag(
+        "--head-timeout", "head_timeout_s", _positive, 5.0, "S",
+        "seconds a request head may take in all from its first byte (default 5); then the connection closes",
+    ),
+    _Flag(
+        "--min-body-rate", "min_body_rate", _non_negative_int, 1024, "B",
+        "bytes/s a request body must average after the grace period (default 1024; 0: no minimum); else 408",
+    ),
+    _Flag(
+        "--body-grace", "body_grace_s", _positive, 5.0, "S",
+        "seconds before the minimum body rate applies, and the longest pause within a body (default 5)",
+    ),
+)
+
+_FAULT_FLAGS = (
+    _Flag("--fault-rate-500", "rate_500", _rate, 0.0, "F", "share answered 500"),
+    _Flag("--fault-rate-429", "rate_429", _rate, 0.0, "F", "share answered 429"),
+    _Flag("--fault-rate-drop", "rate_drop", _rate, 0.0, "F", "share stored, then dropped unanswered"),
+    _Flag("--fault-slow-rate", "rate_slow", _rate, 0.0, "F", "share answered late"),
+    _Flag("--fault-slow-seconds", "slow_seconds", float, 1.0, "S", "delay of a slow answer"),
+    _Flag("--fault-seed", "seed", int, None, "N", "seed, for repeatable faults"),
+)
 
 
 def register_serve(sub: Any) -> None:
@@ -74,35 +124,8 @@ def register_serve(sub: Any) -> None:
     )
     p.add_argument("--no-multipart", action="store_true", help="hide /runs/multipart so clients use basic tracing")
     p.add_argument("--max-body-bytes", type=int, default=None, help="answer larger request bodies with 413")
-    p.add_argument(
-        "--max-connections",
-        type=_positive_int,
-        default=512,
-        metavar="N",
-        help="connections served at once, a thread each (default 512); with all taken, a new one replaces the "
-        "oldest unfinished request head or idle connection, else gets a 503 with Retry-After",
-    )
-    p.add_argument(
-        "--head-timeout",
-        type=_positive,
-        default=5.0,
-        metavar="S",
-        help="seconds a request head may take in all from its first byte (default 5); then the connection closes",
-    )
-    p.add_argument(
-        "--min-body-rate",
-        type=_non_negative_int,
-        default=1024,
-        metavar="B",
-        help="bytes/s a request body must average after the grace period (default 1024; 0: no minimum); else 408",
-    )
-    p.add_argument(
-        "--body-grace",
-        type=_positive,
-        default=5.0,
-        metavar="S",
-        help="seconds before the minimum body rate applies, and the longest pause within a body (default 5)",
-    )
+    for flag in _LIMIT_FLAGS:
+        flag.add_to(p)
     pages = p.add_argument_group(
         "web pages", "the service answers requests whose Host is a loopback name or address, or an address it "
         "listens on, and pages of its own origin (the viewer) only"
@@ -118,12 +141,8 @@ def register_serve(sub: Any) -> None:
         "CORS headers; repeatable; without it no answer carries a CORS header",
     )
     faults = p.add_argument_group("fault injection (tracing requests only)")
-    faults.add_argument("--fault-rate-500", type=_rate, default=0.0, metavar="F", help="share answered 500")
-    faults.add_argument("--fault-rate-429", type=_rate, default=0.0, metavar="F", help="share answered 429")
-    faults.add_argument("--fault-rate-drop", type=_rate, default=0.0, metavar="F", help="share stored, then dropped unanswered")
-    faults.add_argument("--fault-slow-rate", type=_rate, default=0.0, metavar="F", help="share answered late")
-    faults.add_argument("--fault-slow-seconds", type=float, default=1.0, metavar="S", help="delay of a slow answer")
-    faults.add_argument("--fault-seed", type=int, default=None, metavar="N", help="seed, for repeatable faults")
+    for flag in _FAULT_FLAGS:
+        flag.add_to(faults)
     p.set_defaults(handler=cmd_serve)
 
 
@@ -131,14 +150,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Start the service, print its address, and block until interrupted."""
     from ..server import FaultConfig, LocalService
 
-    faults = FaultConfig(
-        rate_500=args.fault_rate_500,
-        rate_429=args.fault_rate_429,
-        rate_drop=args.fault_rate_drop,
-        rate_slow=args.fault_slow_rate,
-        slow_seconds=args.fault_slow_seconds,
-        seed=args.fault_seed,
-    )
+    faults = FaultConfig(**_keywords(_FAULT_FLAGS, args))
     settings = resolve_service()
     db = args.db or settings.db_path
     if not db_usable("otel-runs serve", db):
@@ -158,10 +170,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             request_log=args.request_log,
             multipart=not args.no_multipart,
             max_body_bytes=args.max_body_bytes,
-            max_connections=args.max_connections,
-            head_timeout_s=args.head_timeout,
-            min_body_rate=args.min_body_rate,
-            body_grace_s=args.body_grace,
+            **_keywords(_LIMIT_FLAGS, args),
             faults=faults,
             allow_hosts=args.allow_host,
             cors_origins=args.cors_origin,

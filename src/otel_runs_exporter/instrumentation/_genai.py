@@ -118,7 +118,8 @@ class Attr(NamedTuple):
     """One row of an attribute table: where a value is read, the attribute it sets, and how.
 
     ``path`` is a request keyword or a response field; dots go into nested fields
-    (``usage.prompt_tokens``). ``convert`` gets the value read (None when absent) and returns what
+    (``usage.prompt_tokens``); an empty path reads the whole source (for a value drawn from several
+    fields). ``convert`` gets the value read (None when absent) and returns what
     to set (None: nothing). ``content`` rows are read only when message content is captured.
     """
 
@@ -152,6 +153,8 @@ def read_attributes(table: Iterable[Attr], source: Any, capture: bool = True) ->
 
 
 def _read(source: Any, path: str) -> Any:
+    if not path:
+        return source
     value = source
     for key in path.split("."):
         value = get(value, key)
@@ -280,14 +283,31 @@ class Operation:
     provider = ""
     request_table: tuple[Attr, ...] = ()
     """Request keyword -> attribute rows, read by :func:`read_attributes`."""
+    response_table: tuple[Attr, ...] = ()
+    """Response field -> attribute rows, read from a complete response."""
+    response_field: str | None = None
+    """A field every parsed response has; a result without it (a raw response, from the client's
+    ``with_raw_response``) gives no response attributes."""
 
     def request_attributes(self, instance: Any, kwargs: Mapping[str, Any], capture: bool) -> dict[str, Any]:
         """Attributes known before the call; must include ``gen_ai.request.model`` when known."""
         return read_attributes(self.request_table, kwargs, capture)
 
     def response_attributes(self, result: Any, capture: bool) -> dict[str, Any]:
-        """Attributes read from a complete (non-streamed) response."""
-        return {}
+        """Attributes read from a complete (non-streamed) response: its table's, and the output
+        messages when content is captured."""
+        if self.response_field is not None and not hasattr(result, self.response_field):
+            return {}
+        attributes = read_attributes(self.response_table, result)
+        if capture:
+            messages = self.output_messages(result)
+            if messages is not None:
+                attributes["gen_ai.output.messages"] = json_attr(messages)
+        return attributes
+
+    def output_messages(self, result: Any) -> list[dict[str, Any]] | None:
+        """A complete response's output in the GenAI output-messages shape; None: the operation has none."""
+        return None
 
     def is_stream(self, kwargs: Mapping[str, Any], result: Any) -> bool:
         """Whether ``result`` is a stream whose end ends the span."""

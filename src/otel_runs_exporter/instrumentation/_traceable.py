@@ -509,11 +509,12 @@ def traceable(
     >>> with traceable("step", run_type="chain", inputs={"x": 1}) as run:
     ...     run.set_outputs({"y": 2})
     """
-    if isinstance(func, (classmethod, staticmethod)) or (callable(func) and not isinstance(func, str)):
-        return _Traceable(name, run_type=run_type, metadata=metadata, tags=tags, inputs=inputs)(func)
-    if isinstance(func, str):
-        name = func
-    return _Traceable(name, run_type=run_type, metadata=metadata, tags=tags, inputs=inputs)
+    if isinstance(func, str):  # ``traceable("step")``: the name, given first
+        name, func = func, None
+    made = _Traceable(name, run_type=run_type, metadata=metadata, tags=tags, inputs=inputs)
+    if isinstance(func, (classmethod, staticmethod)) or callable(func):  # used bare, as ``@traceable``
+        return made(func)
+    return made
 
 
 # --------------------------------------------------------------------------- executors

@@ -164,17 +164,12 @@ class MessagesCreate(Operation):
     operation_name = "chat"
     provider = _PROVIDER
     request_table = _REQUEST
+    response_table = _RESPONSE
+    response_field = "content"
 
-    def response_attributes(self, result: Any, capture: bool) -> dict[str, Any]:
-        if not hasattr(result, "content"):  # a raw response (``with_raw_response``)
-            return {}
-        attrs = read_attributes(_RESPONSE, result)
-        if capture:
-            reason = get(result, "stop_reason")
-            attrs["gen_ai.output.messages"] = json_attr(
-                [message(get(result, "role", "assistant"), _parts(result.content), finish_reason=reason or "")]
-            )
-        return attrs
+    def output_messages(self, result: Any) -> list[dict[str, Any]]:
+        reason = get(result, "stop_reason")
+        return [message(get(result, "role", "assistant"), _parts(result.content), finish_reason=reason or "")]
 
     def is_stream(self, kwargs: Mapping[str, Any], result: Any) -> bool:
         import anthropic

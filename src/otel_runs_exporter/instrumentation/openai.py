@@ -138,26 +138,25 @@ def responses_input_messages(input_: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _responses_finish_reason(response: Any, has_tool_call: bool) -> str:
+def _responses_finish_reason(response: Any) -> str:
     status = get(response, "status")
     if status == "incomplete":
         reason = get(get(response, "incomplete_details"), "reason")
         return "length" if reason == "max_output_tokens" else (reason or "incomplete")
     if status == "failed":
         return "error"
-    return "tool_call" if has_tool_call else "stop"
+    calls_tool = any(get(item, "type") == "function_call" for item in get(response, "output", []) or [])
+    return "tool_call" if calls_tool else "stop"
 
 
-def responses_output(response: Any) -> tuple[list[dict[str, Any]], str]:
-    """A Responses-API response's ``output`` as one assistant output message, plus its finish reason."""
+def responses_output_messages(response: Any) -> list[dict[str, Any]]:
+    """A Responses-API response's ``output`` as one assistant output message."""
     parts: list[dict[str, Any]] = []
-    has_tool_call = False
     for item in get(response, "output", []) or []:
         kind = get(item, "type")
         if kind == "message":
             parts.extend(_content_parts(get(item, "content")))
         elif kind == "function_call":
-            has_tool_call = True
             parts.append(tool_call_part(get(item, "call_id"), get(item, "name"), get(item, "arguments")))
         elif kind == "reasoning":
             summary = " ".join(get(s, "text", "") for s in get(item, "summary", []) or [])
@@ -165,8 +164,7 @@ def responses_output(response: Any) -> tuple[list[dict[str, Any]], str]:
                 parts.append({"type": "reasoning", "content": summary})
         else:
             parts.append(_genai.generic_part(item))
-    reason = _responses_finish_reason(response, has_tool_call)
-    return [message("assistant", parts, finish_reason=reason)], reason
+    return [message("assistant", parts, finish_reason=_responses_finish_reason(response))]
 
 
 # --------------------------------------------------------------------------- operations
@@ -205,6 +203,10 @@ def _one_format(encoding_format: Any) -> list[str] | None:
 
 def _finish_reasons(choices: Any) -> list[Any]:
     return [get(choice, "finish_reason", "") for choice in choices or []]
+
+
+def _responses_finish_reasons(response: Any) -> list[str]:
+    return [_responses_finish_reason(response)]
 
 
 def _dimension_count(data: Any) -> int | None:
@@ -271,6 +273,8 @@ _RESPONSES_REQUEST = (
 _RESPONSES_RESPONSE = (
     Attr("model", "gen_ai.response.model"),
     Attr("id", "gen_ai.response.id"),
+    # Drawn from the status and the output items together, so the row reads the whole response.
+    Attr("", "gen_ai.response.finish_reasons", _responses_finish_reasons),
     Attr("usage.input_tokens", "gen_ai.usage.input_tokens", count),
     Attr("usage.output_tokens", "gen_ai.usage.output_tokens", count),
     Attr("usage.input_tokens_details.cached_tokens", "gen_ai.usage.cache_read.input_tokens", count),
@@ -282,14 +286,11 @@ class ChatCompletions(Operation):
     operation_name = "chat"
     provider = _PROVIDER
     request_table = _CHAT_REQUEST
+    response_table = _CHAT_RESPONSE
+    response_field = "choices"
 
-    def response_attributes(self, result: Any, capture: bool) -> dict[str, Any]:
-        if not hasattr(result, "choices"):  # e.g. a raw response from ``with_raw_response``
-            return {}
-        attrs = read_attributes(_CHAT_RESPONSE, result)
-        if capture:
-            attrs["gen_ai.output.messages"] = json_attr(chat_output_messages(result.choices))
-        return attrs
+    def output_messages(self, result: Any) -> list[dict[str, Any]]:
+        return chat_output_messages(result.choices)
 
     def is_stream(self, kwargs: Mapping[str, Any], result: Any) -> bool:
         return _is_openai_stream(result)
@@ -357,25 +358,18 @@ class Embeddings(Operation):
     operation_name = "embeddings"
     provider = _PROVIDER
     request_table = _EMBEDDINGS_REQUEST
-
-    def response_attributes(self, result: Any, capture: bool) -> dict[str, Any]:
-        return read_attributes(_EMBEDDINGS_RESPONSE, result)
+    response_table = _EMBEDDINGS_RESPONSE
 
 
 class Responses(Operation):
     operation_name = "chat"
     provider = _PROVIDER
     request_table = _RESPONSES_REQUEST
+    response_table = _RESPONSES_RESPONSE
+    response_field = "output"
 
-    def response_attributes(self, result: Any, capture: bool) -> dict[str, Any]:
-        if not hasattr(result, "output"):
-            return {}
-        attrs = read_attributes(_RESPONSES_RESPONSE, result)
-        messages, reason = responses_output(result)
-        attrs["gen_ai.response.finish_reasons"] = [reason]
-        if capture:
-            attrs["gen_ai.output.messages"] = json_attr(messages)
-        return attrs
+    def output_messages(self, result: Any) -> list[dict[str, Any]]:
+        return responses_output_messages(result)
 
     def is_stream(self, kwargs: Mapping[str, Any], result: Any) -> bool:
         return _is_openai_stream(result)

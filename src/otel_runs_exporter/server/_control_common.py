@@ -24,7 +24,7 @@ import orjson
 from ._reply import Refuse
 from ._validate import MAX_JSON_DEPTH, json_depth_exceeds
 
-__all__ = ["ServiceClock", "Part", "Refuse", "invalid", "iso", "json_body", "number"]
+__all__ = ["ServiceClock", "Part", "Refuse", "invalid", "iso", "json_body", "number", "split_local"]
 
 
 class ServiceClock:
@@ -101,6 +101,21 @@ def iso(t: float | None) -> str | None:
     if t is None:
         return None
     return datetime.fromtimestamp(t, tz=timezone.utc).isoformat()
+
+
+def split_local(body: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A create or patch body's fields, and apart from them its ``local`` knobs ({} when absent); else a 422.
+
+    ``local`` holds what only this service reads (a failure to inject, a speed); the fields are what
+    the real service would be sent. Both must be JSON objects.
+    """
+    if not isinstance(body, dict):
+        raise invalid(["body"], "Input should be a JSON object", "dict_type")
+    fields = dict(body)
+    local = fields.pop("local", None) or {}
+    if not isinstance(local, dict):
+        raise invalid(["body", "local"], "Input should be a JSON object", "dict_type")
+    return fields, local
 
 
 def number(local: Mapping[str, Any], name: str, default: float) -> float:

@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._control_common import Part, Refuse, ServiceClock, invalid, iso, number
+from ._control_common import Part, Refuse, ServiceClock, invalid, iso, number, split_local
 
 __all__ = ["Deployments"]
 
@@ -138,12 +138,7 @@ class Deployments(Part):
 
 
 def _deployment_body(body: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    if not isinstance(body, dict):
-        raise invalid(["body"], "Input should be a JSON object", "dict_type")
-    fields = dict(body)
-    local = fields.pop("local", None) or {}
-    if not isinstance(local, dict):
-        raise invalid(["body", "local"], "Input should be a JSON object", "dict_type")
+    fields, local = split_local(body)
     for name in ("id", "latest_revision_id", "created_at", "updated_at"):
         fields.pop(name, None)  # the service's own fields
     return fields, local

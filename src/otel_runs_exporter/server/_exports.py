@@ -41,7 +41,7 @@ from typing import Any, Iterator, Mapping
 
 import orjson
 
-from ._control_common import Part, Refuse, ServiceClock, invalid, iso, number
+from ._control_common import Part, Refuse, ServiceClock, invalid, iso, number, split_local
 
 __all__ = ["BulkExports", "EXPORT_STATUSES"]
 
@@ -384,12 +384,7 @@ class BulkExports(Part):
 
     def create(self, body: Any, workspace: str = "default") -> dict[str, Any]:
         """Validate a create body and start an export; raises ``Refuse``: 422 on a bad body, 413, or 409 past a limit."""
-        if not isinstance(body, dict):
-            raise invalid(["body"], "Input should be a JSON object", "dict_type")
-        body = dict(body)
-        local = body.pop("local", None) or {}
-        if not isinstance(local, dict):
-            raise invalid(["body", "local"], "Input should be a JSON object", "dict_type")
+        body, local = split_local(body)
         start = _parse_time(body.get("start_time"), "start_time")
         end = _parse_time(body.get("end_time"), "end_time")
         if end <= start:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import parse_qs
 
 from ._numbers import plain_int
@@ -179,18 +179,8 @@ def parse_project_create(body: Any, query: str) -> ProjectCreate:
     name = body.get("name")
     if not isinstance(name, str) or not name.strip():
         raise QueryError(("body", "name"), "name is required: the project's name, non-empty text")
-    ids: dict[str, str | None] = {}
-    for key in ("id", "reference_dataset_id"):
-        value = body.get(key)
-        ids[key] = canonical_id(value) if value is not None else None
-        if value is not None and ids[key] is None:
-            raise QueryError(("body", key), f"{key} {str(value)[:60]!r} is not a UUID")
-    times: dict[str, str | None] = {}
-    for key in ("start_time", "end_time"):
-        value = body.get(key)
-        times[key] = sortable_time(value) if value is not None else None
-        if value is not None and times[key] is None:
-            raise QueryError(("body", key), f"{key} {str(value)[:60]!r} is not an ISO 8601 timestamp")
+    ids = {key: _optional(body, key, canonical_id, "a UUID") for key in ("id", "reference_dataset_id")}
+    times = {key: _optional(body, key, sortable_time, "an ISO 8601 timestamp") for key in ("start_time", "end_time")}
     description, extra = body.get("description"), body.get("extra")
     if description is not None and not isinstance(description, str):
         raise QueryError(("body", "description"), "description must be text")
@@ -206,6 +196,17 @@ def parse_project_create(body: Any, query: str) -> ProjectCreate:
         end_time=times["end_time"],
         upsert=upsert,
     )
+
+
+def _optional(body: Mapping[str, Any], key: str, canonical: Callable[[Any], str | None], expected: str) -> str | None:
+    """``body[key]`` in its canonical form, None when absent; a value ``canonical`` cannot read is refused."""
+    value = body.get(key)
+    if value is None:
+        return None
+    canon = canonical(value)
+    if canon is None:
+        raise QueryError(("body", key), f"{key} {str(value)[:60]!r} is not {expected}")
+    return canon
 
 
 def api_project(

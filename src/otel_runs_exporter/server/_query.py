@@ -382,12 +382,16 @@ class _Compiler:
             )
         return node
 
+    def field_and_value(self, node: _Call, usage: str) -> tuple[str, str, Kind, _Lit]:
+        """The arguments of a function taking a field, then a value; ``usage`` is the error when there are not two."""
+        if len(node.args) != 2:
+            raise self.p.error(usage, node.pos)
+        name, sql, kind = self.field(node.args[0], node.name)
+        return name, sql, kind, self.literal(node.args[1], node.name)
+
     def compare(self, node: _Call) -> Where:
         func = node.name
-        if len(node.args) != 2:
-            raise self.p.error(f"{func}() takes a field and a value", node.pos)
-        name, sql, kind = self.field(node.args[0], func)
-        lit = self.literal(node.args[1], func)
+        name, sql, kind, lit = self.field_and_value(node, f"{func}() takes a field and a value")
         if kind in ("tags", "metadata"):
             raise self.p.error(f"{name} is matched with has() or exists(), not {func}()", node.pos)
         ordered = func in ("gt", "gte", "lt", "lte")
@@ -430,10 +434,7 @@ class _Compiler:
         return value
 
     def has(self, node: _Call) -> Where:
-        if len(node.args) != 2:
-            raise self.p.error('has() takes a field and a value, as in has(tags, "beta")', node.pos)
-        name, sql, kind = self.field(node.args[0], "has")
-        lit = self.literal(node.args[1], "has")
+        name, sql, kind, lit = self.field_and_value(node, 'has() takes a field and a value, as in has(tags, "beta")')
         if kind == "tags":
             if not isinstance(lit.value, str):
                 raise self.p.error("has(tags, ...) takes a quoted tag", lit.pos)
@@ -462,12 +463,10 @@ class _Compiler:
         return pairs
 
     def exists(self, node: _Call) -> Where:
-        if len(node.args) != 2:
-            raise self.p.error('exists() takes metadata and a key, as in exists(metadata, "user_id")', node.pos)
-        name, sql, kind = self.field(node.args[0], "exists")
-        lit = self.literal(node.args[1], "exists")
+        usage = 'exists() takes metadata and a key, as in exists(metadata, "user_id")'
+        name, sql, kind, lit = self.field_and_value(node, usage)
         if kind != "metadata" or not isinstance(lit.value, str):
-            raise self.p.error('exists() takes metadata and a key, as in exists(metadata, "user_id")', node.pos)
+            raise self.p.error(usage, node.pos)
         return Where(f"json_type({sql}, ?) IS NOT NULL", (_json_path(lit.value, self.p, lit.pos),))
 
 
