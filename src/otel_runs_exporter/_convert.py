@@ -38,6 +38,7 @@ from ._ids import (
     LANGSMITH_SPAN_ID,
     LANGSMITH_TRACE_ID,
     DEFAULT_SCHEME,
+    MAX_DEPTH,
     SCHEMES,
     GivenIds,
     GivenIdsError,
@@ -45,6 +46,7 @@ from ._ids import (
     RunIds,
     canonical_uuid,
     child_ids,
+    continued_ids,
     given_run_ids,
     iso_time,
     root_ids,
@@ -171,7 +173,10 @@ def span_ids(
 
     ``id_scheme`` is the run-id scheme (``ConvertOptions.id_scheme``).
     Without a known parent the span is the root of its run tree (a remote or
-    unknown parent is kept in metadata by :func:`span_to_run`). ``given`` are the
+    unknown parent is kept in metadata by :func:`span_to_run`). Under a parent
+    ``_ids.MAX_DEPTH`` deep it is the root of a new trace, which names that
+    parent in metadata (``_ids.continued_ids``): no run is ever deeper than the
+    service accepts. ``given`` are the
     span's ``langsmith.*`` id attributes (:func:`given_ids`): when usable they win;
     when not, the computed ids are kept and the first such problem per attribute
     is logged once per process.
@@ -186,7 +191,19 @@ def span_ids(
     ctx = span.get_span_context() if hasattr(span, "get_span_context") else span.context
     start = span.start_time or 0
     run_id = run_id_str(id_scheme, ctx.trace_id, ctx.span_id, start)
-    computed = root_ids(run_id, start) if parent is None else child_ids(parent, run_id, start)
+    if parent is None:
+        computed = root_ids(run_id, start)
+    elif parent.depth < MAX_DEPTH:
+        computed = child_ids(parent, run_id, start)
+    else:
+        computed = continued_ids(parent, run_id, start)
+        _rl.warning(
+            "depth_limit",
+            "span %r is nested more than %d runs deep: its run starts a new trace, with its parent run in "
+            "metadata (depth_limit_parent_run_id, depth_limit_trace_id); counted in stats().depth_limited",
+            getattr(span, "name", "?"),
+            MAX_DEPTH,
+        )
     starts_here = parent is None or parent_is_remote
     ids = computed
     if given is not None:
@@ -276,16 +293,19 @@ class RunNode:
     on its own until the run is converted.
     """
 
-    __slots__ = ("span", "parent", "remote", "given", "ids", "state")
+    __slots__ = ("span", "parent", "remote", "given", "ids", "state", "depth")
     # The worker and a propagating app thread may resolve at once. A ClassVar,
     # because a forked child replaces it (_renew_lock), compiled or not.
     _lock: ClassVar[threading.Lock] = threading.Lock()
 
     # ``state``: where the run's end is. OPEN until its patch is queued (ENDED);
-    # MERGED once its post was sent carrying the end, so the patch is skipped.
+    # MERGED once its post was sent carrying the end, so the patch is skipped;
+    # DROPPED when its patch was refused at the queue (the run is counted lost):
+    # an early post not yet sent is then skipped too.
     OPEN: Final = 0
     ENDED: Final = 1
     MERGED: Final = 2
+    DROPPED: Final = 3
 
     def __init__(self, span: Any, parent: "RunNode | None", remote: RunIds | None = None) -> None:
         self.span: Any = span
@@ -295,6 +315,10 @@ class RunNode:
         self.given = given_ids(span.attributes)
         self.ids: RunIds | None = None
         self.state = RunNode.OPEN
+        # How deep its run will be, known before its ids (given ids may place it elsewhere):
+        # what the processor's memory of ended runs weighs it by.
+        above = parent.depth if parent is not None else remote.depth if remote is not None else 0
+        self.depth: int = above + 1 if above < MAX_DEPTH else 1
 
     def resolve(self, id_scheme: IdScheme) -> RunIds:
         """This run's ids, computing them (and any unresolved ancestors') on first use.
@@ -404,11 +428,16 @@ def _add_otel_metadata(metadata: dict[str, Any], span: Any, ids: RunIds) -> None
     metadata["otel_span_id"] = "%016x" % ctx.span_id
     kind = span.kind
     metadata["otel_span_kind"] = _KIND_NAMES[id(kind)] if isinstance(kind, SpanKind) else str(kind)
+    cut = ids.depth_limit_parent
+    if cut is not None:
+        # Its parent run (ours, remote or the SDK's) was MAX_DEPTH deep: this run starts a new trace
+        # and says where it belongs.
+        metadata["depth_limit_parent_run_id"], metadata["depth_limit_trace_id"] = cut
     parent = span.parent
     if parent is not None:
         metadata["otel_parent_span_id"] = "%016x" % parent.span_id
         if ids.parent_run_id is None:
-            # The parent is remote or never seen: this run is a root, and says where it hung.
+            # The parent is remote, never seen or past the depth limit: this run is a root, and says where it hung.
             metadata["otel_parent_trace_id"] = "%032x" % parent.trace_id
             metadata["otel_parent_is_remote"] = bool(parent.is_remote)
     on_root, on_others = _origin_metadata(span.instrumentation_scope, span.resource)

@@ -41,6 +41,12 @@ logger = logging.getLogger(__name__)
 _rl = RateLimitedLog(logger)
 
 _RESOLVED_MAX = 100_000
+# Resolved ids are also bounded in bytes: each holds its dotted_order, up to ~15 kB at
+# _ids.MAX_DEPTH, so 100,000 of those would hold 1.5 GB. 32 MiB keeps 100,000 runs a few
+# levels deep, or ~2,000 at the depth limit; a child whose parent was forgotten is
+# sent as a root and counted as orphaned.
+_RESOLVED_MAX_BYTES = 32 * 1024 * 1024
+_RESOLVED_ENTRY_BYTES = 300  # the ids and the map entry, besides the dotted_order
 _Key = tuple[int, int]  # (otel trace id, otel span id)
 
 
@@ -71,6 +77,7 @@ class RunsSpanExporter(SpanExporter):
         self._ledger = Ledger()
         self._lock = threading.Lock()
         self._resolved: OrderedDict[_Key, RunIds] = OrderedDict()
+        self._resolved_bytes = 0  # written under self._lock only
         # parent key -> {child span id: child}; the deque keeps arrival order for the time bound
         self._held: dict[_Key, dict[int, ReadableSpan]] = {}
         self._held_order: deque[tuple[_Key, int, float]] = deque()
@@ -204,14 +211,24 @@ class RunsSpanExporter(SpanExporter):
                 log_convert_error(current, exc)
                 self._ledger.drop("convert_error")
                 continue
-            self._resolved[key] = ids
-            if len(self._resolved) > _RESOLVED_MAX:
-                self._resolved.popitem(last=False)
+            self._remember(key, ids)
             ready.append((current, ids))
             children = self._held.pop(key, None)
             if children:
                 self._held_count -= len(children)
                 stack.extend((child, ids) for child in children.values())
+
+    def _remember(self, key: _Key, ids: RunIds) -> None:
+        """Keep ``ids`` for children that come later, within the count and byte bounds."""
+        resolved = self._resolved
+        old = resolved.pop(key, None)
+        if old is not None:
+            self._resolved_bytes -= _RESOLVED_ENTRY_BYTES + len(old.dotted_order)
+        resolved[key] = ids
+        self._resolved_bytes += _RESOLVED_ENTRY_BYTES + len(ids.dotted_order)
+        while len(resolved) > _RESOLVED_MAX or self._resolved_bytes > _RESOLVED_MAX_BYTES:
+            _, gone = resolved.popitem(last=False)
+            self._resolved_bytes -= _RESOLVED_ENTRY_BYTES + len(gone.dotted_order)
 
     def _release(self, now: float, everything: bool) -> list[tuple[ReadableSpan, RunIds]]:
         """Send as roots the spans held too long, or too many, or all at shutdown."""
@@ -252,6 +269,8 @@ class RunsSpanExporter(SpanExporter):
                     completes=True,
                 )
                 self._ledger.malformed(len(malformed))
+                if ids.depth_limit_parent is not None:
+                    self._ledger.depth_limited()
             except Exception as exc:  # noqa: BLE001 - one bad span must not stop the others
                 log_convert_error(span, exc)
                 self._ledger.drop("convert_error")

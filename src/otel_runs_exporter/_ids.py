@@ -22,6 +22,13 @@ service's own OTLP rule instead. The schemes are the rows of one table,
     >>> rid == run_id_v7(0xABC, 0x1, 1_700_000_000_123_456_789)
     True
 
+A tree is at most :data:`MAX_DEPTH` runs deep: each run carries every
+ancestor's entry, so a chain of d runs holds d²/2 entries in memory, on the
+wire and in storage. The local service refuses a deeper dotted_order
+(:func:`parse_dotted_order` says why), and the exporter never builds one: a run
+whose parent is already that deep starts a new trace (:func:`continued_ids`)
+that names its real parent.
+
 A span may also be given its place outright, by the service's documented
 ``langsmith.*`` attributes (a run created elsewhere, say by the service's own
 SDK in another process, as its parent), each alone or together.
@@ -43,6 +50,10 @@ from uuid import UUID
 
 __all__ = [
     "DottedOrderError",
+    "DottedOrderTooDeep",
+    "MAX_DEPTH",
+    "MAX_DOTTED_ORDER_CHARS",
+    "ENTRY_CHARS",
     "GivenIds",
     "GivenIdsError",
     "given_run_ids",
@@ -65,6 +76,7 @@ __all__ = [
     "iso_time",
     "root_ids",
     "child_ids",
+    "continued_ids",
     "parse_dotted_order",
     "DOTTED_ENTRY_RE",
 ]
@@ -232,6 +244,12 @@ class RunIds(NamedTuple):
     # stays in one project.
     project: str | None = None
     project_id: str | None = None
+    # Entries in dotted_order (a root is 1): kept so that placing a child never
+    # counts the parent's dots.
+    depth: int = 1
+    # (run id, trace id) of the run's real parent, when that parent was MAX_DEPTH
+    # deep and this run starts a new trace instead (continued_ids).
+    depth_limit_parent: tuple[str, str] | None = None
 
 
 def root_ids(run_id: UUID | str, start_time_ns: int) -> RunIds:
@@ -241,7 +259,11 @@ def root_ids(run_id: UUID | str, start_time_ns: int) -> RunIds:
 
 
 def child_ids(parent: RunIds, run_id: UUID | str, start_time_ns: int) -> RunIds:
-    """Ids of a run under ``parent``; the start is clamped to the parent's."""
+    """Ids of a run under ``parent``; the start is clamped to the parent's.
+
+    Whether the child may be that deep (:data:`MAX_DEPTH`) is the caller's rule:
+    the exporter then uses :func:`continued_ids`, the local service refuses.
+    """
     rid = str(run_id)
     start = start_time_ns if start_time_ns >= parent.start_time_ns else parent.start_time_ns
     return RunIds(
@@ -252,6 +274,33 @@ def child_ids(parent: RunIds, run_id: UUID | str, start_time_ns: int) -> RunIds:
         start,
         parent.project,
         parent.project_id,
+        parent.depth + 1,
+    )
+
+
+def continued_ids(parent: RunIds, run_id: UUID | str, start_time_ns: int) -> RunIds:
+    """Ids of a run under a ``parent`` that is :data:`MAX_DEPTH` deep: the root of a new trace.
+
+    The run keeps its parent's project and names the parent in
+    ``depth_limit_parent``, which the converter writes to its metadata. Its own
+    start is kept: as a root it has no parent's start to be clamped to.
+
+    >>> parent = root_ids("018bcfe5-68e3-7000-8000-000000000001", 1_700_000_000_000_000_000)._replace(depth=MAX_DEPTH)
+    >>> ids = continued_ids(parent, "018bcfe5-68e3-7000-8000-000000000002", 1_700_000_000_000_001_000)
+    >>> (ids.trace_id == ids.run_id, ids.parent_run_id, ids.depth, ids.depth_limit_parent == (parent.run_id, parent.trace_id))
+    (True, None, 1, True)
+    """
+    rid = str(run_id)
+    return RunIds(
+        rid,
+        rid,
+        None,
+        format_entry(start_time_ns, rid),
+        start_time_ns,
+        parent.project,
+        parent.project_id,
+        1,
+        (parent.run_id, parent.trace_id),
     )
 
 
@@ -263,8 +312,34 @@ DOTTED_ENTRY_RE = re.compile(
 )
 
 
+ENTRY_CHARS: Final = 58
+"""Characters in one dotted_order entry: 21 of time, ``Z``, a 36-character UUID."""
+
+MAX_DEPTH: Final = 256
+"""The most entries a dotted_order may have, that is how deep a run may sit in its trace (a root is 1).
+
+The one owner of the number. Each run carries every ancestor's entry, so a chain
+of d runs costs ~59·d²/2 bytes wherever it is held: nesting 5,000 spans took the
+processor to 1.26 GB, and three chains 2,000/2,000/1,000 deep made the local
+service's database 780 MB. At 256 a run's dotted_order is at most 15,103
+characters. The local service refuses a deeper one (422, rule
+``dotted_order_depth``, even when lenient); the exporter never sends one: a run
+whose parent is this deep starts a new trace naming its real parent
+(:func:`continued_ids`). The service's own SDK has no such limit, and the hosted
+service documents none (only 25,000 runs a trace); README, "Where the spec says
+'not shown'", gives the reasons for this number.
+"""
+
+MAX_DOTTED_ORDER_CHARS: Final = MAX_DEPTH * (ENTRY_CHARS + 1) - 1
+"""The longest dotted_order accepted: :data:`MAX_DEPTH` entries and the dots between them."""
+
+
 class DottedOrderError(ValueError):
     """A dotted_order that does not follow spec 2.3; the message says which rule."""
+
+
+class DottedOrderTooDeep(DottedOrderError):
+    """A dotted_order past :data:`MAX_DEPTH` entries (or :data:`MAX_DOTTED_ORDER_CHARS` characters)."""
 
 
 def parse_dotted_order(value: str) -> list[tuple[datetime, UUID]]:
@@ -276,6 +351,12 @@ def parse_dotted_order(value: str) -> list[tuple[datetime, UUID]]:
     """
     if not isinstance(value, str) or not value:
         raise DottedOrderError("dotted_order must be a non-empty string")
+    if len(value) > MAX_DOTTED_ORDER_CHARS:
+        # Before reading any entry: an 18.9 MB value (320k entries) must cost a count, not a parse.
+        raise DottedOrderTooDeep(
+            f"dotted_order has {value.count('.') + 1} entries ({len(value)} characters); the limit is "
+            f"{MAX_DEPTH} entries ({MAX_DOTTED_ORDER_CHARS} characters): a run may be at most {MAX_DEPTH} deep in its trace"
+        )
     entries: list[tuple[datetime, UUID]] = []
     for index, part in enumerate(value.split(".")):
         match = DOTTED_ENTRY_RE.fullmatch(part)
@@ -405,6 +486,7 @@ def _placed_in_known_tree(trace_id: object, span_id: object, parent_id: object, 
         trace_id=trace,
         parent_run_id=above_ids[-1] if above else None,
         dotted_order=".".join([*above, own]),
+        depth=len(above) + 1,
     )
 
 
@@ -471,7 +553,7 @@ def given_run_ids(given: GivenIds, computed: RunIds) -> RunIds:
         raise GivenIdsError(LANGSMITH_PARENT_ID, f"{parent_id} is not {where}")
     # Rebuilt from the parsed entries: lower-case ids, as every other dotted_order we send.
     canonical = ".".join(f"{moment.strftime('%Y%m%dT%H%M%S%f')}Z{rid}" for (moment, _), rid in zip(entries, ids))
-    return RunIds(ids[-1], ids[0], parent, canonical, _entry_time_ns(entries[-1][0]))
+    return RunIds(ids[-1], ids[0], parent, canonical, _entry_time_ns(entries[-1][0]), depth=len(ids))
 
 
 def ids_from_dotted_order(value: str, project: str | None = None) -> RunIds:
@@ -491,4 +573,5 @@ def ids_from_dotted_order(value: str, project: str | None = None) -> RunIds:
         dotted_order=value,
         start_time_ns=start_ns,
         project=project,
+        depth=len(entries),
     )

@@ -36,6 +36,11 @@ logger = logging.getLogger(__name__)
 _rl = RateLimitedLog(logger)
 
 _RECENT_MAX = 16_384  # ended spans remembered for children that start after their parent ended
+# Deeper ended runs are remembered apart, fewer of them: each holds its dotted_order, up to
+# ~15 kB at _ids.MAX_DEPTH, so 16,384 of those would hold 250 MB. Two maps rather than a byte
+# count: on_end runs on many app threads at once, and a shared counter would need a lock.
+_RECENT_DEEP = 32  # runs deeper than this go to the second map (~2 kB of dotted_order)
+_RECENT_DEEP_MAX = 1_024  # ~16 MB at the depth limit; the shallow map ~40 MB at most
 
 
 class RunsSpanProcessor(SpanProcessor):
@@ -58,6 +63,7 @@ class RunsSpanProcessor(SpanProcessor):
         self._hooked: Any = None
         self._open: dict[int, RunNode] = {}
         self._recent: OrderedDict[int, RunNode] = OrderedDict()
+        self._recent_deep: OrderedDict[int, RunNode] = OrderedDict()
         self._worker: Worker | None = None if self._settings.disabled else Worker(self._settings, clock=clock)
         if self._worker is not None:
             _registry.register(self)
@@ -77,7 +83,7 @@ class RunsSpanProcessor(SpanProcessor):
         would leave it to pick its own.
         """
         batcher = self._worker
-        node = self._open.get(span_id) or self._recent.get(span_id)
+        node = self._open.get(span_id) or self._recent.get(span_id) or self._recent_deep.get(span_id)
         if node is None or batcher is None:
             return None
         ids = node.resolve(batcher.options.id_scheme)
@@ -97,7 +103,7 @@ class RunsSpanProcessor(SpanProcessor):
             parent = span.parent
             if parent is not None:
                 key = parent.span_id
-                parent_node = self._open.get(key) or self._recent.get(key)
+                parent_node = self._open.get(key) or self._recent.get(key) or self._recent_deep.get(key)
                 if parent_node is None and parent.is_remote:
                     remote = _registry.remote_run(parent_context)
             if self._bridge:
@@ -108,8 +114,9 @@ class RunsSpanProcessor(SpanProcessor):
                         parent_node, remote = None, sdk
             # Only a link to the parent here: ids are computed on the worker thread.
             node = RunNode(span, parent_node, remote)
-            self._open[ctx.span_id] = node
-            batcher.submit("post", span, node)
+            if batcher.submit("post", span, node):
+                self._open[ctx.span_id] = node
+            # else dropped at the byte bound (counted): the span has no run, its children start their own trees
         except Exception:  # noqa: BLE001 - never raise into the application
             _rl.error("on_start", "could not record the start of span %r", getattr(span, "name", "?"), exc_info=True)
 
@@ -135,10 +142,14 @@ class RunsSpanProcessor(SpanProcessor):
             span_id = span.context.span_id
             node = self._open.pop(span_id, None)
             if node is None:
-                return  # not sampled, or started before this processor was added
-            recent = self._recent
+                return  # not sampled, started before this processor was added, or dropped at its start
+            ids = node.ids
+            if (ids.depth if ids is not None else node.depth) <= _RECENT_DEEP:
+                recent, most = self._recent, _RECENT_MAX
+            else:
+                recent, most = self._recent_deep, _RECENT_DEEP_MAX
             recent[span_id] = node
-            if len(recent) > _RECENT_MAX:
+            if len(recent) > most:
                 try:
                     recent.popitem(last=False)
                 except KeyError:

@@ -375,8 +375,9 @@ _DECLS: dict[str, _Decl] = {
         (ev.OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES,),
         128 * MiB,
         _positive_int,
-        "Most bytes held for delivery (including during an outage): spans waiting to be converted, "
-        "at an estimated size, plus encoded runs; past it the newest are dropped.",
+        "Most bytes held for delivery (including during an outage): spans waiting to be converted "
+        "and runs still open, at an estimated size (an open run's with its dotted_order), plus "
+        "encoded runs; past it the newest are dropped.",
     ),
     "max_value_chars": _Decl(
         (ev.OTEL_EXPORTER_RUNS_MAX_VALUE_CHARS,),

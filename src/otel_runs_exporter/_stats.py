@@ -52,6 +52,9 @@ class ExporterStats:
     parents never came. ``interval_s`` is the processor's current time between
     flushes: ``schedule_delay_s``, longer while it adapts to 429s (``_pacing``);
     None on the exporter path, where the SDK's batch processor keeps the time.
+    ``depth_limited`` counts runs whose parent run was ``_ids.MAX_DEPTH`` deep:
+    each was sent as the root of a new trace naming that parent in its metadata
+    (delivered like any other run, so not among the drops).
     ``malformed`` counts producer attributes a convention could not read
     (malformed JSON, a wrong type), kept as text in their run's metadata: no run
     is lost for them, so they are not among the drops.
@@ -81,6 +84,7 @@ class ExporterStats:
     orphaned: int = 0
     interval_s: float | None = None
     malformed: int = 0
+    depth_limited: int = 0
     log_events_joined: int = 0
     log_events_dropped: Mapping[str, int] = field(default_factory=dict)
     log_events_held: int = 0
@@ -160,6 +164,7 @@ class Ledger:
         self._sent = 0
         self._orphaned = 0
         self._malformed = 0
+        self._depth_limited = 0
         self._dropped: dict[str, int] = {}
         self._spool_dropped: dict[str, int] = {}
         self._gave_up: str | None = None  # the reason, once give_up() has run
@@ -242,6 +247,11 @@ class Ledger:
             with self._lock:
                 self._malformed += attributes
 
+    def depth_limited(self, runs: int = 1) -> None:
+        """Runs sent as the root of a new trace because their parent was ``MAX_DEPTH`` deep."""
+        with self._lock:
+            self._depth_limited += runs
+
     # --- reading ---------------------------------------------------------------
 
     @property
@@ -281,6 +291,7 @@ class Ledger:
                 orphaned=self._orphaned,
                 interval_s=interval_s,
                 malformed=self._malformed,
+                depth_limited=self._depth_limited,
                 log_events_joined=e.joined,
                 log_events_dropped=MappingProxyType(dict(e.dropped)),
                 log_events_held=e.held,

@@ -19,9 +19,12 @@ a new HTTP session, so nothing is sent twice.
 Memory is bounded twice: the queue of span operations in items
 (``OTEL_BSP_MAX_QUEUE_SIZE``), and everything waiting in bytes
 (``OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES``): the queued operations at an estimated
-size each plus the encoded backlog awaiting delivery (which also holds what
-failed and waits to be retried) at its exact size. Past either bound the newest
-are dropped and counted. While the service is down everything queued is
+size each, the open runs (early post sent, end not yet converted) at an
+estimated size each plus their dotted_order, and the encoded backlog awaiting
+delivery (which also holds what failed and waits to be retried) at its exact
+size. Past either bound the newest are dropped and counted. Open runs count
+against new spans, not against their own ends: converting an end frees more than
+it queues. While the service is down everything queued is
 converted at once and sealed by :class:`Delivery` into compressed batches, so a
 long outage holds ~80 bytes a small run rather than its SDK span.
 """
@@ -52,6 +55,7 @@ from ._delivery import Delivery
 from ._encode import EncodedRun, encode_run
 from ._fork import renew_in_child
 from ._genai_events import EventJoin, late_patches
+from ._ids import RunIds
 from ._logging import RateLimitedLog
 from ._pacing import Pacer
 from ._settings import Settings
@@ -72,6 +76,11 @@ _CATCH_UP_BATCHES = 8
 # The estimate keeps the hot path to one multiplication; payload strings are
 # counted exactly once encoded.
 _OP_BYTES = 1600
+# What an open run holds besides its dotted_order once its early post is sent: its
+# node, ids and map entry in the processor, its summary here (~470 B measured with
+# tracemalloc, 2,000 open spans). Its dotted_order is counted at its length, up to
+# ~15 kB at _ids.MAX_DEPTH, so deep trees fill the byte bound as fast as they fill memory.
+_OPEN_RUN_BYTES = 500
 
 
 @dataclass
@@ -111,7 +120,13 @@ class Worker:
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._flush_requests: list[_FlushRequest] = []
-        self._early: dict[str, tuple[str, str, bool]] = {}
+        # Runs whose early post went out and whose end is not converted yet: the summary
+        # their patch needs, and what they hold while open (summed in _open_bytes, which
+        # only the worker thread writes; submit() reads it).
+        self._early: dict[str, tuple[tuple[str, str, int | None], int]] = {}
+        self._open_bytes = 0
+        # Nodes whose end was refused at the door: the worker forgets their early post.
+        self._released: deque[RunNode] = deque()
         self._stopping = False
         self._stopped = False
         self._stop_deadline = 0.0
@@ -138,40 +153,50 @@ class Worker:
 
     # --- application threads -----------------------------------------------------
 
-    def submit(self, kind: str, span: Any, node: RunNode) -> None:
+    def submit(self, kind: str, span: Any, node: RunNode) -> bool:
         """Queue a span operation; never blocks, never raises.
 
-        Only a ``patch`` (the run's end) is counted: a refused ``post`` is
-        carried whole by its patch later, so each run is counted once.
+        A run is counted once. A ``post`` refused while the queue is full of
+        items is not counted: its patch carries the whole run later. A ``post``
+        refused at the byte bound is the run dropped (counted, ``queue_bytes_full``):
+        False, and the caller forgets the node, since what open runs hold is part
+        of that bound. A refused ``patch`` (the run's end) is counted.
         """
         if self._stopping:
             if kind == "patch":
                 self._ledger.refuse("after_shutdown")
-            return
+            return True
         queue = self._queue
         settings = self._settings
         waiting = len(queue)
         if waiting >= settings.max_queue_size:
             if kind == "patch":
                 self._ledger.refuse("queue_full")
+                self._release(node)
             _rl.warning(
                 "queue_full",
                 "the run queue is full (%d); dropping new runs (raise OTEL_BSP_MAX_QUEUE_SIZE or check delivery)",
                 settings.max_queue_size,
             )
-            return
-        if (waiting + 1) * _OP_BYTES + self._delivery.bytes_held > settings.max_queue_bytes:
-            # One budget for memory: spans waiting to be converted (estimated) plus
-            # encoded runs waiting to be sent (exact) stay under the byte cap.
+            return True
+        held = (waiting + 1) * _OP_BYTES + self._delivery.bytes_held
+        if kind == "post":
+            # Open runs count against new spans, not against their own ends: converting
+            # an end frees more than it queues.
+            held += self._open_bytes
+        if held > settings.max_queue_bytes:
+            # One budget for memory: spans waiting to be converted (estimated), open runs
+            # (estimated, with their dotted_order) and encoded runs waiting to be sent (exact).
+            self._ledger.refuse("queue_bytes_full")
             if kind == "patch":
-                self._ledger.refuse("queue_bytes_full")
+                self._release(node)
             _rl.warning(
                 "queue_bytes_full",
-                "runs waiting for delivery hold about %d bytes, the cap (OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES); "
-                "dropping new runs",
+                "runs waiting for delivery or for their end hold about %d bytes, the cap "
+                "(OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES); dropping new runs",
                 settings.max_queue_bytes,
             )
-            return
+            return False
         if kind == "patch":
             self._ledger.admit()
             # Only now may the worker merge the post with the end: the patch is sure to be queued.
@@ -179,6 +204,12 @@ class Worker:
         queue.append((kind, span, node))
         if len(queue) >= self._wake_at and not self._wake.is_set():
             self._wake.set()
+        return True
+
+    def _release(self, node: RunNode) -> None:
+        """A run's end was refused (counted): its early post, sent or not, must stop holding memory."""
+        node.state = RunNode.DROPPED  # a post still queued is skipped
+        self._released.append(node)  # one sent already: the worker forgets it (a deque append is atomic)
 
     def force_flush(self, timeout_s: float) -> bool:
         """Deliver everything queued so far.
@@ -365,7 +396,7 @@ class Worker:
             for run in runs:
                 if not run.completes:
                     # The service never got this early post: its patch must carry the whole run.
-                    self._early.pop(run.run_id, None)
+                    self._forget_early(run.run_id)
 
     def _convert_some(self, everything: bool = False) -> None:
         """Convert up to one batch of queued operations (all of them with ``everything``).
@@ -374,6 +405,11 @@ class Worker:
         converting forever without sending.
         """
         queue = self._queue
+        released = self._released
+        while released:
+            ids = released.popleft().ids
+            if ids is not None:
+                self._forget_early(ids.run_id)
         join = self._events
         if join is not None and join.has_late():
             for patch in late_patches(join, self._opts, self._settings.max_value_chars):
@@ -401,7 +437,7 @@ class Worker:
                     self._ledger.drop("queue_bytes_full")
                 else:
                     # The early post did not fit: forget it, so the patch goes out as a whole post.
-                    self._early.pop(encoded.run_id, None)
+                    self._forget_early(encoded.run_id)
             now = time.perf_counter()
             if now - last_yield > _YIELD_EVERY_S and len(queue) < catch_up:
                 # Let application threads waiting for the GIL in, instead of after the
@@ -418,7 +454,31 @@ class Worker:
                 time.sleep(0)
                 last_yield = time.perf_counter()
 
+    def _remember_early(self, run_id: str, summary: tuple[str, str, int | None], held: int) -> None:
+        early = self._early
+        if run_id in early:
+            self._forget_early(run_id)
+        elif len(early) >= _MAX_EARLY:
+            self._forget_early(next(iter(early)))
+        early[run_id] = (summary, held)
+        self._open_bytes += held
+
+    def _forget_early(self, run_id: str) -> tuple[str, str, int | None] | None:
+        """The early post's summary (None if there is none), no longer counted as open."""
+        entry = self._early.pop(run_id, None)
+        if entry is None:
+            return None
+        self._open_bytes -= entry[1]
+        return entry[0]
+
+    def _completed(self, ids: RunIds) -> None:
+        """Count what a run's completing operation says about its place."""
+        if ids.depth_limit_parent is not None:
+            self._ledger.depth_limited()
+
     def _convert(self, kind: str, span: Any, node: RunNode) -> EncodedRun | None:
+        if kind == "post" and node.state == RunNode.DROPPED:
+            return None  # its end was refused and counted: a post alone would stay incomplete
         limit = self._settings.max_value_chars
         ids = node.resolve(self._opts.id_scheme)
         if kind == "post":
@@ -432,27 +492,28 @@ class Worker:
                     completes=True,
                 )
                 self._ledger.malformed(len(malformed))
+                self._completed(ids)
                 node.state = RunNode.MERGED
                 return merged
             # Open, as far as counting knows (the span may have ended a moment ago, its patch
             # not queued yet): only the patch carries the end, so a refused patch is a run lost.
             run = span_to_run(span, ids, self._opts, as_open=True)
-            early = self._early
-            if len(early) >= _MAX_EARLY:
-                early.pop(next(iter(early)))
-            early[ids.run_id] = early_post_summary(run)
+            self._remember_early(ids.run_id, early_post_summary(run), _OPEN_RUN_BYTES + len(ids.dotted_order))
             return encode_run("post", run, limit)
         # The span has ended: the last chance to see ids set after its start, once per span.
         warn_if_ids_set_late(span, node.given)
         if node.state == RunNode.MERGED:
             return None
-        summary = self._early.pop(ids.run_id, None)
+        summary = self._forget_early(ids.run_id)
         malformed: list[str] = []
         events = self._events.take(span, ids) if self._events is not None else []
         full = span_to_run(span, ids, self._opts, malformed=malformed, log_events=events)
         self._ledger.malformed(len(malformed))
         if summary is None:
             # Its post never went out (dropped, or refused while the queue was full): send the whole run.
-            return encode_run("post", full, limit, completes=True)
-        return encode_run("patch", patch_fields(full, summary), limit, completes=True)
+            encoded = encode_run("post", full, limit, completes=True)
+        else:
+            encoded = encode_run("patch", patch_fields(full, summary), limit, completes=True)
+        self._completed(ids)
+        return encoded
 

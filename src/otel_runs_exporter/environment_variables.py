@@ -149,8 +149,8 @@ OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES = "OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES"
 """
 .. envvar:: OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES
 
-Setting ``max_queue_bytes``: most bytes held for delivery, outages included; past it the newest
-are dropped. Default: 128 MiB.
+Setting ``max_queue_bytes``: most bytes held for delivery, outages included, and by runs still
+open; past it the newest are dropped. Default: 128 MiB.
 """
 
 OTEL_EXPORTER_RUNS_MAX_VALUE_CHARS = "OTEL_EXPORTER_RUNS_MAX_VALUE_CHARS"

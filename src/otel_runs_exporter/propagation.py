@@ -32,7 +32,7 @@ from opentelemetry.propagators.textmap import (
     default_setter,
 )
 
-from ._ids import DottedOrderError, ids_from_dotted_order
+from ._ids import MAX_DOTTED_ORDER_CHARS, DottedOrderError, ids_from_dotted_order
 from ._registry import remote_run, run_ids_for, with_remote_run
 
 __all__ = ["RunsPropagator", "HEADER"]
@@ -40,7 +40,8 @@ __all__ = ["RunsPropagator", "HEADER"]
 logger = logging.getLogger(__name__)
 
 HEADER = "langsmith-trace"
-_MAX_HEADER_CHARS = 64 * 1024  # a hostile header must not cost more than a deep real trace
+# A hostile header must not cost more than the deepest real trace: the depth limit's length.
+_MAX_HEADER_CHARS = MAX_DOTTED_ORDER_CHARS
 
 
 class RunsPropagator(TextMapPropagator):

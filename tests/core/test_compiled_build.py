@@ -45,6 +45,7 @@ SUBSET = [
     "tests/core/test_semconv.py",
     "tests/core/test_convert.py",
     "tests/core/test_processor.py",
+    "tests/core/test_deep_trees.py",
     "tests/core/test_odd_values.py",
     "tests/core/test_compiled_same_as_pure.py",
 ]

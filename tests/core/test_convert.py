@@ -20,7 +20,7 @@ from otel_runs_exporter._convert import (
     span_to_run,
     warn_if_ids_set_late,
 )
-from otel_runs_exporter._ids import GivenIds, parse_dotted_order
+from otel_runs_exporter._ids import MAX_DEPTH, GivenIds, ids_from_dotted_order, parse_dotted_order
 from otel_runs_exporter._settings import resolve as resolve_settings
 
 
@@ -162,6 +162,37 @@ def test_remote_parent_becomes_root_with_its_ids_in_metadata(capture):
     assert "parent_run_id" not in run and run["trace_id"] == run["id"]
     meta = run["extra"]["metadata"]
     assert meta["otel_parent_span_id"] == format(0xDEF, "016x") and meta["otel_parent_is_remote"] is True
+
+
+def _remote_chain(depth: int) -> str:
+    """A dotted_order ``depth`` entries deep, as a remote sender would pass it."""
+    return ".".join(f"20231114T221320{i:06d}Z018bcfe5-68e3-7000-8000-{i:012x}" for i in range(1, depth + 1))
+
+
+def test_a_span_under_a_run_at_the_depth_limit_starts_a_new_trace_naming_it(capture, caplog):
+    tracer, exporter = capture
+    with tracer.start_as_current_span("deep"):
+        pass
+    span = _by_name(exporter)["deep"]
+    at_limit = ids_from_dotted_order(_remote_chain(MAX_DEPTH), project="p")
+    under = span_ids(span, ids_from_dotted_order(_remote_chain(MAX_DEPTH - 1), project="p"))
+    assert under.depth == MAX_DEPTH and under.trace_id == at_limit.trace_id  # up to the limit: one trace
+    with caplog.at_level("WARNING", logger="otel_runs_exporter"):
+        ids = span_ids(span, at_limit)
+    assert ids.run_id == ids.trace_id and ids.parent_run_id is None and ids.depth == 1 and ids.project == "p"
+    assert f"nested more than {MAX_DEPTH} runs deep" in caplog.text
+    run = span_to_run(span, ids, ConvertOptions())
+    assert "parent_run_id" not in run and run["trace_id"] == run["id"]
+    meta = run["extra"]["metadata"]
+    assert (meta["depth_limit_parent_run_id"], meta["depth_limit_trace_id"]) == (at_limit.run_id, at_limit.trace_id)
+    assert len(parse_dotted_order(run["dotted_order"])) == 1 and run["session_name"] == "p"
+    # A dotted_order given by attribute past the limit is refused like any unusable one, naming the limit.
+    with tracer.start_as_current_span("given", attributes={"langsmith.span.dotted_order": _remote_chain(MAX_DEPTH + 1)}):
+        pass
+    given = _by_name(exporter)["given"]
+    with caplog.at_level("WARNING", logger="otel_runs_exporter"):
+        ids = span_ids(given, None, given=given_ids(given.attributes))
+    assert ids.depth == 1 and f"the limit is {MAX_DEPTH} entries" in caplog.text
 
 
 def test_langsmith_overrides(capture):

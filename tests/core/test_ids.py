@@ -10,11 +10,16 @@ from hypothesis import strategies as st
 
 from otel_runs_exporter._ids import (
     DEFAULT_SCHEME,
+    MAX_DEPTH,
+    MAX_DOTTED_ORDER_CHARS,
     SCHEMES,
+    DottedOrderTooDeep,
     GivenIds,
     GivenIdsError,
     child_ids,
+    continued_ids,
     format_entry,
+    ids_from_dotted_order,
     given_run_ids,
     make_run_id,
     parse_dotted_order,
@@ -102,6 +107,7 @@ def test_dotted_order_chain_follows_the_rules(chain):
             assert ids.parent_run_id is None
         stamps = [t for t, _ in entries]
         assert stamps == sorted(stamps)
+        assert ids.depth == len(entries)
         # start_time always matches its own entry
         assert format_entry(ids.start_time_ns, ids.run_id) == ids.dotted_order.split(".")[-1]
 
@@ -121,6 +127,38 @@ def test_parse_rejects_bad_entries_with_a_reason():
     for bad in ("", "20231114T221320Z018bcfe5-68e3-7000-8000-000000000001", "20231114T221320000001Z123"):
         with pytest.raises(DottedOrderError, match="dotted_order|entry"):
             parse_dotted_order(bad)
+
+
+def _chain_to(depth: int, start: int = 1_700_000_000_000_000_000):
+    ids = root_ids(run_id_v7(3, 1, start), start)
+    for span_id in range(2, depth + 1):
+        ids = child_ids(ids, run_id_v7(3, span_id, start + span_id), start + span_id)
+    return ids
+
+
+def test_a_dotted_order_past_the_depth_limit_is_refused_before_it_is_read():
+    deepest = _chain_to(MAX_DEPTH)
+    assert len(deepest.dotted_order) == MAX_DOTTED_ORDER_CHARS  # the longest there is: the limit is exact
+    assert len(parse_dotted_order(deepest.dotted_order)) == MAX_DEPTH
+    assert ids_from_dotted_order(deepest.dotted_order).depth == MAX_DEPTH
+    entry = deepest.dotted_order.split(".")[-1]
+    with pytest.raises(DottedOrderTooDeep, match=f"{MAX_DEPTH + 1} entries .* the limit is {MAX_DEPTH} entries"):
+        parse_dotted_order(deepest.dotted_order + "." + entry)
+    # The 18.9 MB value (320k entries): refused on its length, by counting, not by parsing each entry.
+    with pytest.raises(DottedOrderTooDeep, match=f"320000 entries \\(18879999 characters\\); the limit is {MAX_DEPTH}"):
+        parse_dotted_order(".".join([entry] * 320_000))
+
+
+def test_a_run_under_a_parent_at_the_depth_limit_starts_a_new_trace_naming_it():
+    parent = _chain_to(MAX_DEPTH)._replace(project="elsewhere")
+    start = parent.start_time_ns - 5  # as a root it keeps its own start: there is no parent entry to follow
+    rid = str(run_id_v7(3, 999, start))
+    ids = continued_ids(parent, rid, start)
+    assert ids.run_id == ids.trace_id == rid and ids.parent_run_id is None and ids.depth == 1
+    assert ids.dotted_order == format_entry(start, rid) and ids.start_time_ns == start
+    assert ids.depth_limit_parent == (parent.run_id, parent.trace_id) and ids.project == "elsewhere"
+    # its children continue the new trace
+    assert child_ids(ids, run_id_v7(3, 1000, start), start).depth == 2
 
 
 # --- ids given by the langsmith.* attributes ------------------------------------------

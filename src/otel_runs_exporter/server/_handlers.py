@@ -19,7 +19,15 @@ from ._reply import Reply, detail
 from ._routing import Request, Service
 from ._run_stats import parse_stats_query, run_stats
 from ._store import ProjectExists
-from ._validate import ReadResult, canonical_id, read_basic_patch, read_basic_post, read_batch, read_multipart
+from ._validate import (
+    LIMIT_RULES,
+    ReadResult,
+    canonical_id,
+    read_basic_patch,
+    read_basic_post,
+    read_batch,
+    read_multipart,
+)
 
 __all__ = [
     "ok",
@@ -68,10 +76,12 @@ def ingest(result: ReadResult, request: Request, service: Service) -> Reply:
         return Reply(422, {"detail": errors})
     store = service.store
     if result.violations:
-        store.record_violations(result.violations, path=request.route, accepted=service.lenient)
+        # A limit (a dotted_order past MAX_DEPTH) is what keeps the store bounded: lenient or not.
+        refused = not service.lenient or any(v.rule in LIMIT_RULES for v in result.violations)
+        store.record_violations(result.violations, path=request.route, accepted=not refused)
         for violation in result.violations[:5]:
             logger.info("rule violation on %s: %s", request.route, violation.as_error()["msg"])
-        if not service.lenient:
+        if refused:
             return Reply(422, {"detail": [v.as_error() for v in result.violations]})
     applied = store.apply(result.ops, result.feedback)
     return Reply(202, {"post": applied.posted, "patch": applied.patched, "duplicates": applied.duplicates})

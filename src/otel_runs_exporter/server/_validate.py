@@ -26,6 +26,9 @@ Runs (2.3), for every way a run arrives
     path [uuid, id_match]
   * start_time and end_time are ISO 8601 [timestamp_format]
   * dotted_order entries are ``%Y%m%dT%H%M%S%fZ<uuid>`` [dotted_order_format]
+  * dotted_order has at most ``_ids.MAX_DEPTH`` entries (``MAX_DOTTED_ORDER_CHARS``
+    characters): a run at most that deep in its trace [dotted_order_depth]. A limit,
+    not a rule of the spec: a lenient service refuses it too (:data:`LIMIT_RULES`)
   * trace_id is the first entry's UUID [trace_id_first]
   * parent_run_id is the UUID of the entry before the last; a root has none [parent_before_last]
   * parent_run_id is not the run itself [own_parent], and no UUID comes twice in
@@ -37,7 +40,8 @@ Runs (2.3), for every way a run arrives
 
 Basic tracing (2.3 rule 4)
   * POST /runs carries id and start_time; the service computes trace_id and
-    dotted_order from the parent's stored dotted_order [required_fields, parent_known]
+    dotted_order from the parent's stored dotted_order [required_fields, parent_known],
+    under a parent less than ``MAX_DEPTH`` deep [dotted_order_depth]
 """
 
 from __future__ import annotations
@@ -51,12 +55,23 @@ from uuid import UUID
 
 import orjson
 
-from .._ids import DottedOrderError, RunIds, canonical_uuid, child_ids, parse_dotted_order, root_ids
+from .._ids import (
+    MAX_DEPTH,
+    MAX_DOTTED_ORDER_CHARS,
+    DottedOrderError,
+    DottedOrderTooDeep,
+    RunIds,
+    canonical_uuid,
+    child_ids,
+    parse_dotted_order,
+    root_ids,
+)
 from ._multipart import Part
 from ._numbers import plain_int
 
 __all__ = [
     "MAIN_FIELD_PARTS",
+    "LIMIT_RULES",
     "EXTRA_FIELD_PARTS",
     "PartName",
     "RunOp",
@@ -91,6 +106,9 @@ __all__ = [
 
 Loc = tuple[str | int, ...]
 OpKind = Literal["post", "patch"]
+
+LIMIT_RULES = frozenset({"dotted_order_depth"})
+"""Rules that bound what the service holds rather than check the spec: refused even by a lenient service."""
 
 MAIN_FIELD_PARTS = frozenset({"inputs", "outputs", "events"})
 """Field parts the spec names (4.4)."""
@@ -366,6 +384,8 @@ def check_dotted_order_format(run_id: str, run: Mapping[str, Any], loc: Loc) -> 
         return None, []
     try:
         return parse_dotted_order(run["dotted_order"]), []
+    except DottedOrderTooDeep as exc:
+        return None, [Violation(run_id, "dotted_order_depth", str(exc), (*loc, "dotted_order"))]
     except DottedOrderError as exc:
         return None, [Violation(run_id, "dotted_order_format", f"dotted_order: {exc}", (*loc, "dotted_order"))]
 
@@ -693,6 +713,7 @@ def _parent_ids(parent: Mapping[str, Any]) -> RunIds | None:
         str(entries[-2][1]) if len(entries) > 1 else None,
         dotted,
         _ns(entries[-1][0]),
+        depth=len(entries),
     )
 
 
@@ -740,6 +761,21 @@ def _compute_ids(run_id: str, run: dict[str, Any], parent_lookup: ParentLookup, 
         ids = root_ids(run_id, _ns(start))
     else:
         parent = parent_lookup(parent_id)
+        stored = parent.get("dotted_order") if parent is not None else None
+        # Counted, not parsed: a database written before the limit may hold a parent deeper than it.
+        depth = stored.count(".") + 1 if isinstance(stored, str) and stored else 0
+        if depth >= MAX_DEPTH:
+            result.violations.append(
+                Violation(
+                    run_id,
+                    "dotted_order_depth",
+                    f"parent run {parent_id} is {depth} deep in its trace; the limit is {MAX_DEPTH} "
+                    f"entries ({MAX_DOTTED_ORDER_CHARS} characters) of dotted_order, so a child of it cannot be "
+                    "stored: post it as the root of a new trace",
+                    ("body", "parent_run_id"),
+                )
+            )
+            return
         parent_ids = _parent_ids(parent) if parent is not None else None
         if parent_ids is None:
             result.violations.append(
