@@ -31,6 +31,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from ._fork import on_fork_in_child
 from ._ids import (
+    ID_ATTRIBUTES,
     LANGSMITH_DOTTED_ORDER,
     LANGSMITH_PARENT_ID,
     LANGSMITH_SESSION_ID,
@@ -101,7 +102,7 @@ def log_convert_error(span: Any, exc: BaseException) -> None:
         _rl.log(logging.DEBUG, f"convert_error traceback {reason}", "why span %r could not be converted", name, exc_info=True)
 
 
-_ID_KEYS = (LANGSMITH_TRACE_ID, LANGSMITH_SPAN_ID, LANGSMITH_PARENT_ID, LANGSMITH_DOTTED_ORDER)
+_ID_KEYS = ID_ATTRIBUTES
 
 # Fields of a run that describe its start; an early post carries them, the patch need not.
 _START_FIELDS = ("name", "run_type", "start_time", "inputs", "session_name", "session_id")

@@ -64,6 +64,7 @@ __all__ = [
     "LANGSMITH_DOTTED_ORDER",
     "LANGSMITH_SESSION_NAME",
     "LANGSMITH_SESSION_ID",
+    "ID_ATTRIBUTES",
     "RunIds",
     "IdScheme",
     "SCHEMES",
@@ -387,6 +388,9 @@ LANGSMITH_TRACE_ID = "langsmith.trace.id"
 LANGSMITH_SPAN_ID = "langsmith.span.id"
 LANGSMITH_PARENT_ID = "langsmith.span.parent_id"
 LANGSMITH_DOTTED_ORDER = "langsmith.span.dotted_order"
+#: The four attributes that place a run in its tree, in GivenIds' order (read by
+#: ``_convert.given_ids``; consumed by the mapping so they are not repeated in metadata).
+ID_ATTRIBUTES = (LANGSMITH_TRACE_ID, LANGSMITH_SPAN_ID, LANGSMITH_PARENT_ID, LANGSMITH_DOTTED_ORDER)
 #: The project the span's run goes to (read where the span starts its tree, see ``_convert.span_ids``).
 LANGSMITH_SESSION_NAME = "langsmith.trace.session_name"
 LANGSMITH_SESSION_ID = "langsmith.trace.session_id"

@@ -39,14 +39,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import orjson
 
-from ._ids import (
-    LANGSMITH_DOTTED_ORDER,
-    LANGSMITH_PARENT_ID,
-    LANGSMITH_SESSION_ID,
-    LANGSMITH_SESSION_NAME,
-    LANGSMITH_SPAN_ID,
-    LANGSMITH_TRACE_ID,
-)
+from ._ids import ID_ATTRIBUTES, LANGSMITH_SESSION_ID, LANGSMITH_SESSION_NAME
 
 __all__ = ["SpanEvent", "Mapped", "map_span", "reads_nothing", "RUN_TYPES", "GENAI_EVENT_PREFIX"]
 
@@ -218,7 +211,7 @@ _PROVIDER_KEYS = (
 #: doc: langsmith.span.id -> Run ID. "This span's run ID (a UUID); overrides the ID derived from the OTLP span ID"
 #: doc: langsmith.span.parent_id -> Parent run ID. "Nests the span under an existing run by its run ID"
 #: doc: langsmith.span.dotted_order -> Dotted order. "Position in the trace tree"
-_ID_ATTRIBUTES = (LANGSMITH_TRACE_ID, LANGSMITH_SPAN_ID, LANGSMITH_PARENT_ID, LANGSMITH_DOTTED_ORDER)
+_ID_ATTRIBUTES = ID_ATTRIBUTES
 
 #: doc: langsmith.trace.session_name -> Session name. "Name of the session"
 #: (the project goes with the run's place: ``_convert.span_ids`` reads it where a tree starts).
