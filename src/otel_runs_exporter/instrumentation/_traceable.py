@@ -27,7 +27,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
-from .._encode import dumps
+from .._encode import dumps, json_value
 from .._semconv import RUN_TYPES
 
 __all__ = ["traceable", "RunHandle", "copy_context_wrapper", "ContextThreadPoolExecutor", "json_dumps"]
@@ -54,9 +54,10 @@ def _get_tracer() -> trace.Tracer:
 def json_dumps(value: Any) -> str:
     """Serialize ``value`` to a JSON string for a span attribute; never raises.
 
-    The exporter's one coercion rule (``_encode.dumps``) applies: pydantic models
-    dumped, sets listed, cycles and excessive depth marked where they occur,
-    anything else ``repr``-ed, so one odd argument never loses the others.
+    The exporter's one coercion rule applies (``_encode.dumps``, whose fallback is
+    ``_encode.json_value``): a Decimal a number, a path its string, pydantic models and
+    dataclasses dicts, arrays lists, sets listed, cycles and excessive depth marked where
+    they occur, only what no rule knows ``repr``-ed, so one odd argument never loses the others.
 
     >>> json_dumps({"a": {1, 2}, "b": object}).startswith('{"a":[')
     True
@@ -65,7 +66,13 @@ def json_dumps(value: Any) -> str:
 
 
 def _attribute_value(value: Any) -> Any:
-    """A value OTel accepts as an attribute: primitives as they are, anything else as JSON."""
+    """A value OTel accepts as an attribute: primitives as they are, anything else as JSON.
+
+    A value JSON has no type for is first what ``json_value`` makes of it, so a Decimal stays a
+    number and a path a plain string, as they would inside the inputs.
+    """
+    if not isinstance(value, (str, bool, int, float, list, tuple, dict)):
+        value = json_value(value)
     if isinstance(value, (str, bool, int, float)):
         return value
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
