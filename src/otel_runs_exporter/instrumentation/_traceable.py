@@ -9,7 +9,8 @@ Two promises shape the code:
 * Our failures never reach user code. Everything we do around the user's function (binding
   arguments, serializing, starting and ending spans) is guarded; on a failure we log on
   ``otel_runs_exporter.instrumentation`` and the function still runs once and returns normally.
-  The user's own exceptions are recorded on the span and re-raised unchanged.
+  The user's own exceptions are recorded on the span and re-raised unchanged, except that their
+  traceback no longer shows our wrapper: it goes from the caller to the user's function.
 * Parenting follows the OTel context. Asyncio tasks copy it by themselves; threads do not, so
   :func:`copy_context_wrapper` and :class:`ContextThreadPoolExecutor` carry it into executors.
 """
@@ -187,21 +188,28 @@ class SpanCall:
 class _Call(SpanCall):
     """The span of one decorated call or ``with`` block, with every operation on it guarded."""
 
-    __slots__ = ("handle",)
+    __slots__ = ("handle", "so_far")
 
     def __init__(self, span: Span) -> None:
         super().__init__(span, trace.set_span_in_context(span))
         self.handle = RunHandle(span)
+        #: The outputs of a call that fails midway: a generator's items yielded before the error.
+        self.so_far: Any = _UNSET
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is not None:
+            _drop_our_frames(exc)  # before it is recorded, so the span's stack trace starts at the user's code too
+        super().__exit__(exc_type, exc, tb)
 
     def fail(self, exc: BaseException) -> None:
         try:
             if isinstance(exc, GeneratorExit):  # closing a generator early is not an error
-                self._end(_UNSET)
+                self._end(self.so_far)
                 return
             self.span.record_exception(exc)
             self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
             self.span.set_attribute("error.type", type(exc).__qualname__)
-            self._end(_UNSET)
+            self._end(self.so_far)
         except Exception:
             logger.warning("traceable: could not record an exception", exc_info=True)
 
@@ -219,6 +227,26 @@ class _Call(SpanCall):
         if outputs is not _UNSET:
             self.span.set_attribute("output.value", json_dumps(_as_object(outputs, "output")))
         self.span.end()
+
+
+def _drop_our_frames(exc: BaseException) -> None:
+    """Start the traceback of the user's exception at the user's code, not at our wrapper.
+
+    An exception from a decorated function passed through the wrapper, whose frame then came
+    first in its traceback (and between the caller's frame and the user's, in what is printed).
+    The ``with`` statement that re-raises it uses the exception's ``__traceback__`` (Python
+    3.11 and later; before, the one it caught, so this changes nothing there), and a re-raise
+    adds no frame: the caller sees its own frame, then the user's. The last frame stays, so
+    an exception raised here (a call with the wrong arguments) still says where it came from.
+    """
+    try:
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename == __file__:
+            tb = tb.tb_next
+        if tb is not exc.__traceback__:
+            exc.__traceback__ = tb
+    except Exception:  # an exception type that refuses a traceback keeps its own
+        logger.debug("traceable: could not shorten a traceback", exc_info=True)
 
 
 class _Untraced(_Call):
@@ -262,6 +290,7 @@ class _Consumer:
         return send(self.sent) if exc is None else throw(exc)
 
     def outputs(self) -> dict[str, Any]:
+        """The run's outputs: the items yielded so far (the same list, so it grows with them)."""
         return {"output": self.items}
 
 
@@ -338,6 +367,7 @@ def _trace_generator(fn: Callable[..., Any], begin: _Begin) -> Callable[..., Any
         with call:  # a call with the wrong arguments fails here, and must end the span too
             gen = fn(*args, **kwargs)
         consumer = _Consumer()
+        call.so_far = consumer.outputs()  # the live list: a failure keeps what was yielded before it
         while True:
             # Our span is current only while the user's generator runs, never in the consumer.
             with call:
@@ -366,6 +396,7 @@ def _trace_async_generator(fn: Callable[..., Any], begin: _Begin) -> Callable[..
         with call:
             agen = fn(*args, **kwargs)
         consumer = _Consumer()
+        call.so_far = consumer.outputs()
         while True:
             with call:
                 try:
@@ -502,7 +533,8 @@ def traceable(
     ``run_type`` is one of chain, llm, tool, retriever, embedding, prompt, parser. As a decorator
     the inputs are the call's arguments, bound to the signature with defaults applied (``self`` and
     ``cls`` left out), and the outputs are the return value (a non-mapping becomes
-    ``{"output": value}``; a generator's yielded items become ``{"output": [...]}``). As a context
+    ``{"output": value}``; a generator's yielded items become ``{"output": [...]}``, kept with the
+    error when it fails midway). As a context
     manager, pass ``inputs=`` and set outputs on the yielded :class:`RunHandle`.
 
     >>> @traceable
