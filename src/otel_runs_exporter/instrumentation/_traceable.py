@@ -21,8 +21,9 @@ import contextvars
 import functools
 import inspect
 import logging
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextvars import Token
+from typing import Any, Callable, Iterable, Literal, Mapping, ParamSpec, TypeVar, cast, overload
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -31,11 +32,19 @@ from opentelemetry.trace import Span, Status, StatusCode
 from .._encode import dumps, json_value
 from .._semconv import RUN_TYPES
 
-__all__ = ["traceable", "RunHandle", "copy_context_wrapper", "ContextThreadPoolExecutor", "json_dumps"]
+__all__ = ["traceable", "Traceable", "RunType", "RunHandle", "copy_context_wrapper", "ContextThreadPoolExecutor", "json_dumps"]
 
 logger = logging.getLogger("otel_runs_exporter.instrumentation")
 
-F = TypeVar("F", bound=Callable[..., Any])
+# A decorated function keeps its type: its parameters (P) and its result (R, which for a
+# coroutine, generator or async generator function is the coroutine or generator type).
+P = ParamSpec("P")
+R = TypeVar("R")
+C = TypeVar("C")  # the class a classmethod is bound to
+
+RunType = Literal["llm", "chain", "tool", "retriever", "embedding", "prompt", "parser"]
+"""The run types the service knows (``_semconv.RUN_TYPES``; a test keeps the two the same).
+Another string is still accepted at run time, with a warning; a type checker refuses it."""
 
 _tracer: trace.Tracer | None = None
 
@@ -155,9 +164,9 @@ class SpanCall:
     def __init__(self, span: Span, ctx: otel_context.Context) -> None:
         self.span = span
         self.ctx = ctx
-        self._token: object | None = None
+        self._token: Token[otel_context.Context] | None = None
 
-    def attach(self) -> object | None:
+    def attach(self) -> Token[otel_context.Context] | None:
         """Make the span current; the token for :meth:`detach`, or None if that failed (logged)."""
         try:
             return otel_context.attach(self.ctx)
@@ -166,7 +175,7 @@ class SpanCall:
             return None
 
     @staticmethod
-    def detach(token: object | None) -> None:
+    def detach(token: Token[otel_context.Context] | None) -> None:
         """Undo :meth:`attach`."""
         if token is not None:
             otel_context.detach(token)  # logs its own failures, never raises
@@ -259,7 +268,7 @@ class _Untraced(_Call):
         # A handle on a non-recording span keeps ``run.set_outputs`` and the rest working as no-ops.
         super().__init__(trace.INVALID_SPAN)
 
-    def attach(self) -> object | None:
+    def attach(self) -> Token[otel_context.Context] | None:
         return None
 
     def fail(self, exc: BaseException) -> None:
@@ -429,14 +438,17 @@ _WRAPPERS: tuple[tuple[Callable[[Any], bool], _Wrap], ...] = (
 )
 
 
-class _Traceable:
-    """The object ``traceable(...)`` returns: a decorator and a context manager."""
+class Traceable:
+    """What ``traceable(...)`` returns: a decorator and a context manager (sync and async).
+
+    Made by :func:`traceable`, not directly; named so that annotations can say what it is.
+    """
 
     def __init__(
         self,
         name: str | None = None,
         *,
-        run_type: str = "chain",
+        run_type: RunType | str = "chain",
         metadata: Mapping[str, Any] | None = None,
         tags: Iterable[str] | None = None,
         inputs: Mapping[str, Any] | None = None,
@@ -492,17 +504,26 @@ class _Traceable:
 
     # -- decorator
 
-    def __call__(self, fn: F) -> F:
+    @overload
+    def __call__(self, fn: classmethod[C, P, R]) -> classmethod[C, P, R]: ...
+
+    @overload
+    def __call__(self, fn: staticmethod[P, R]) -> staticmethod[P, R]: ...
+
+    @overload
+    def __call__(self, fn: Callable[P, R]) -> Callable[P, R]: ...
+
+    def __call__(self, fn: Any) -> Any:
         if isinstance(fn, (classmethod, staticmethod)):
             # ``@traceable`` above ``@classmethod``: decorate the function, keep the descriptor.
-            return type(fn)(self(fn.__func__))  # type: ignore[return-value]
+            return type(fn)(self(fn.__func__))
         try:
             return self._decorate(fn)
         except Exception:
             logger.warning("traceable: could not decorate %r; it runs untraced", fn, exc_info=True)
             return fn
 
-    def _decorate(self, fn: F) -> F:
+    def _decorate(self, fn: Callable[P, R]) -> Callable[P, R]:
         sig = _Signature(fn)
         name = self.name or getattr(fn, "__name__", None) or type(fn).__name__
         start = self._start
@@ -516,14 +537,46 @@ class _Traceable:
             return start(name, inputs)
 
         make = next((make for is_kind, make in _WRAPPERS if is_kind(fn)), _trace_function)
-        return functools.wraps(fn)(make(fn, begin))  # type: ignore[return-value]
+        # The wrapper is of the function's own kind (see _WRAPPERS), so it has its type.
+        return cast("Callable[P, R]", functools.wraps(fn)(make(fn, begin)))
+
+
+# Three forms, so that a type checker keeps the decorated function's type (its parameters and
+# its result, coroutine and generator types included): bare ``@traceable`` on a function (or
+# above ``@classmethod`` / ``@staticmethod``), and ``traceable(...)`` with options, which gives
+# a :class:`Traceable` to decorate with or to use as a context manager.
+
+
+@overload
+def traceable(func: classmethod[C, P, R], /) -> classmethod[C, P, R]: ...
+
+
+@overload
+def traceable(func: staticmethod[P, R], /) -> staticmethod[P, R]: ...
+
+
+@overload
+def traceable(func: Callable[P, R], /) -> Callable[P, R]: ...
+
+
+@overload
+def traceable(
+    func: str | None = None,
+    /,
+    *,
+    name: str | None = None,
+    run_type: RunType = "chain",
+    metadata: Mapping[str, Any] | None = None,
+    tags: Iterable[str] | None = None,
+    inputs: Mapping[str, Any] | None = None,
+) -> Traceable: ...
 
 
 def traceable(
-    func: Callable[..., Any] | str | None = None,
+    func: Any = None,
     *,
     name: str | None = None,
-    run_type: str = "chain",
+    run_type: RunType | str = "chain",
     metadata: Mapping[str, Any] | None = None,
     tags: Iterable[str] | None = None,
     inputs: Mapping[str, Any] | None = None,
@@ -549,16 +602,16 @@ def traceable(
     ...     run.set_outputs({"y": 2})
     """
     if isinstance(func, (classmethod, staticmethod)) or (callable(func) and not isinstance(func, str)):
-        return _Traceable(name, run_type=run_type, metadata=metadata, tags=tags, inputs=inputs)(func)
+        return Traceable(name, run_type=run_type, metadata=metadata, tags=tags, inputs=inputs)(func)
     if isinstance(func, str):
         name = func
-    return _Traceable(name, run_type=run_type, metadata=metadata, tags=tags, inputs=inputs)
+    return Traceable(name, run_type=run_type, metadata=metadata, tags=tags, inputs=inputs)
 
 
 # --------------------------------------------------------------------------- executors
 
 
-def copy_context_wrapper(fn: Callable[..., Any]) -> Callable[..., Any]:
+def copy_context_wrapper(fn: Callable[P, R]) -> Callable[P, R]:
     """Bind ``fn`` to the current context (and so the current span) for running in another thread.
 
     The context is captured now; each call runs in a fresh copy of it, so the wrapper can be
@@ -570,7 +623,7 @@ def copy_context_wrapper(fn: Callable[..., Any]) -> Callable[..., Any]:
     captured = contextvars.copy_context()
 
     @functools.wraps(fn)
-    def run_in_context(*args: Any, **kwargs: Any) -> Any:
+    def run_in_context(*args: P.args, **kwargs: P.kwargs) -> R:
         # A Context can be entered by one thread at a time; a copy per call avoids that limit.
         return captured.copy().run(fn, *args, **kwargs)
 
@@ -587,5 +640,6 @@ class ContextThreadPoolExecutor(ThreadPoolExecutor):
     ...     results = list(pool.map(child, range(3)))
     """
 
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any):  # type: ignore[override]
-        return super().submit(contextvars.copy_context().run, fn, *args, **kwargs)
+    def submit(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
+        run_in_context = cast("Callable[..., R]", contextvars.copy_context().run)  # mypy cannot infer through it
+        return super().submit(run_in_context, fn, *args, **kwargs)
