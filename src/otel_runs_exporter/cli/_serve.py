@@ -17,26 +17,6 @@ def _positive(text: str) -> float:
     return value
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("a whole number greater than 0") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("a whole number greater than 0")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("a whole number, 0 or more") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("a whole number, 0 or more")
-    return value
-
-
 def _rate(text: str) -> float:
     value = float(text)
     if not 0.0 <= value <= 1.0:
@@ -48,7 +28,7 @@ def register_serve(sub: Any) -> None:
     """``otel-runs serve``: run the local service until Ctrl-C or SIGTERM."""
     p = sub.add_parser("serve", help="run the local tracing service", description="Run the local tracing service.")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=1984, help="port (default 1984; 0 picks a free one)")
+    p.add_argument("--port", type=output.port, default=1984, help="port (default 1984; 0 picks a free one)")
     p.add_argument("--api-key", default=None, help=f"require this x-api-key (or set ${ENV_SERVER_API_KEY})")
     p.add_argument("--workspace-id", default=None, help="require this x-tenant-id")
     add_db(p)
@@ -73,10 +53,10 @@ def register_serve(sub: Any) -> None:
         "--request-log", default=None, metavar="FILE", help="append one JSON line per answered request (time, path, status)"
     )
     p.add_argument("--no-multipart", action="store_true", help="hide /runs/multipart so clients use basic tracing")
-    p.add_argument("--max-body-bytes", type=int, default=None, help="answer larger request bodies with 413")
+    p.add_argument("--max-body-bytes", type=output.positive_count, default=None, help="answer larger request bodies with 413")
     p.add_argument(
         "--max-connections",
-        type=_positive_int,
+        type=output.positive_count,
         default=512,
         metavar="N",
         help="connections served at once, a thread each (default 512); with all taken, a new one replaces the "
@@ -91,7 +71,7 @@ def register_serve(sub: Any) -> None:
     )
     p.add_argument(
         "--min-body-rate",
-        type=_non_negative_int,
+        type=output.count,
         default=1024,
         metavar="B",
         help="bytes/s a request body must average after the grace period (default 1024; 0: no minimum); else 408",
@@ -122,7 +102,7 @@ def register_serve(sub: Any) -> None:
     faults.add_argument("--fault-rate-429", type=_rate, default=0.0, metavar="F", help="share answered 429")
     faults.add_argument("--fault-rate-drop", type=_rate, default=0.0, metavar="F", help="share stored, then dropped unanswered")
     faults.add_argument("--fault-slow-rate", type=_rate, default=0.0, metavar="F", help="share answered late")
-    faults.add_argument("--fault-slow-seconds", type=float, default=1.0, metavar="S", help="delay of a slow answer")
+    faults.add_argument("--fault-slow-seconds", type=output.seconds, default=1.0, metavar="S", help="delay of a slow answer")
     faults.add_argument("--fault-seed", type=int, default=None, metavar="N", help="seed, for repeatable faults")
     p.set_defaults(handler=cmd_serve)
 
