@@ -39,7 +39,7 @@ client: anthropic.Anthropic  # set below, once the fake API is listening
 
 
 @traceable(name="ask_twice")
-def ask_twice(question: str) -> dict:
+def ask_twice(question: str) -> dict[str, object]:
     messages = [{"role": "user", "content": question}]
     reply = client.messages.create(model=MODEL, max_tokens=256, system=SYSTEM, messages=messages)
     with client.messages.stream(model=MODEL, max_tokens=256, system=SYSTEM, messages=messages) as stream:
@@ -54,6 +54,7 @@ if __name__ == "__main__":
         RunsAnthropicInstrumentor().instrument()  # on the global provider configure() set up
         client = anthropic.Anthropic(base_url=fake_api.anthropic_base_url, api_key="the-fake-api-ignores-it", max_retries=0)
         print(ask_twice("What is a run?"))
-        if not get_processor().force_flush():  # deliver now, so the tree printed below is complete
-            print("not everything was delivered:", get_processor().stats())
+        processor = get_processor()  # None only if configure() could not install it
+        if processor is not None and not processor.force_flush():  # deliver now, so the tree printed below is complete
+            print("not everything was delivered:", processor.stats())
         show_runs(service, expected=3)

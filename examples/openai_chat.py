@@ -34,7 +34,7 @@ client: openai.OpenAI  # set below, once the fake API is listening
 
 
 @traceable(name="ask_twice")
-def ask_twice(question: str) -> dict:
+def ask_twice(question: str) -> dict[str, object]:
     messages = [{"role": "system", "content": "Answer in one sentence."}, {"role": "user", "content": question}]
     reply = client.chat.completions.create(model=MODEL, messages=messages)
     streamed = ""
@@ -53,6 +53,7 @@ if __name__ == "__main__":
         RunsOpenAIInstrumentor().instrument()  # on the global provider configure() set up
         client = openai.OpenAI(base_url=fake_api.openai_base_url, api_key="the-fake-api-ignores-it", max_retries=0)
         print(ask_twice("What is a run?"))
-        if not get_processor().force_flush():  # deliver now, so the tree printed below is complete
-            print("not everything was delivered:", get_processor().stats())
+        processor = get_processor()  # None only if configure() could not install it
+        if processor is not None and not processor.force_flush():  # deliver now, so the tree printed below is complete
+            print("not everything was delivered:", processor.stats())
         show_runs(service, expected=3)

@@ -42,6 +42,7 @@ if __name__ == "__main__":
     with local_service_unless_configured() as service:
         configure()
         print("answer:", answer("How do spans become runs?"))
-        if not get_processor().force_flush():  # deliver now, so the tree printed below is complete
-            print("not everything was delivered:", get_processor().stats())
+        processor = get_processor()  # None only if configure() could not install it
+        if processor is not None and not processor.force_flush():  # deliver now, so the tree printed below is complete
+            print("not everything was delivered:", processor.stats())
         show_runs(service, expected=3)

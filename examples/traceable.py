@@ -30,7 +30,7 @@ def check_stock(item: str) -> int:
 
 
 @traceable(run_type="parser")
-def format_lines(counts: dict) -> Iterator[str]:
+def format_lines(counts: dict[str, int | None]) -> Iterator[str]:
     for item, count in counts.items():
         yield f"{item}: {'unknown' if count is None else count}"
 
@@ -42,8 +42,8 @@ async def summarize(lines: list[str]) -> str:
 
 
 @traceable(name="stock_report")
-async def report(items: list[str]) -> dict:
-    counts = {}
+async def report(items: list[str]) -> dict[str, object]:
+    counts: dict[str, int | None] = {}
     for item in items:
         try:
             counts[item] = check_stock(item)
@@ -60,7 +60,8 @@ if __name__ == "__main__":
     with local_service_unless_configured() as service:
         configure()
         print("report:", asyncio.run(report(["apples", "kiwis"])))
-        if not get_processor().force_flush():  # deliver now, so the tree printed below is complete
-            print("not everything was delivered:", get_processor().stats())
+        processor = get_processor()  # None only if configure() could not install it
+        if processor is not None and not processor.force_flush():  # deliver now, so the tree printed below is complete
+            print("not everything was delivered:", processor.stats())
         # stock_report; check_stock twice (one fails), lookup_prices, format_lines, summarize
         show_runs(service, expected=6)

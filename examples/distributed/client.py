@@ -41,14 +41,15 @@ def ask_server(url: str, question: str) -> str:
     propagate.inject(headers)  # the current run: this one
     request = urllib.request.Request(url + "/answer", data=json.dumps({"question": question}).encode(), headers=headers)
     with urllib.request.urlopen(request, timeout=10) as response:
-        return json.load(response)["answer"]
+        return str(json.load(response)["answer"])
 
 
-def start_server() -> tuple[subprocess.Popen, str]:
+def start_server() -> tuple[subprocess.Popen[str], str]:
     """server.py on a free port, for one request; it inherits the endpoint through the environment."""
     server = subprocess.Popen(
         [sys.executable, str(SERVER), "--port", "0", "--requests", "1"], stdout=subprocess.PIPE, text=True
     )
+    assert server.stdout is not None  # stdout=PIPE
     line = server.stdout.readline()  # "listening on http://127.0.0.1:PORT"
     if not line.startswith("listening on "):
         server.kill()
@@ -72,7 +73,8 @@ if __name__ == "__main__":
                 except subprocess.TimeoutExpired:
                     server.kill()
                     server.wait()
-        if not get_processor().force_flush():  # deliver now, so the tree printed below is complete
-            print("not everything was delivered:", get_processor().stats())
+        processor = get_processor()  # None only if configure() could not install it
+        if processor is not None and not processor.force_flush():  # deliver now, so the tree printed below is complete
+            print("not everything was delivered:", processor.stats())
         # ask_server here; POST /answer, lookup and compose in the server process
         show_runs(service, expected=4)

@@ -32,7 +32,7 @@ from opentelemetry import trace
 tracer = trace.get_tracer("checkout")
 
 
-def handle_checkout(cart: list[str]) -> dict:
+def handle_checkout(cart: list[str]) -> dict[str, object]:
     with tracer.start_as_current_span("POST /checkout", kind=trace.SpanKind.SERVER) as span:
         span.set_attribute("cart.size", len(cart))
         with tracer.start_as_current_span("price_items"):

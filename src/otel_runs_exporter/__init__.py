@@ -16,6 +16,7 @@ transport -> delivery -> worker -> processor/exporter.
 
 # First, so the modules below (the local service's among them) can import it from here.
 from ._version import __version__
+from ._arguments import SettingsArguments
 from ._build_info import build_info
 from ._configure import configure, get_processor
 from . import _errors
@@ -37,6 +38,7 @@ __all__ = [
     "ExporterStats",
     "build_info",
     "Settings",
+    "SettingsArguments",
     "resolve_settings",
     "__version__",
 ]

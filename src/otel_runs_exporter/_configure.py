@@ -9,6 +9,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
+from ._arguments import SettingsArguments, Unpack
 from ._fork import ForkSafeLock
 from ._genai_events import install_log_processor
 from ._processor import RunsSpanProcessor
@@ -24,8 +25,12 @@ _installed: "weakref.WeakKeyDictionary[TracerProvider, dict[str, Any]]" = weakre
 _current: RunsSpanProcessor | None = None
 
 
-def configure(**settings: Any) -> TracerProvider:
+def configure(**settings: Unpack[SettingsArguments]) -> TracerProvider:
     """Install a :class:`RunsSpanProcessor` on the global tracer provider and return the provider.
+
+    The keyword arguments are the exporter's settings (``SettingsArguments``: each with its
+    type, so a type checker refuses a misspelt one; at run time an unknown name is a
+    ``ConfigError`` listing the known ones, and each value is validated as from the environment).
 
     If the global provider is already an SDK ``TracerProvider`` the processor is
     added to it; otherwise a new provider is created and set as the global one.

@@ -27,9 +27,16 @@ Multipart layout (spec 4.4)::
 from __future__ import annotations
 
 import base64
+import dataclasses
+import datetime
 import math
 import os
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
+from enum import Enum
+from pathlib import PurePath
 from typing import Any, Iterable, Sequence
 
 import orjson
@@ -37,6 +44,7 @@ import orjson
 __all__ = [
     "EncodedRun",
     "dumps",
+    "json_value",
     "encode_run",
     "encoded",
     "multipart_body",
@@ -57,8 +65,50 @@ _IDENTITY = frozenset(
 )
 
 
-def _default(value: Any) -> Any:
-    """orjson's fallback for types it does not know: coerce, never raise."""
+def json_value(value: Any) -> Any:
+    """The one rule for a value JSON has no type for: what a user expects to read there.
+
+    Every place that takes user values (the encoder's fallback and slow path, ``@traceable``'s
+    inputs, outputs and metadata, the client instrumentors' messages and attributes) goes through
+    this function, so a value reads the same wherever it was captured. One level at a time: what
+    it returns may hold more such values, which the caller (orjson, :func:`_sanitize`) brings
+    back here. Never raises.
+
+    ==============================================  ==============================================
+    ``bytes``, ``bytearray``, ``memoryview``        the UTF-8 text, else ``"base64:..."``
+    ``set``, ``frozenset``                          a list
+    ``Decimal``                                     see below
+    ``pathlib`` paths, other ``os.PathLike``        the path as a string
+    ``Enum`` members                                their value
+    ``datetime``, ``date``, ``time``                ISO 8601 (``isoformat()``), as orjson writes them
+    ``UUID``                                        its canonical string
+    dataclass instances                             a dict of their fields
+    exceptions                                      ``"TypeName: message"``
+    other mappings                                  a dict
+    pydantic v2 (``model_dump``)                    its JSON-mode dump (the plain dump if that fails)
+    pydantic v1 (``dict()``), namedtuples           the dict
+    numpy, pandas, torch (``tolist()``)             the list (a scalar for a 0-d array)
+    anything else                                   its ``repr``: nothing better is known
+    ==============================================  ==============================================
+
+    A ``Decimal`` becomes a JSON number when that number reads back as the same value: an integer
+    when it is integral and written without a fraction (``Decimal("3")`` is ``3``), else a float
+    whose shortest form is the decimal's value (``Decimal("1.10")`` is ``1.1``, equal as numbers).
+    Otherwise, when a float would change it (more digits than a float holds, NaN, infinities), it
+    is the decimal's string, so no digit is silently lost (``"0.12345678901234567890"``).
+
+    >>> from decimal import Decimal
+    >>> from pathlib import PurePosixPath
+    >>> [json_value(v) for v in (Decimal("1.10"), Decimal("3"), Decimal("1e-30000"), PurePosixPath("/tmp"))]
+    [1.1, 3, '1E-30000', '/tmp']
+    """
+    try:
+        return _json_value(value)
+    except Exception:  # noqa: BLE001 - a user's object misbehaving in a way the rules did not foresee
+        return _repr(value)
+
+
+def _json_value(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
         raw = bytes(value)
         try:
@@ -67,23 +117,80 @@ def _default(value: Any) -> Any:
             return "base64:" + base64.b64encode(raw).decode("ascii")
     if isinstance(value, (set, frozenset)):
         return list(value)
+    if isinstance(value, Decimal):
+        return _decimal(value)
+    if isinstance(value, PurePath):
+        return str(value)
+    if isinstance(value, os.PathLike):
+        return _json_value(os.fspath(value))  # may be bytes
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        # Shallow, unlike dataclasses.asdict (which deep-copies and fails on what it cannot copy).
+        return {f.name: getattr(value, f.name, None) for f in dataclasses.fields(value)}
     if isinstance(value, BaseException):
         return f"{type(value).__name__}: {value}"
-    model_dump = getattr(value, "model_dump", None)  # pydantic v2 (the openai/anthropic types)
+    if isinstance(value, Mapping):
+        return dict(value)
+    if not isinstance(value, type):  # a class has these as unbound methods
+        found = _by_method(value)
+        if found is not _NOTHING:
+            return found
+    return _repr(value)
+
+
+_NOTHING = object()
+
+
+def _by_method(value: Any) -> Any:
+    """The conversion an object offers itself, or ``_NOTHING``: model_dump, dict, _asdict, tolist."""
+    model_dump = getattr(value, "model_dump", None)
     if callable(model_dump):
-        try:
-            return model_dump(mode="json")
-        except Exception:  # noqa: BLE001 - a broken model_dump must not cost the rest
-            pass
-    for attr in ("dict", "_asdict"):  # pydantic v1, namedtuple
+        for kwargs in ({"mode": "json"}, {}):  # JSON mode first; a look-alike may not take ``mode``
+            try:
+                dumped = model_dump(**kwargs)
+            except Exception:  # noqa: BLE001 - a broken model_dump must not cost the rest
+                continue
+            if isinstance(dumped, dict):
+                return dumped
+    for attr in ("dict", "_asdict"):
         method = getattr(value, attr, None)
         if callable(method):
             try:
                 result = method()
-                if isinstance(result, dict):
-                    return result
-            except Exception:  # noqa: BLE001 - a user's object; fall through to repr
-                pass
+            except Exception:  # noqa: BLE001 - a user's object; try the next way
+                continue
+            if isinstance(result, dict):
+                return result
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist):
+        try:
+            listed = tolist()
+        except Exception:  # noqa: BLE001
+            return _NOTHING
+        # A 0-d array gives its scalar; anything else of its own kind would come straight back here.
+        if isinstance(listed, (list, tuple, str, int, float, bool)) or listed is None:
+            return listed
+    return _NOTHING
+
+
+def _decimal(value: Decimal) -> Any:
+    if not value.is_finite():
+        return str(value)
+    exponent = value.as_tuple().exponent
+    if isinstance(exponent, int) and exponent >= 0:
+        return int(value)
+    as_float = float(value)
+    if math.isfinite(as_float) and Decimal(repr(as_float)) == value:
+        return as_float
+    return str(value)
+
+
+def _repr(value: Any) -> str:
     try:
         return repr(value)
     except Exception:  # noqa: BLE001
@@ -131,7 +238,7 @@ def _sanitize(value: Any, limit: int, depth: int, seen: set[int], keep: frozense
             return [_sanitize(v, limit, depth + 1, seen) for v in value]
         finally:
             seen.discard(marker)
-    return _sanitize(_default(value), limit, depth + 1, seen)
+    return _sanitize(json_value(value), limit, depth + 1, seen)
 
 
 def dumps(value: Any, max_value_chars: int = 0, keep: frozenset[str] = frozenset()) -> bytes:
@@ -139,14 +246,15 @@ def dumps(value: Any, max_value_chars: int = 0, keep: frozenset[str] = frozenset
 
     Strings longer than ``max_value_chars`` (0: no limit) are cut with a marker
     that says how much was cut; dict keys and the top-level fields in ``keep``
-    never are. NaN and Infinity become strings, bytes become
-    UTF-8 text (or ``base64:...``), unknown objects their ``repr``.
+    never are. NaN and Infinity become strings; what JSON has no type for
+    follows :func:`json_value` (a Decimal a number, a path its string, a model
+    its dict, ... and only what no rule knows its ``repr``).
 
     >>> dumps({"x": float("nan"), "b": b"hi", "s": {1}})
     b'{"x":"nan","b":"hi","s":[1]}'
     """
     try:
-        out = orjson.dumps(value, default=_default, option=_OPTIONS)
+        out = orjson.dumps(value, default=json_value, option=_OPTIONS)
     except (orjson.JSONEncodeError, TypeError, ValueError, RecursionError):
         return _exact(orjson.dumps(_sanitize(value, max_value_chars, 0, set(), keep), option=_OPTIONS))
     # orjson writes NaN/Infinity as null; only rebuild when a float could be one of them.

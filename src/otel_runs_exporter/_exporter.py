@@ -23,6 +23,7 @@ from typing import Any, Iterable, Sequence
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from ._arguments import SettingsArguments, Unpack
 from ._clock import SYSTEM_CLOCK, Clock
 from ._convert import ConvertOptions, given_ids, log_convert_error, span_ids, span_to_run
 from ._delivery import Delivery
@@ -61,7 +62,9 @@ class RunsSpanExporter(SpanExporter):
     (server request spans): here a child waits for its root to end.
     """
 
-    def __init__(self, settings: Settings | None = None, *, clock: Clock = SYSTEM_CLOCK, **overrides: Any) -> None:
+    def __init__(
+        self, settings: Settings | None = None, *, clock: Clock = SYSTEM_CLOCK, **overrides: Unpack[SettingsArguments]
+    ) -> None:
         """``clock`` is a seam for tests (see :class:`~otel_runs_exporter.RunsSpanProcessor`)."""
         self._settings = settings if settings is not None else resolve(overrides)
         check_usable(self._settings)

@@ -22,6 +22,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from . import _registry, _sdk_bridge
+from ._arguments import SettingsArguments, Unpack
 from ._clock import SYSTEM_CLOCK, Clock
 from ._convert import RunNode
 from ._ids import IdScheme, RunIds
@@ -52,7 +53,9 @@ class RunsSpanProcessor(SpanProcessor):
         provider.add_span_processor(RunsSpanProcessor(project="my-app"))
     """
 
-    def __init__(self, settings: Settings | None = None, *, clock: Clock = SYSTEM_CLOCK, **overrides: Any) -> None:
+    def __init__(
+        self, settings: Settings | None = None, *, clock: Clock = SYSTEM_CLOCK, **overrides: Unpack[SettingsArguments]
+    ) -> None:
         """``clock`` is a seam for tests (a :class:`~otel_runs_exporter.testing.FakeClock` runs
         backoff and Retry-After waits without sleeping); leave it alone otherwise."""
         self._settings = settings if settings is not None else resolve(overrides)

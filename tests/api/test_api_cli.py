@@ -355,7 +355,7 @@ def test_auth_wait_outcomes(run_cli: Main, svc: LocalService, setup: str, args: 
 
 def test_auth_wait_non_integer_timeout_is_a_usage_error(run_cli: Main) -> None:
     rc, _, err = run_cli("auth", "wait", "x", "--timeout", "soon")
-    assert rc == cli_module.EXIT_USAGE and "invalid int value" in err
+    assert rc == cli_module.EXIT_USAGE and "argument --timeout: a whole number, 0 or more (got 'soon')" in err
 
 
 def test_help_documents_the_exit_codes(run_cli: Main) -> None:

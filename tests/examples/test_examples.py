@@ -432,6 +432,7 @@ COVERED = {
     "hosted_service.md": "test_hosted_service_notes_match_the_settings",
     "collector/loadbalancer.yaml": "test_collector_configs",
     "collector/gateway.yaml": "test_collector_configs",
+    "collector/README.md": "test_the_collector_folder_says_how_to_run_it",
 }
 
 
@@ -512,3 +513,22 @@ def test_collector_configs() -> None:
     assert runs["traces_endpoint"].endswith("/otel/v1/traces")  # spec 4.5
     assert runs["headers"] == {"x-api-key": "${env:OTEL_EXPORTER_RUNS_API_KEY}"}  # never a key in the file
     assert runs["sending_queue"]["storage"] in gateway["extensions"]
+
+
+def test_the_collector_folder_says_how_to_run_it() -> None:
+    """Its README gives the command for each file, and what it says of them is what they hold."""
+    import yaml
+
+    readme = (EXAMPLES / "collector" / "README.md").read_text()
+    for path in sorted((EXAMPLES / "collector").glob("*.yaml")):
+        assert f"otelcol-contrib --config examples/collector/{path.name}" in readme, path.name
+        config = yaml.safe_load(path.read_text())
+        for protocol in config["receivers"]["otlp"]["protocols"].values():
+            assert f":{protocol['endpoint'].rsplit(':', 1)[1]}`" in readme, (path.name, protocol)
+    balancer = yaml.safe_load((EXAMPLES / "collector" / "loadbalancer.yaml").read_text())
+    assert f"`{balancer['exporters']['loadbalancing']['resolver']['dns']['hostname']}`" in readme
+    gateway = yaml.safe_load((EXAMPLES / "collector" / "gateway.yaml").read_text())
+    assert f"`{gateway['extensions']['file_storage']['directory']}`" in readme
+    key_variable = gateway["exporters"]["otlphttp/runs"]["headers"]["x-api-key"].removeprefix("${env:").removesuffix("}")
+    assert f"export {key_variable}=" in readme
+    assert f"{gateway['processors']['tail_sampling']['decision_wait'].removesuffix('s')} s" in readme

@@ -6,6 +6,7 @@ import asyncio
 import inspect
 import json
 import logging
+import sys
 import threading
 
 import pytest
@@ -253,7 +254,7 @@ def test_exceptions_thrown_into_a_generator_reach_the_users_generator(spans):
     assert caught.value is error
     span = spans.named("ignores")
     assert span.status.status_code is StatusCode.ERROR and span.attributes["error.type"] == "KeyError"
-    assert "output.value" not in span.attributes
+    assert attrs_json(span, "output.value") == {"output": ["ready"]}  # what it yielded before failing
 
 
 def test_exceptions_thrown_into_an_async_generator_reach_the_users_generator(spans):
@@ -538,3 +539,90 @@ def test_json_dumps_coerces_models_and_never_raises():
 
     assert json.loads(_traceable.json_dumps({"m": Model(), "s": {1}, "b": b"x"})) == {"m": {"a": 1}, "s": [1], "b": "x"}
     assert isinstance(_traceable.json_dumps(2**80), str)
+
+
+# --------------------------------------------------------------------------- failing midway, tracebacks
+
+
+def test_a_generator_that_fails_keeps_the_items_it_yielded_with_the_error(spans):
+    @traceable
+    def numbers():
+        yield 1
+        yield 2
+        raise ValueError("third")
+
+    @traceable
+    async def anumbers():
+        yield 1
+        yield 2
+        raise ValueError("third")
+
+    async def drain():
+        got = []
+        with pytest.raises(ValueError, match="third"):
+            async for item in anumbers():
+                got.append(item)
+        return got
+
+    with pytest.raises(ValueError, match="third"):
+        assert list(numbers()) == [1, 2]
+    assert asyncio.run(drain()) == [1, 2]
+    for name in ("numbers", "anumbers"):
+        span = spans.named(name)
+        assert attrs_json(span, "output.value") == {"output": [1, 2]}
+        assert span.status.status_code is StatusCode.ERROR
+        assert span.status.description == "ValueError: third"
+
+
+def _frames(exc: BaseException) -> list[tuple[str, str]]:
+    import traceback
+
+    return [(frame.filename, frame.name) for frame in traceback.extract_tb(exc.__traceback__)]
+
+
+@pytest.mark.skipif(
+    sys.version_info < (3, 11),
+    reason="before 3.11 a re-raise keeps the traceback it was caught with, so the wrapper's frame cannot be left out",
+)
+def test_a_traceback_goes_from_the_callers_frame_to_the_users_without_ours(spans):
+    """The wrapper's frame used to sit between the caller and the user's function, and started
+    the traceback recorded on the span; now the user's frames are all there is of the call."""
+
+    @traceable
+    def plain():
+        raise ValueError("sync")
+
+    @traceable
+    async def coroutine():
+        raise ValueError("async")
+
+    @traceable
+    def gen():
+        yield 1
+        raise ValueError("gen")
+
+    @traceable
+    async def agen():
+        yield 1
+        raise ValueError("agen")
+
+    async def drain_async(make):
+        if inspect.isasyncgenfunction(make):
+            return [item async for item in make()]
+        return await make()
+
+    here = __file__
+    for name, run in (
+        ("plain", plain),
+        ("coroutine", lambda: asyncio.run(drain_async(coroutine))),
+        ("gen", lambda: list(gen())),
+        ("agen", lambda: asyncio.run(drain_async(agen))),
+    ):
+        with pytest.raises(ValueError) as caught:
+            run()
+        frames = _frames(caught.value)
+        assert not [f for f in frames if f[0] == _traceable.__file__], (name, frames)
+        assert frames[-1] == (here, name), (name, frames)  # the user's frame raised, and comes last
+        # What the span recorded starts at the user's function.
+        recorded = spans.named(name).events[0].attributes["exception.stacktrace"]
+        assert _traceable.__file__ not in recorded and f'in {name}\n' in recorded, recorded

@@ -64,14 +64,7 @@ def leaf(
     return p
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, 0 or more, got {text!r}")
-    return value
+_seconds = output.seconds
 
 
 def _positive_seconds(text: str) -> float:

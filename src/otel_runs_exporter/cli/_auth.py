@@ -14,7 +14,7 @@ def register_auth(sub: Any) -> None:
     auth = api_group(sub, "auth", "wait for an OAuth authentication to complete", "{wait}")
     wait = leaf(auth, "wait", "wait for an authentication (the service waits up to --timeout seconds)", _cmd_auth_wait)
     wait.add_argument("auth_id")
-    wait.add_argument("--timeout", type=int, default=30, metavar="S", help="seconds the service waits (default 30)")
+    wait.add_argument("--timeout", type=output.count, default=30, metavar="S", help="seconds the service waits (default 30)")
     wait.add_argument("--show-token", action="store_true", help="print the token (it is a credential: hidden by default)")
     wait.add_argument("--quiet", action="store_true", help="no progress line on stderr")
 

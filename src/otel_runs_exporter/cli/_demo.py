@@ -29,7 +29,7 @@ def register_demo(sub: Any) -> None:
         action="store_true",
         help="keep the service running after the demo and print the viewer's address, until Ctrl-C",
     )
-    p.add_argument("--port", type=int, default=0, help="port of the demo's service (default: a free one)")
+    p.add_argument("--port", type=output.port, default=0, help="port of the demo's service (default: a free one)")
     p.set_defaults(handler=cmd_demo)
 
 

@@ -100,6 +100,48 @@ def exit_for_status(status: int) -> int:
     return EXIT_ERROR
 
 
+# --- argument types: numbers refused while the arguments are parsed -----------
+#
+# A count, port or delay below its range is a usage error (exit 2) naming the option, what it
+# expects and what was given, before anything runs: ``--limit -3`` is not "the last 3".
+
+
+def _whole_number(text: str, lowest: int, highest: int | None, expected: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < lowest or (highest is not None and value > highest):
+        raise argparse.ArgumentTypeError(f"{expected} (got {text!r})")
+    return value
+
+
+def count(text: str) -> int:
+    """A count that may be 0 (``--limit``, where 0 means all; a number of seconds to wait)."""
+    return _whole_number(text, 0, None, "a whole number, 0 or more")
+
+
+def positive_count(text: str) -> int:
+    """A count of at least 1 (connections, bytes of a size limit)."""
+    return _whole_number(text, 1, None, "a whole number greater than 0")
+
+
+def port(text: str) -> int:
+    """A TCP port to listen on; 0 lets the system pick a free one."""
+    return _whole_number(text, 0, 65535, "a port number from 0 to 65535 (0 picks a free one)")
+
+
+def seconds(text: str) -> float:
+    """A number of seconds, 0 or more and finite."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, 0 or more, got {text!r}")
+    return value
+
+
 # --- stdout: the answer ------------------------------------------------------
 
 

@@ -17,25 +17,6 @@ def _positive(text: str) -> float:
     return value
 
 
-def _whole_number(least: int, expected: str) -> Callable[[str], int]:
-    """A flag parser taking whole numbers of at least ``least``; ``expected`` is argparse's message otherwise."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(expected) from None
-        if value < least:
-            raise argparse.ArgumentTypeError(expected)
-        return value
-
-    return parse
-
-
-_positive_int = _whole_number(1, "a whole number greater than 0")
-_non_negative_int = _whole_number(0, "a whole number, 0 or more")
-
-
 def _rate(text: str) -> float:
     value = float(text)
     if not 0.0 <= value <= 1.0:
@@ -66,7 +47,7 @@ def _keywords(flags: tuple[_Flag, ...], args: argparse.Namespace) -> dict[str, A
 
 _LIMIT_FLAGS = (
     _Flag(
-        "--max-connections", "max_connections", _positive_int, 512, "N",
+        "--max-connections", "max_connections", output.positive_count, 512, "N",
         "connections served at once, a thread each (default 512); with all taken, a new one replaces the "
         "oldest unfinished request head or idle connection, else gets a 503 with Retry-After",
     ),
@@ -75,7 +56,7 @@ _LIMIT_FLAGS = (
         "seconds a request head may take in all from its first byte (default 5); then the connection closes",
     ),
     _Flag(
-        "--min-body-rate", "min_body_rate", _non_negative_int, 1024, "B",
+        "--min-body-rate", "min_body_rate", output.count, 1024, "B",
         "bytes/s a request body must average after the grace period (default 1024; 0: no minimum); else 408",
     ),
     _Flag(
@@ -89,7 +70,7 @@ _FAULT_FLAGS = (
     _Flag("--fault-rate-429", "rate_429", _rate, 0.0, "F", "share answered 429"),
     _Flag("--fault-rate-drop", "rate_drop", _rate, 0.0, "F", "share stored, then dropped unanswered"),
     _Flag("--fault-slow-rate", "rate_slow", _rate, 0.0, "F", "share answered late"),
-    _Flag("--fault-slow-seconds", "slow_seconds", float, 1.0, "S", "delay of a slow answer"),
+    _Flag("--fault-slow-seconds", "slow_seconds", output.seconds, 1.0, "S", "delay of a slow answer"),
     _Flag("--fault-seed", "seed", int, None, "N", "seed, for repeatable faults"),
 )
 
@@ -98,7 +79,7 @@ def register_serve(sub: Any) -> None:
     """``otel-runs serve``: run the local service until Ctrl-C or SIGTERM."""
     p = sub.add_parser("serve", help="run the local tracing service", description="Run the local tracing service.")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=1984, help="port (default 1984; 0 picks a free one)")
+    p.add_argument("--port", type=output.port, default=1984, help="port (default 1984; 0 picks a free one)")
     p.add_argument("--api-key", default=None, help=f"require this x-api-key (or set ${ENV_SERVER_API_KEY})")
     p.add_argument("--workspace-id", default=None, help="require this x-tenant-id")
     add_db(p)
@@ -123,7 +104,7 @@ def register_serve(sub: Any) -> None:
         "--request-log", default=None, metavar="FILE", help="append one JSON line per answered request (time, path, status)"
     )
     p.add_argument("--no-multipart", action="store_true", help="hide /runs/multipart so clients use basic tracing")
-    p.add_argument("--max-body-bytes", type=int, default=None, help="answer larger request bodies with 413")
+    p.add_argument("--max-body-bytes", type=output.positive_count, default=None, help="answer larger request bodies with 413")
     for flag in _LIMIT_FLAGS:
         flag.add_to(p)
     pages = p.add_argument_group(

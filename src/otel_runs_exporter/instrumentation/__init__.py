@@ -1,6 +1,7 @@
 """Instrumentation that produces spans the exporter turns into runs.
 
-* :func:`traceable` — decorator and context manager for your own functions and blocks.
+* :func:`traceable` — decorator and context manager for your own functions and blocks; a decorated
+  function keeps its type under a type checker (``mypy --strict``), async and generators included.
 * :func:`copy_context_wrapper` / :class:`ContextThreadPoolExecutor` — carry the current run into threads.
 * ``otel_runs_exporter.instrumentation.openai.RunsOpenAIInstrumentor`` and
   ``otel_runs_exporter.instrumentation.anthropic.RunsAnthropicInstrumentor`` — OTel instrumentors for
@@ -13,6 +14,6 @@
 ...     return key.upper()
 """
 
-from ._traceable import ContextThreadPoolExecutor, RunHandle, copy_context_wrapper, traceable
+from ._traceable import ContextThreadPoolExecutor, RunHandle, RunType, Traceable, copy_context_wrapper, traceable
 
-__all__ = ["traceable", "RunHandle", "copy_context_wrapper", "ContextThreadPoolExecutor"]
+__all__ = ["traceable", "Traceable", "RunType", "RunHandle", "copy_context_wrapper", "ContextThreadPoolExecutor"]

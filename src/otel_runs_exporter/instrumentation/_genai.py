@@ -44,6 +44,7 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from .. import environment_variables as ev
+from .._encode import json_value
 from .._settings import resolve_instrumentation
 from ._traceable import SpanCall, json_dumps
 
@@ -99,9 +100,15 @@ def _not_given(value: Any) -> bool:
 
 
 def set_if(attributes: dict[str, Any], key: str, value: Any) -> None:
-    """Set an attribute only when the value is something OTel can hold."""
+    """Set an attribute only when the value is something OTel can hold.
+
+    A value JSON has no type for is first what ``json_value`` makes of it (a Decimal
+    ``temperature`` a number, an enum its value), the rule the messages' JSON follows too.
+    """
     if value is None or _not_given(value):
         return
+    if not isinstance(value, (str, bool, int, float, list, tuple, dict)):
+        value = json_value(value)
     if isinstance(value, (str, bool, int, float)):
         attributes[key] = value
     elif isinstance(value, (list, tuple)) and value:

@@ -9,7 +9,8 @@ Two promises shape the code:
 * Our failures never reach user code. Everything we do around the user's function (binding
   arguments, serializing, starting and ending spans) is guarded; on a failure we log on
   ``otel_runs_exporter.instrumentation`` and the function still runs once and returns normally.
-  The user's own exceptions are recorded on the span and re-raised unchanged.
+  The user's own exceptions are recorded on the span and re-raised unchanged, except that their
+  traceback no longer shows our wrapper: it goes from the caller to the user's function.
 * Parenting follows the OTel context. Asyncio tasks copy it by themselves; threads do not, so
   :func:`copy_context_wrapper` and :class:`ContextThreadPoolExecutor` carry it into executors.
 """
@@ -20,21 +21,30 @@ import contextvars
 import functools
 import inspect
 import logging
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextvars import Token
+from typing import Any, Callable, Iterable, Literal, Mapping, ParamSpec, TypeVar, cast, overload
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
-from .._encode import dumps
+from .._encode import dumps, json_value
 from .._semconv import RUN_TYPES
 
-__all__ = ["traceable", "RunHandle", "copy_context_wrapper", "ContextThreadPoolExecutor", "json_dumps"]
+__all__ = ["traceable", "Traceable", "RunType", "RunHandle", "copy_context_wrapper", "ContextThreadPoolExecutor", "json_dumps"]
 
 logger = logging.getLogger("otel_runs_exporter.instrumentation")
 
-F = TypeVar("F", bound=Callable[..., Any])
+# A decorated function keeps its type: its parameters (P) and its result (R, which for a
+# coroutine, generator or async generator function is the coroutine or generator type).
+P = ParamSpec("P")
+R = TypeVar("R")
+C = TypeVar("C")  # the class a classmethod is bound to
+
+RunType = Literal["llm", "chain", "tool", "retriever", "embedding", "prompt", "parser"]
+"""The run types the service knows (``_semconv.RUN_TYPES``; a test keeps the two the same).
+Another string is still accepted at run time, with a warning; a type checker refuses it."""
 
 _tracer: trace.Tracer | None = None
 
@@ -54,9 +64,10 @@ def _get_tracer() -> trace.Tracer:
 def json_dumps(value: Any) -> str:
     """Serialize ``value`` to a JSON string for a span attribute; never raises.
 
-    The exporter's one coercion rule (``_encode.dumps``) applies: pydantic models
-    dumped, sets listed, cycles and excessive depth marked where they occur,
-    anything else ``repr``-ed, so one odd argument never loses the others.
+    The exporter's one coercion rule applies (``_encode.dumps``, whose fallback is
+    ``_encode.json_value``): a Decimal a number, a path its string, pydantic models and
+    dataclasses dicts, arrays lists, sets listed, cycles and excessive depth marked where
+    they occur, only what no rule knows ``repr``-ed, so one odd argument never loses the others.
 
     >>> json_dumps({"a": {1, 2}, "b": object}).startswith('{"a":[')
     True
@@ -65,7 +76,13 @@ def json_dumps(value: Any) -> str:
 
 
 def _attribute_value(value: Any) -> Any:
-    """A value OTel accepts as an attribute: primitives as they are, anything else as JSON."""
+    """A value OTel accepts as an attribute: primitives as they are, anything else as JSON.
+
+    A value JSON has no type for is first what ``json_value`` makes of it, so a Decimal stays a
+    number and a path a plain string, as they would inside the inputs.
+    """
+    if not isinstance(value, (str, bool, int, float, list, tuple, dict)):
+        value = json_value(value)
     if isinstance(value, (str, bool, int, float)):
         return value
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
@@ -147,9 +164,9 @@ class SpanCall:
     def __init__(self, span: Span, ctx: otel_context.Context) -> None:
         self.span = span
         self.ctx = ctx
-        self._token: object | None = None
+        self._token: Token[otel_context.Context] | None = None
 
-    def attach(self) -> object | None:
+    def attach(self) -> Token[otel_context.Context] | None:
         """Make the span current; the token for :meth:`detach`, or None if that failed (logged)."""
         try:
             return otel_context.attach(self.ctx)
@@ -158,7 +175,7 @@ class SpanCall:
             return None
 
     @staticmethod
-    def detach(token: object | None) -> None:
+    def detach(token: Token[otel_context.Context] | None) -> None:
         """Undo :meth:`attach`."""
         if token is not None:
             otel_context.detach(token)  # logs its own failures, never raises
@@ -180,21 +197,28 @@ class SpanCall:
 class _Call(SpanCall):
     """The span of one decorated call or ``with`` block, with every operation on it guarded."""
 
-    __slots__ = ("handle",)
+    __slots__ = ("handle", "so_far")
 
     def __init__(self, span: Span) -> None:
         super().__init__(span, trace.set_span_in_context(span))
         self.handle = RunHandle(span)
+        #: The outputs of a call that fails midway: a generator's items yielded before the error.
+        self.so_far: Any = _UNSET
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is not None:
+            _drop_our_frames(exc)  # before it is recorded, so the span's stack trace starts at the user's code too
+        super().__exit__(exc_type, exc, tb)
 
     def fail(self, exc: BaseException) -> None:
         try:
             if isinstance(exc, GeneratorExit):  # closing a generator early is not an error
-                self._end(_UNSET)
+                self._end(self.so_far)
                 return
             self.span.record_exception(exc)
             self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
             self.span.set_attribute("error.type", type(exc).__qualname__)
-            self._end(_UNSET)
+            self._end(self.so_far)
         except Exception:
             logger.warning("traceable: could not record an exception", exc_info=True)
 
@@ -214,6 +238,26 @@ class _Call(SpanCall):
         self.span.end()
 
 
+def _drop_our_frames(exc: BaseException) -> None:
+    """Start the traceback of the user's exception at the user's code, not at our wrapper.
+
+    An exception from a decorated function passed through the wrapper, whose frame then came
+    first in its traceback (and between the caller's frame and the user's, in what is printed).
+    The ``with`` statement that re-raises it uses the exception's ``__traceback__`` (Python
+    3.11 and later; before, the one it caught, so this changes nothing there), and a re-raise
+    adds no frame: the caller sees its own frame, then the user's. The last frame stays, so
+    an exception raised here (a call with the wrong arguments) still says where it came from.
+    """
+    try:
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename == __file__:
+            tb = tb.tb_next
+        if tb is not exc.__traceback__:
+            exc.__traceback__ = tb
+    except Exception:  # an exception type that refuses a traceback keeps its own
+        logger.debug("traceable: could not shorten a traceback", exc_info=True)
+
+
 class _Untraced(_Call):
     """Stands in when no span could be started: the user's code runs as if undecorated (whatever
     span was current stays current) and recording is a no-op, so every wrapper takes one path."""
@@ -224,7 +268,7 @@ class _Untraced(_Call):
         # A handle on a non-recording span keeps ``run.set_outputs`` and the rest working as no-ops.
         super().__init__(trace.INVALID_SPAN)
 
-    def attach(self) -> object | None:
+    def attach(self) -> Token[otel_context.Context] | None:
         return None
 
     def fail(self, exc: BaseException) -> None:
@@ -255,6 +299,7 @@ class _Consumer:
         return send(self.sent) if exc is None else throw(exc)
 
     def outputs(self) -> dict[str, Any]:
+        """The run's outputs: the items yielded so far (the same list, so it grows with them)."""
         return {"output": self.items}
 
 
@@ -331,6 +376,7 @@ def _trace_generator(fn: Callable[..., Any], begin: _Begin) -> Callable[..., Any
         with call:  # a call with the wrong arguments fails here, and must end the span too
             gen = fn(*args, **kwargs)
         consumer = _Consumer()
+        call.so_far = consumer.outputs()  # the live list: a failure keeps what was yielded before it
         while True:
             # Our span is current only while the user's generator runs, never in the consumer.
             with call:
@@ -359,6 +405,7 @@ def _trace_async_generator(fn: Callable[..., Any], begin: _Begin) -> Callable[..
         with call:
             agen = fn(*args, **kwargs)
         consumer = _Consumer()
+        call.so_far = consumer.outputs()
         while True:
             with call:
                 try:
@@ -391,14 +438,17 @@ _WRAPPERS: tuple[tuple[Callable[[Any], bool], _Wrap], ...] = (
 )
 
 
-class _Traceable:
-    """The object ``traceable(...)`` returns: a decorator and a context manager."""
+class Traceable:
+    """What ``traceable(...)`` returns: a decorator and a context manager (sync and async).
+
+    Made by :func:`traceable`, not directly; named so that annotations can say what it is.
+    """
 
     def __init__(
         self,
         name: str | None = None,
         *,
-        run_type: str = "chain",
+        run_type: RunType | str = "chain",
         metadata: Mapping[str, Any] | None = None,
         tags: Iterable[str] | None = None,
         inputs: Mapping[str, Any] | None = None,
@@ -454,17 +504,26 @@ class _Traceable:
 
     # -- decorator
 
-    def __call__(self, fn: F) -> F:
+    @overload
+    def __call__(self, fn: classmethod[C, P, R]) -> classmethod[C, P, R]: ...
+
+    @overload
+    def __call__(self, fn: staticmethod[P, R]) -> staticmethod[P, R]: ...
+
+    @overload
+    def __call__(self, fn: Callable[P, R]) -> Callable[P, R]: ...
+
+    def __call__(self, fn: Any) -> Any:
         if isinstance(fn, (classmethod, staticmethod)):
             # ``@traceable`` above ``@classmethod``: decorate the function, keep the descriptor.
-            return type(fn)(self(fn.__func__))  # type: ignore[return-value]
+            return type(fn)(self(fn.__func__))
         try:
             return self._decorate(fn)
         except Exception:
             logger.warning("traceable: could not decorate %r; it runs untraced", fn, exc_info=True)
             return fn
 
-    def _decorate(self, fn: F) -> F:
+    def _decorate(self, fn: Callable[P, R]) -> Callable[P, R]:
         sig = _Signature(fn)
         name = self.name or getattr(fn, "__name__", None) or type(fn).__name__
         start = self._start
@@ -478,14 +537,46 @@ class _Traceable:
             return start(name, inputs)
 
         make = next((make for is_kind, make in _WRAPPERS if is_kind(fn)), _trace_function)
-        return functools.wraps(fn)(make(fn, begin))  # type: ignore[return-value]
+        # The wrapper is of the function's own kind (see _WRAPPERS), so it has its type.
+        return cast("Callable[P, R]", functools.wraps(fn)(make(fn, begin)))
+
+
+# Three forms, so that a type checker keeps the decorated function's type (its parameters and
+# its result, coroutine and generator types included): bare ``@traceable`` on a function (or
+# above ``@classmethod`` / ``@staticmethod``), and ``traceable(...)`` with options, which gives
+# a :class:`Traceable` to decorate with or to use as a context manager.
+
+
+@overload
+def traceable(func: classmethod[C, P, R], /) -> classmethod[C, P, R]: ...
+
+
+@overload
+def traceable(func: staticmethod[P, R], /) -> staticmethod[P, R]: ...
+
+
+@overload
+def traceable(func: Callable[P, R], /) -> Callable[P, R]: ...
+
+
+@overload
+def traceable(
+    func: str | None = None,
+    /,
+    *,
+    name: str | None = None,
+    run_type: RunType = "chain",
+    metadata: Mapping[str, Any] | None = None,
+    tags: Iterable[str] | None = None,
+    inputs: Mapping[str, Any] | None = None,
+) -> Traceable: ...
 
 
 def traceable(
-    func: Callable[..., Any] | str | None = None,
+    func: Any = None,
     *,
     name: str | None = None,
-    run_type: str = "chain",
+    run_type: RunType | str = "chain",
     metadata: Mapping[str, Any] | None = None,
     tags: Iterable[str] | None = None,
     inputs: Mapping[str, Any] | None = None,
@@ -495,7 +586,8 @@ def traceable(
     ``run_type`` is one of chain, llm, tool, retriever, embedding, prompt, parser. As a decorator
     the inputs are the call's arguments, bound to the signature with defaults applied (``self`` and
     ``cls`` left out), and the outputs are the return value (a non-mapping becomes
-    ``{"output": value}``; a generator's yielded items become ``{"output": [...]}``). As a context
+    ``{"output": value}``; a generator's yielded items become ``{"output": [...]}``, kept with the
+    error when it fails midway). As a context
     manager, pass ``inputs=`` and set outputs on the yielded :class:`RunHandle`.
 
     >>> @traceable
@@ -511,7 +603,7 @@ def traceable(
     """
     if isinstance(func, str):  # ``traceable("step")``: the name, given first
         name, func = func, None
-    made = _Traceable(name, run_type=run_type, metadata=metadata, tags=tags, inputs=inputs)
+    made = Traceable(name, run_type=run_type, metadata=metadata, tags=tags, inputs=inputs)
     if isinstance(func, (classmethod, staticmethod)) or callable(func):  # used bare, as ``@traceable``
         return made(func)
     return made
@@ -520,7 +612,7 @@ def traceable(
 # --------------------------------------------------------------------------- executors
 
 
-def copy_context_wrapper(fn: Callable[..., Any]) -> Callable[..., Any]:
+def copy_context_wrapper(fn: Callable[P, R]) -> Callable[P, R]:
     """Bind ``fn`` to the current context (and so the current span) for running in another thread.
 
     The context is captured now; each call runs in a fresh copy of it, so the wrapper can be
@@ -532,7 +624,7 @@ def copy_context_wrapper(fn: Callable[..., Any]) -> Callable[..., Any]:
     captured = contextvars.copy_context()
 
     @functools.wraps(fn)
-    def run_in_context(*args: Any, **kwargs: Any) -> Any:
+    def run_in_context(*args: P.args, **kwargs: P.kwargs) -> R:
         # A Context can be entered by one thread at a time; a copy per call avoids that limit.
         return captured.copy().run(fn, *args, **kwargs)
 
@@ -549,5 +641,6 @@ class ContextThreadPoolExecutor(ThreadPoolExecutor):
     ...     results = list(pool.map(child, range(3)))
     """
 
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any):  # type: ignore[override]
-        return super().submit(contextvars.copy_context().run, fn, *args, **kwargs)
+    def submit(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
+        run_in_context = cast("Callable[..., R]", contextvars.copy_context().run)  # mypy cannot infer through it
+        return super().submit(run_in_context, fn, *args, **kwargs)
