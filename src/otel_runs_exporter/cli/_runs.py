@@ -1,10 +1,11 @@
 """``otel-runs runs list|tree|check``: the runs a local service stored, from its database or through its API.
 
 ``list`` and ``tree`` read either the SQLite file (``--db``, the default; the
-service need not be running) or a running service (``--service URL``, through
-``POST /runs/query`` and ``GET /sessions``, the read API the service's SDK and the
-viewer use). Both ask the same queries, answered by the same code (the service's
-query parser and run shape), so the two give the same lines.
+service need not be running) or a running service (``--service URL``), always
+through ``POST /runs/query`` and ``GET /sessions``, the read API the service's SDK
+and the viewer use: the file is served for the command alone by a local service
+on a loopback port, so both ways ask the same queries of the same code and print
+the same lines.
 
 Traces come newest first, as in the viewer: by the start of their root run, or
 of their earliest run when the root never arrived (such a trace is listed too,
@@ -38,6 +39,7 @@ _PAGE = 100  # runs per query page: the service's largest
 # What walking the runs needs of each (the service always sends id, name, run_type, start_time and trace_id).
 _WALK_FIELDS = ["parent_run_id"]
 _MAX_IDS = 1000  # ids in one query's id list: the service's bound
+_TRACES_A_QUERY = 100  # traces named in one query's filter (about 5,500 of the 10,000 characters a filter may have)
 
 
 def _count(text: str) -> int:
@@ -140,71 +142,58 @@ def register_runs(sub: Any) -> None:
 
 
 class _Source(Protocol):
-    """Answers ``POST /runs/query`` bodies with the runs they match, and finds projects: the API client's two reads."""
+    """The two reads of the service's API a listing needs (``ServiceClient`` has them)."""
 
     def query_runs(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]: ...
 
     def list_projects(self, *, name: str | None = None, project_id: str | None = None) -> list[dict[str, Any]]: ...
 
 
-class _StoreSource:
-    """The database file, asked exactly what the service would be asked: its query parser, its answer's shape."""
-
-    def __init__(self, store: Any) -> None:
-        self._store = store
-
-    def query_runs(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        from ..server._query import page_body, parse_run_query
-
-        body = dict(body)
-        while True:
-            # What the service's route does with the body (server._handlers.query_runs), without HTTP.
-            query = parse_run_query(body)
-            found = self._store.query_runs(
-                query.where.sql, query.where.params, order=query.order, after=query.after, limit=query.page_size + 1
-            )
-            page = page_body(found, query)
-            yield from page["runs"]
-            if not page["cursors"]["next"]:
-                return
-            body["cursor"] = page["cursors"]["next"]
-
-    def list_projects(self, *, name: str | None = None, project_id: str | None = None) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = self._store.projects(
-            name=name, ids=[project_id] if project_id is not None else None
-        )
-        return found
-
-
 def _with_source(args: argparse.Namespace, read: Callable[[_Source], int]) -> int:
-    """Open the database or the service client, ``read`` from it, close it; a failure is one line and its exit code."""
-    if args.service is None:
-        if args.api_key is not None:
-            return output.fail(_PROG, "--api-key is for --service; the database file needs none", output.EXIT_USAGE)
-        store = _open_store(args)
-        if store is None:
-            return output.EXIT_ERROR
-        try:
-            return read(_StoreSource(store))
-        finally:
-            store.close()
-    if args.db is not None:
-        return output.fail(_PROG, "give --db or --service, not both", output.EXIT_USAGE)
-    return _through_service(args, read)
+    """Reach the runs through the service's API, ``read`` them, and close; a failure is one line and its exit code.
 
-
-def _through_service(args: argparse.Namespace, read: Callable[[_Source], int]) -> int:
+    With ``--service``, the running service there, with the exporter's settings
+    (key, workspace, headers, TLS). Otherwise the database file, served for this
+    command alone by a local service on a loopback port with a key of its own,
+    so the file is read by the same queries, answered by the same code, as a
+    running service would be (and only through the service's public surface).
+    """
     from .. import _errors
-    from ..api import NoAnswerError, ServiceClient
+    from ..api import ServiceClient
+
+    if args.service is not None:
+        if args.db is not None:
+            return output.fail(_PROG, "give --db or --service, not both", output.EXIT_USAGE)
+        overrides: dict[str, Any] = {"endpoint": args.service}
+        if args.api_key:
+            overrides["api_key"] = args.api_key
+        try:
+            client = ServiceClient(**overrides)
+        except _errors.ConfigError as exc:
+            return output.fail(_PROG, str(exc), output.EXIT_USAGE)
+        return _reading(args, client, read, f"is the service running at {args.service}?")
+    if args.api_key is not None:
+        return output.fail(_PROG, "--api-key is for --service; the database file needs none", output.EXIT_USAGE)
+    path = args.db or default_db_path()
+    if not _readable_db(path):
+        return output.EXIT_ERROR
+    import secrets
+
+    from .._settings import resolve
+    from ..server import LocalService
+
+    key = secrets.token_urlsafe(24)
+    with LocalService(db=path, api_key=key) as svc:
+        # The exporter's variables are not read: they name another service, not this file.
+        client = ServiceClient(resolve({"endpoint": svc.url, "api_key": key}, env={}))
+        return _reading(args, client, read, f"the local service reading {path} did not answer")
+
+
+def _reading(args: argparse.Namespace, client: Any, read: Callable[[_Source], int], hint: str) -> int:
+    from .. import _errors
+    from ..api import NoAnswerError
     from ._api import _library_warnings_shown
 
-    overrides: dict[str, Any] = {"endpoint": args.service}
-    if args.api_key:
-        overrides["api_key"] = args.api_key
-    try:
-        client = ServiceClient(**overrides)
-    except _errors.ConfigError as exc:
-        return output.fail(_PROG, str(exc), output.EXIT_USAGE)
     try:
         with _library_warnings_shown(args.verbose > 0):
             return read(client)
@@ -212,15 +201,23 @@ def _through_service(args: argparse.Namespace, read: Callable[[_Source], int]) -
         output.report_service_error(_PROG, exc)
         return output.exit_for_status(exc.status)
     except NoAnswerError as exc:
-        return output.fail(_PROG, f"{exc}; is the service running at {args.service}?", output.EXIT_SERVER)
+        return output.fail(_PROG, f"{exc}; {hint}", output.EXIT_SERVER)
     finally:
         client.close()
 
 
-def _open_store(args: argparse.Namespace) -> Any:
+def _readable_db(path: str) -> bool:
+    """Whether ``path`` is a runs database this version reads; else False, the reason said on stderr."""
+    store = _open_store(path)
+    if store is None:
+        return False
+    store.close()
+    return True
+
+
+def _open_store(path: str) -> Any:
     from ..server import RunStore
 
-    path = args.db or default_db_path()
     try:
         return RunStore(path, create=False)
     except FileNotFoundError:
@@ -289,10 +286,10 @@ def newest_traces(
     A trace starts when its root run does, so the roots, newest first, are the
     list (the viewer's own query). A trace whose root never arrived starts with
     its earliest run; no query names such runs, so the runs newer than the last
-    root kept are walked (a few fields each) for traces not among the roots, and
-    each of those is asked whether its root exists (in bulk: a root's id is its
-    trace's id) and, when not, for its earliest run. What is read is the runs
-    newer than the last trace listed, and that trace's runs, not the whole store.
+    root kept are walked (a few fields each) for traces whose root is not met
+    there, and each of those is asked whether its root exists at all (in bulk: a
+    root's id is its trace's id) and, when not, for its earliest run. What is read
+    is the runs newer than the last trace listed, not the whole store.
     """
     window: dict[str, Any] = {}
     if project_id is not None:
@@ -303,33 +300,58 @@ def newest_traces(
         window["filter"] = f'lt(start_time, "{_utc(until)}")'
     light = {"order": "desc", "limit": _PAGE, "select": _WALK_FIELDS}
     starts: dict[str, datetime] = {}
-    for root in source.query_runs({**window, **light, "is_root": True}):
-        if limit and len(starts) == limit:
-            break
-        if isinstance(root.get("trace_id"), str):
-            starts.setdefault(root["trace_id"], _instant(root.get("start_time")) or _NEVER)
     walk = {**window, **light}
-    if limit and len(starts) == limit:
-        walk["start_time"] = _utc(min(starts.values()))  # a trace starting before the last root kept is not listed
-    met: dict[str, None] = {}  # in the order met
+    if limit:
+        for root in source.query_runs({**window, **light, "is_root": True}):
+            if isinstance(root.get("trace_id"), str):
+                starts.setdefault(root["trace_id"], _instant(root.get("start_time")) or _NEVER)
+            if len(starts) == limit:
+                # A trace starting before the last root kept is not listed: the walk stops there.
+                walk["start_time"] = _utc(min(starts.values()))
+                break
+    rootless: dict[str, None] = {}  # traces met without their root so far, in the order met
     for run in source.query_runs(walk):
         trace_id = run.get("trace_id")
-        if isinstance(trace_id, str) and trace_id not in starts:
-            met.setdefault(trace_id)
-    unmet = list(met)
+        if not isinstance(trace_id, str):
+            continue
+        if not run.get("parent_run_id"):
+            starts.setdefault(trace_id, _instant(run.get("start_time")) or _NEVER)
+            rootless.pop(trace_id, None)
+        elif trace_id not in starts:
+            rootless.setdefault(trace_id)
+    unmet = list(rootless)
     for at in range(0, len(unmet), _MAX_IDS):
         for root in source.query_runs({"id": unmet[at : at + _MAX_IDS], "limit": _PAGE, "select": _WALK_FIELDS}):
-            met.pop(str(root.get("id")), None)  # its root exists, and started before the last root kept
-    for trace_id in met:
+            rootless.pop(str(root.get("id")), None)  # its root exists, outside the window or before the last kept
+    for trace_id in rootless:
         first = {"trace": trace_id, "order": "asc", "limit": 1, "select": _WALK_FIELDS}
         earliest = next(iter(source.query_runs(first)), None)
         start = _instant(earliest.get("start_time")) if earliest else None
         if start is not None and (since is None or start >= since) and (until is None or start < until):
             starts[trace_id] = start
     newest = sorted(starts, key=lambda trace_id: starts[trace_id], reverse=True)  # stable: ties keep the query's order
-    chosen = newest[:limit] if limit else newest
-    traces = [_Trace(tid, list(source.query_runs({"trace": tid, "order": "asc", "limit": _PAGE}))) for tid in chosen]
-    return [trace for trace in traces if trace.runs]
+    chosen = _trace_runs(source, newest[:limit] if limit else newest)
+    return [_Trace(trace_id, runs) for trace_id, runs in chosen.items() if runs]
+
+
+def _trace_runs(source: _Source, trace_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """Every run of each trace, in the order given: a hundred traces a query, by a filter naming each."""
+    from ..server import canonical_id
+
+    found: dict[str, list[dict[str, Any]]] = {}
+    for trace_id in trace_ids:
+        canon = canonical_id(trace_id)  # only an id goes into the filter's quotes
+        if canon is not None:
+            found.setdefault(canon, [])
+    wanted = list(found)
+    for at in range(0, len(wanted), _TRACES_A_QUERY):
+        terms = [f'eq(trace_id, "{trace_id}")' for trace_id in wanted[at : at + _TRACES_A_QUERY]]
+        named = terms[0] if len(terms) == 1 else f"or({', '.join(terms)})"
+        for run in source.query_runs({"filter": named, "order": "asc", "limit": _PAGE}):
+            runs = found.get(str(run.get("trace_id")))
+            if runs is not None:
+                runs.append(run)
+    return found
 
 
 def _project_id(source: _Source, key: str) -> str | None:
@@ -414,7 +436,7 @@ def cmd_runs_check(args: argparse.Namespace) -> int:
     """Print the consistency report; 1 when it found problems."""
     from ..server import render_check
 
-    store = _open_store(args)
+    store = _open_store(args.db or default_db_path())
     if store is None:
         return output.EXIT_ERROR
     try:
