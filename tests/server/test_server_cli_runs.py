@@ -2,7 +2,7 @@
 
 One database, filled through a running service, read both ways: from the file
 (``--db``) and through the service's API (``--service``); the two must print the
-same lines. A subprocess for what a CI job runs; in-process for the refusals.
+same lines. A subprocess for what a CI job runs, both ways; in-process for the rest.
 """
 
 from __future__ import annotations
@@ -104,51 +104,54 @@ def test_list_json_is_one_trace_a_line_newest_first_the_same_from_the_file_and_t
     assert a2["session_id"] != b1["session_id"]
 
 
-def test_list_filters_by_project_and_time_through_the_service(filled: Filled) -> None:
+def test_list_filters_by_project_and_time_through_the_service(
+    filled: Filled, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_RUNS_API_KEY", KEY)  # the key from the exporter's variable without --api-key
     since, until = iso(T0 + timedelta(hours=2, minutes=30)), iso(T0 + timedelta(hours=5))
-    done = _cli(
-        "list", "--json", "--service", filled.svc.url, "--project", "alpha", "--since", since, "--until", until,
-        env={"OTEL_EXPORTER_RUNS_API_KEY": KEY},  # the key from the exporter's variable when --api-key is not given
-    )
-    assert done.returncode == 0, done.stderr
-    assert [t["trace_id"] for t in _lines(done.stdout)] == [filled.id("orphan"), filled.id("a2")]
+    args = ["--service", filled.svc.url, "--project", "alpha", "--since", since, "--until", until]
+    assert cli.main(["runs", "list", "--json", *args]) == 0
+    # The long trace has a run in the window, but it started (its root did) before it.
+    assert [t["trace_id"] for t in _lines(capsys.readouterr().out)] == [filled.id("orphan"), filled.id("a2")]
 
 
-def test_tree_json_is_one_run_a_line_parents_first(filled: Filled) -> None:
+def test_tree_json_is_one_run_a_line_parents_first(filled: Filled, capsys: pytest.CaptureFixture[str]) -> None:
     trace = filled.traces["b1"]
-    done = _cli("tree", trace.root_id, "--json", "--service", filled.svc.url, "--api-key", KEY, "--url", filled.svc.url)
-    assert done.returncode == 0, done.stderr
-    runs = _lines(done.stdout)
+    url = filled.svc.url
+    assert cli.main(["runs", "tree", trace.root_id, "--json", "--service", url, "--api-key", KEY, "--url", url]) == 0
+    done = capsys.readouterr()
+    runs = _lines(done.out)
     assert [(r["id"], r.get("parent_run_id")) for r in runs] == [(trace.root_id, None), (trace.child_id, trace.root_id)]
     assert runs[1]["status"] == "error"
-    assert done.stderr.startswith("viewer: " + filled.svc.url)  # the link off stdout, which stays JSON lines
+    assert done.err.startswith("viewer: " + filled.svc.url)  # the link off stdout, which stays JSON lines
 
 
-def test_list_in_process_limit_project_and_the_text_newest_first(
-    filled: Filled, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_list_limit_project_time_and_the_text_newest_first(filled: Filled, capsys: pytest.CaptureFixture[str]) -> None:
     # Two roots kept, then the runs after the second walked: the long trace's child is met there and left out
     # (its root is older), the orphan's child is met and comes first.
-    assert cli.main(["runs", "list", "--db", str(filled.db), "--limit", "2", "--json"]) == 0
-    assert [t["trace_id"] for t in _lines(capsys.readouterr().out)] == [filled.id("orphan"), filled.id("a2")]
+    assert [t["trace_id"] for t in _lines(_json_list(filled, capsys, "--limit", "2"))] == [
+        filled.id("orphan"), filled.id("a2")
+    ]
     assert [t["trace_id"] for t in _lines(_json_list(filled, capsys, "--limit", "3"))] == [
         filled.id(n) for n in ("orphan", "a2", "b1")
     ]
-    assert cli.main(["runs", "list", "--db", str(filled.db), "--project", "beta"]) == 0
-    out = capsys.readouterr().out
-    assert out.startswith(f"trace {filled.id('b1')}  (2 runs)\nchain  agent") and filled.id("a1") not in out
-    assert cli.main(["runs", "list", "--db", str(filled.db)]) == 0
-    headers = [line for line in capsys.readouterr().out.splitlines() if line.startswith("trace ")]
-    assert [h.split()[1] for h in headers] == [filled.id(n) for n in ("orphan", "a2", "b1", "a1", "long")]
     session = _lines(_json_list(filled, capsys, "--project", "beta"))[0]["session_id"]
     assert [t["trace_id"] for t in _lines(_json_list(filled, capsys, "--project", session))] == [filled.id("b1")]
     assert _json_list(filled, capsys, "--until", "2020-01-01") == ""
+    # The text, from the file: the same blocks as before, newest first.
+    assert cli.main(["runs", "list", "--db", str(filled.db)]) == 0
+    out = capsys.readouterr().out
+    headers = [line for line in out.splitlines() if line.startswith("trace ")]
+    assert [h.split()[1] for h in headers] == [filled.id(n) for n in ("orphan", "a2", "b1", "a1", "long")]
+    b1 = f"trace {filled.id('b1')}  (2 runs)\nchain  agent  2.005s  ok\n  llm  llm  2.000s  error  error: ValueError: boom\n"
+    assert b1 in out
+    assert f"(parent {filled.id('orphan')} missing)" in out
     assert cli.main(["runs", "list", "--db", str(filled.db), "--since", "1h"]) == 0  # all in 2025: none this past hour
     assert capsys.readouterr().out == "no traces match\n"
 
 
 def _json_list(filled: Filled, capsys: pytest.CaptureFixture[str], *args: str) -> str:
-    assert cli.main(["runs", "list", "--db", str(filled.db), "--json", *args]) == 0
+    assert cli.main(["runs", "list", "--service", filled.svc.url, "--api-key", KEY, "--json", *args]) == 0
     return capsys.readouterr().out
 
 
