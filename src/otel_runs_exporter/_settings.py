@@ -39,7 +39,7 @@ import os
 import stat
 from dataclasses import KW_ONLY, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Final, Literal, Mapping
 from urllib.parse import unquote, urlsplit
 
 from . import environment_variables as ev
@@ -217,9 +217,9 @@ def _endpoint(raw: str) -> str:
     return text
 
 
-TUNING = "tuning"
+TUNING: Final = "tuning"
 """A setting with a safe default: a malformed value from the environment warns and the default is used."""
-ESSENTIAL = "essential"
+ESSENTIAL: Final = "essential"
 """A setting without one: a malformed value from the environment is a ConfigError (the exporter stops)."""
 
 
@@ -232,7 +232,7 @@ class _Decl:
     _: KW_ONLY
     #: TUNING or ESSENTIAL, said by every declaration (no default: a new setting is classified
     #: where it is declared). From an argument a bad value is a ConfigError whatever the kind.
-    kind: str
+    kind: Literal["tuning", "essential"]
     #: Reads the environment itself, for a setting that is not "the first variable set wins".
     read: Callable[[Mapping[str, str]], Any] | None = None
     #: For a tuning setting whose default is no value (None): what its warning says happens instead.
