@@ -14,8 +14,22 @@ the service's ``LANGSMITH_*`` fallback, then the default::
     >>> (s.project, s.schedule_delay_s)
     ('demo', 0.1)
 
-A bad value raises :class:`~otel_runs_exporter.ConfigError` naming the variable
-and what it expects. Settings never hold secrets in their repr.
+Each setting is one of two kinds, which decide what a malformed value does.
+*Tuning* settings have a safe default (timeouts, batch and queue bounds,
+schedule delays, value sizes, compression, ...): from the environment, a bad
+value logs one warning naming the variable, the value and the default used,
+and tracing goes on with the default, as OpenTelemetry's SDK does with its own
+variables. *Essential* settings have none: where the runs go, who sends them,
+how the service is trusted, and the switches that keep content (or everything)
+from being sent; a bad value raises :class:`~otel_runs_exporter.ConfigError`
+naming the variable and what it expects, and ``opentelemetry-instrument`` runs
+the app without the exporter, saying so. A bad *argument* is a ``ConfigError``
+whatever its kind: a typo in code should fail where it is written::
+
+    >>> resolve(env={"OTEL_EXPORTER_RUNS_TIMEOUT": "ten"}).timeout_s   # warns
+    10.0
+
+A secret's value is never shown, in a message or a repr.
 """
 
 from __future__ import annotations
@@ -23,13 +37,14 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from dataclasses import dataclass, field, fields
+from dataclasses import KW_ONLY, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Final, Literal, Mapping
 from urllib.parse import unquote, urlsplit
 
 from . import environment_variables as ev
 from ._errors import ConfigError
+from ._logging import RateLimitedLog
 # The run-id schemes are named by their table (a leaf module: no import comes back here).
 from ._ids import DEFAULT_SCHEME, SCHEMES
 
@@ -46,9 +61,14 @@ __all__ = [
     "EU_ENDPOINT",
     "US_CONTROL_PLANE",
     "EU_CONTROL_PLANE",
+    "TUNING",
+    "ESSENTIAL",
+    "spelled_default",
 ]
 
 logger = logging.getLogger(__name__)
+# One line per variable: a process that builds many exporters (or API clients) is told once.
+_bad_env_log = RateLimitedLog(logger, interval_s=3600.0)
 
 US_ENDPOINT = "https://api.smith.langchain.com"
 EU_ENDPOINT = "https://eu.api.smith.langchain.com"
@@ -197,18 +217,28 @@ def _endpoint(raw: str) -> str:
     return text
 
 
+TUNING: Final = "tuning"
+"""A setting with a safe default: a malformed value from the environment warns and the default is used."""
+ESSENTIAL: Final = "essential"
+"""A setting without one: a malformed value from the environment is a ConfigError (the exporter stops)."""
+
+
 @dataclass(frozen=True)
 class _Decl:
     env: tuple[str, ...]
     default: Any
     parse: Callable[[str], Any]
     doc: str
+    _: KW_ONLY
+    #: TUNING or ESSENTIAL, said by every declaration (no default: a new setting is classified
+    #: where it is declared). From an argument a bad value is a ConfigError whatever the kind.
+    kind: Literal["tuning", "essential"]
     #: Reads the environment itself, for a setting that is not "the first variable set wins".
     read: Callable[[Mapping[str, str]], Any] | None = None
-    #: Set for a setting the app can run without: a bad value from the environment then logs one
-    #: warning ending with this (what happens instead) and the default is used. From an argument
-    #: it is still a ConfigError: a typo in code should fail where it is written.
-    on_bad_env: str | None = None
+    #: For a tuning setting whose default is no value (None): what its warning says happens instead.
+    fallback: str | None = None
+    #: Its value is never shown, even when it cannot be parsed.
+    secret: bool = False
 
 
 def _sdk_var(env: Mapping[str, str], name: str) -> str | None:
@@ -246,60 +276,73 @@ _DECLS: dict[str, _Decl] = {
         _endpoint,
         "Base address of the service; paths such as /runs/multipart are appended. "
         "Default: the US address, or the EU one with OTEL_EXPORTER_RUNS_REGION=eu.",
+        kind=ESSENTIAL,
     ),
     "control_plane_url": _Decl(
         (ev.OTEL_EXPORTER_RUNS_CONTROL_PLANE_URL,),
         None,
         _endpoint,
         "Base address of the deployment control plane (/v2/...). Default: the region's hosted one.",
+        kind=ESSENTIAL,
     ),
     "region": _Decl(
         (ev.OTEL_EXPORTER_RUNS_REGION,),
         "us",
         _choice("us", "eu"),
         "us or eu; picks the default endpoint when none is given.",
+        kind=ESSENTIAL,
     ),
     "api_key": _Decl(
         (ev.OTEL_EXPORTER_RUNS_API_KEY, ev.LANGSMITH_API_KEY),
         None,
         _str,
         "API key, sent as x-api-key. Never logged.",
+        kind=ESSENTIAL,
+        secret=True,
     ),
     "bearer_token": _Decl(
         (ev.OTEL_EXPORTER_RUNS_BEARER_TOKEN,),
         None,
         _str,
         "Bearer credential for the control plane (Authorization: Bearer ...). Never logged.",
+        kind=ESSENTIAL,
+        secret=True,
     ),
     "workspace_id": _Decl(
         (ev.OTEL_EXPORTER_RUNS_WORKSPACE_ID, ev.LANGSMITH_WORKSPACE_ID),
         None,
         _str,
         "Workspace, sent as x-tenant-id (needed when the key spans several workspaces).",
+        kind=ESSENTIAL,
     ),
     "project": _Decl(
         (ev.OTEL_EXPORTER_RUNS_PROJECT, ev.LANGSMITH_PROJECT),
         "default",
         _str,
         "Project name, sent as session_name.",
+        kind=ESSENTIAL,
     ),
     "project_id": _Decl(
         (ev.OTEL_EXPORTER_RUNS_PROJECT_ID,),
         None,
         _str,
         "Project id, sent as session_id instead of session_name when set.",
+        kind=ESSENTIAL,
     ),
     "headers": _Decl(
         (ev.OTEL_EXPORTER_RUNS_HEADERS,),
         None,
         parse_headers,
         "Extra request headers, k=v,k2=v2 as OTel parses them.",
+        kind=ESSENTIAL,
+        secret=True,
     ),
     "timeout_s": _Decl(
         (ev.OTEL_EXPORTER_RUNS_TIMEOUT,),
         10.0,
         _seconds,
         "Seconds allowed for one HTTP request.",
+        kind=TUNING,
     ),
     "mode": _Decl(
         (ev.OTEL_EXPORTER_RUNS_MODE,),
@@ -307,6 +350,7 @@ _DECLS: dict[str, _Decl] = {
         _choice("auto", "multipart", "basic"),
         "auto: multipart, falling back to POST/PATCH /runs on 404/405; "
         "multipart: never fall back; basic: POST/PATCH /runs only.",
+        kind=TUNING,
     ),
     "compression": _Decl(
         (ev.OTEL_EXPORTER_RUNS_COMPRESSION,),
@@ -314,6 +358,7 @@ _DECLS: dict[str, _Decl] = {
         _choice("auto", "none", "gzip", "zstd"),
         "Request body compression. auto: zstd when the zstandard package is installed (the [zstd] "
         "extra) and the service's /info offers it, else none; gzip only when chosen.",
+        kind=TUNING,
     ),
     "id_scheme": _Decl(
         (ev.OTEL_EXPORTER_RUNS_ID_SCHEME,),
@@ -322,12 +367,14 @@ _DECLS: dict[str, _Decl] = {
         _choice(*SCHEMES),
         "v7: deterministic UUID v7 from the span; otlp: the service's OTLP rule "
         "(span id right-aligned in a zero UUID), for users who mix both paths.",
+        kind=TUNING,
     ),
     "schedule_delay_s": _Decl(
         (ev.OTEL_BSP_SCHEDULE_DELAY,),
         0.2,
         _millis_to_seconds,
         "Milliseconds between flushes (OTel's variable; our default is 200 ms so runs show quickly).",
+        kind=TUNING,
     ),
     "max_schedule_delay_s": _Decl(
         (ev.OTEL_EXPORTER_RUNS_MAX_SCHEDULE_DELAY,),
@@ -336,6 +383,7 @@ _DECLS: dict[str, _Decl] = {
         "Milliseconds, like OTEL_BSP_SCHEDULE_DELAY: the longest the time between flushes grows to "
         "while the service answers 429 (fewer, larger requests under a rate limit shared with other "
         "processes). At or below the schedule delay it never grows.",
+        kind=TUNING,
     ),
     "max_queue_size": _Decl(
         (ev.OTEL_BSP_MAX_QUEUE_SIZE,),
@@ -343,18 +391,21 @@ _DECLS: dict[str, _Decl] = {
         _positive_int,
         "Most span operations waiting for the worker; past it the newest are dropped and counted. "
         "Memory is bounded by max_queue_bytes as well.",
+        kind=TUNING,
     ),
     "max_export_batch_size": _Decl(
         (ev.OTEL_BSP_MAX_EXPORT_BATCH_SIZE,),
         512,
         _positive_int,
         "Most runs in one request.",
+        kind=TUNING,
     ),
     "export_timeout_s": _Decl(
         (ev.OTEL_BSP_EXPORT_TIMEOUT,),
         30.0,
         _millis_to_seconds,
         "Milliseconds allowed for one send with its retries; also bounds shutdown.",
+        kind=TUNING,
     ),
     "retry_backoff": _Decl(
         (),
@@ -364,12 +415,14 @@ _DECLS: dict[str, _Decl] = {
         "steps double up to the cap and each wait is drawn between half a step and a whole one. "
         "None: the HTTP client's own, 0.5 s doubling to 30 s (``_http.Backoff``). Shorter steps "
         "press a struggling service harder; tests use them so that they do not sleep.",
+        kind=TUNING,
     ),
     "max_batch_bytes": _Decl(
         (ev.OTEL_EXPORTER_RUNS_MAX_BATCH_BYTES,),
         20 * MiB,
         _positive_int,
         "Most bytes in one request body before compression.",
+        kind=TUNING,
     ),
     "max_queue_bytes": _Decl(
         (ev.OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES,),
@@ -378,42 +431,49 @@ _DECLS: dict[str, _Decl] = {
         "Most bytes held for delivery (including during an outage): spans waiting to be converted "
         "and runs still open, at an estimated size (an open run's with its dotted_order), plus "
         "encoded runs; past it the newest are dropped.",
+        kind=TUNING,
     ),
     "max_value_chars": _Decl(
         (ev.OTEL_EXPORTER_RUNS_MAX_VALUE_CHARS,),
         1_000_000,
         _non_negative_int,
         "Strings longer than this are truncated with a marker (0: no limit).",
+        kind=TUNING,
     ),
     "hold_max_spans": _Decl(
         (ev.OTEL_EXPORTER_RUNS_HOLD_MAX_SPANS,),
         10_000,
         _positive_int,
         "Exporter path: most spans held waiting for their ancestors.",
+        kind=TUNING,
     ),
     "hold_max_s": _Decl(
         (ev.OTEL_EXPORTER_RUNS_HOLD_MAX_SECONDS,),
         30.0,
         _seconds,
         "Exporter path: longest a span is held waiting for its ancestors.",
+        kind=TUNING,
     ),
     "certificate": _Decl(
         (ev.OTEL_EXPORTER_RUNS_CERTIFICATE,),
         None,
         _readable_file,
         "CA bundle (PEM file) to verify the service's TLS certificate with; verification is always on.",
+        kind=ESSENTIAL,
     ),
     "client_certificate": _Decl(
         (ev.OTEL_EXPORTER_RUNS_CLIENT_CERTIFICATE,),
         None,
         _readable_file,
         "Client certificate (PEM) for mutual TLS.",
+        kind=ESSENTIAL,
     ),
     "client_key": _Decl(
         (ev.OTEL_EXPORTER_RUNS_CLIENT_KEY,),
         None,
         _readable_file,
         "Private key (PEM) of the client certificate.",
+        kind=ESSENTIAL,
     ),
     "spool_dir": _Decl(
         (ev.OTEL_EXPORTER_RUNS_SPOOL_DIR,),
@@ -423,25 +483,29 @@ _DECLS: dict[str, _Decl] = {
         "timeout are written here and replayed later (also by the next process). Off when unset. "
         "It must belong to this user and be writable by no one else (created 0700 when missing); "
         "from the environment, one that is not runs the exporter without a spool, with a warning.",
-        on_bad_env="the exporter runs without a spool",
+        kind=TUNING,
+        fallback="the exporter runs without a spool",
     ),
     "spool_max_bytes": _Decl(
         (ev.OTEL_EXPORTER_RUNS_SPOOL_MAX_BYTES,),
         512 * MiB,
         _positive_int,
         "Most bytes the spool may hold; past it the oldest files are dropped and counted.",
+        kind=TUNING,
     ),
     "hide_inputs": _Decl(
         (ev.OTEL_EXPORTER_RUNS_HIDE_INPUTS,),
         False,
         _bool,
         "True: send runs without inputs. As an argument it may be a callable inputs -> inputs.",
+        kind=ESSENTIAL,
     ),
     "hide_outputs": _Decl(
         (ev.OTEL_EXPORTER_RUNS_HIDE_OUTPUTS,),
         False,
         _bool,
         "True: send runs without outputs. As an argument it may be a callable outputs -> outputs.",
+        kind=ESSENTIAL,
     ),
     "mask": _Decl(
         (),
@@ -449,6 +513,7 @@ _DECLS: dict[str, _Decl] = {
         _str,
         "Argument only: a callable applied to inputs, outputs, metadata, events and error text "
         "before anything leaves the process or reaches the spool.",
+        kind=ESSENTIAL,
     ),
     "scrub_secrets": _Decl(
         (ev.OTEL_EXPORTER_RUNS_SCRUB_SECRETS,),
@@ -456,6 +521,7 @@ _DECLS: dict[str, _Decl] = {
         _bool,
         "Replace common secret shapes (API keys, bearer tokens, values of password/secret/token "
         "attributes) with [REDACTED]. Off by default.",
+        kind=ESSENTIAL,
     ),
     "langsmith_bridge": _Decl(
         (ev.OTEL_EXPORTER_RUNS_LANGSMITH_BRIDGE,),
@@ -463,6 +529,7 @@ _DECLS: dict[str, _Decl] = {
         _bool,
         "When the langsmith SDK is in the app: OTel spans nest under its current run and its "
         "@traceable runs under the current span, so mixed code gives one tree. false: off.",
+        kind=TUNING,
     ),
     "capture_log_events": _Decl(
         (ev.OTEL_EXPORTER_RUNS_CAPTURE_LOG_EVENTS,),
@@ -474,6 +541,7 @@ _DECLS: dict[str, _Decl] = {
         "configurator add a log record processor to the global LoggerProvider (an SDK one is "
         "created when none is set), and each path holds the events until it converts the span. "
         "false: neither is done.",
+        kind=ESSENTIAL,
     ),
     "langsmith_otel_enabled": _Decl(
         (
@@ -489,6 +557,7 @@ _DECLS: dict[str, _Decl] = {
         "Whether the SDK runs in its own OTel mode (its TRACING_MODE hybrid/otel, or OTEL_ONLY / "
         "OTEL_ENABLED, read as the SDK reads them); read so the bridge stays off then "
         "(the SDK's spans already come through this exporter).",
+        kind=TUNING,
         read=_sdk_otel_mode,
     ),
     "disabled": _Decl(
@@ -496,6 +565,7 @@ _DECLS: dict[str, _Decl] = {
         False,
         _bool,
         "OTel's switch: when true, nothing is recorded or sent.",
+        kind=ESSENTIAL,
     ),
 }
 
@@ -603,7 +673,11 @@ def resolve(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] |
 
 
 def _from_env(decl: _Decl, env: Mapping[str, str]) -> Any:
-    """The first of the declaration's variables that is set (blank counts as unset), parsed; else its default."""
+    """The first of the declaration's variables that is set (blank counts as unset), parsed; else its default.
+
+    A malformed value is a ConfigError for an essential setting; for a tuning one it is
+    warned about (once per variable) and the default is used, so tracing goes on.
+    """
     if decl.read is not None:
         return decl.read(env)
     for var in decl.env:
@@ -612,9 +686,10 @@ def _from_env(decl: _Decl, env: Mapping[str, str]) -> Any:
             try:
                 return _parse(decl, raw, var)
             except ConfigError as exc:
-                if decl.on_bad_env is None:
+                if decl.kind != TUNING:
                     raise
-                logger.warning("%s; %s", exc, decl.on_bad_env)
+                instead = decl.fallback or f"using the default, {spelled_default(decl)}"
+                _bad_env_log.warning(var, "%s; %s", exc, instead)
                 return decl.default
     return decl.default
 
@@ -623,7 +698,28 @@ def _parse(decl: _Decl, raw: str, source: str) -> Any:
     try:
         return decl.parse(raw)
     except ValueError as exc:
+        if decl.secret:
+            # The value may hold a credential (a header's token): said to be wrong, never shown.
+            raise ConfigError(f"{source} is not valid (its value is not shown: it may hold a secret): expected {exc}") from None
         raise ConfigError(f"{source}={raw!r} is not valid: expected {exc}") from None
+
+
+def spelled_default(decl: _Decl) -> str:
+    """A setting's default as its variable spells it, for the warning about a malformed value.
+
+    In the variable's units: OTel's BSP variables take milliseconds where the setting holds seconds.
+
+    >>> spelled_default(_DECLS["schedule_delay_s"]), spelled_default(_DECLS["max_queue_size"])
+    ('200', '100000')
+    """
+    value = decl.default
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if decl.parse is _millis_to_seconds:
+        return f"{value * 1000:g}"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
 
 
 def endpoint_variable(env: Mapping[str, str] | None = None) -> str | None:
@@ -672,18 +768,22 @@ _SERVICE_DECLS: dict[str, _Decl] = {
         _str,
         "Path of the local service's SQLite database, for `serve` and `runs` when --db is not given. "
         "Default: $XDG_DATA_HOME/otel-runs/runs.db, else ~/.local/share/otel-runs/runs.db (see db_path).",
+        kind=ESSENTIAL,
     ),
     "data_home": _Decl(
         (ev.XDG_DATA_HOME,),
         None,
         _str,
         "The XDG base directory for user data, where the default database lives; ~/.local/share when unset.",
+        kind=ESSENTIAL,
     ),
     "api_key": _Decl(
         (ev.OTEL_RUNS_SERVER_API_KEY,),
         None,
         _str,
         "The x-api-key `serve` requires when --api-key is not given (a variable keeps it out of `ps`). Never logged.",
+        kind=ESSENTIAL,
+        secret=True,
     ),
 }
 
@@ -747,6 +847,7 @@ _INSTRUMENTATION_DECLS: dict[str, _Decl] = {
         "false, 0, no, off, no_content or event_only. The OTel convention is opt-in; ours is on, because "
         "the runs it feeds exist for people to read the prompts and completions. "
         "instrument(capture_content=...) wins over it.",
+        kind=TUNING,
     ),
     "traces_exporter": _Decl(
         (ev.OTEL_TRACES_EXPORTER,),
@@ -754,6 +855,7 @@ _INSTRUMENTATION_DECLS: dict[str, _Decl] = {
         _names,
         "The span exporters OTel's configurator is asked for; `runs` among them makes the runs "
         "configurator install a RunsSpanProcessor (autoconfig), and the runs distro defaults it to runs.",
+        kind=TUNING,
     ),
 }
 

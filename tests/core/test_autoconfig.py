@@ -91,10 +91,44 @@ def test_runs_next_to_another_traces_exporter(service):
     assert len(service.wait_for_runs(3)) == 3
 
 
-def test_bad_setting_does_not_take_the_app_down(service):
-    proc = _instrument(service, OTEL_TRACES_EXPORTER="runs", OTEL_BSP_MAX_QUEUE_SIZE="lots")
-    assert proc.returncode == 0 and "app done" in proc.stdout
-    assert "OTEL_BSP_MAX_QUEUE_SIZE='lots' is not valid: expected a whole number greater than 0" in proc.stderr
+def test_a_malformed_tuning_variable_warns_and_tracing_goes_on(service):
+    """OpenTelemetry's convention: a bad optional value is warned about, with the default used in its place."""
+    proc = _instrument(service, OTEL_TRACES_EXPORTER="runs", OTEL_EXPORTER_RUNS_TIMEOUT="ten")
+    assert proc.returncode == 0 and "app done" in proc.stdout, proc.stderr
+    assert (
+        "OTEL_EXPORTER_RUNS_TIMEOUT='ten' is not valid: expected seconds, greater than 0; using the default, 10"
+        in proc.stderr
+    ), proc.stderr
+    assert "not installed" not in proc.stderr
+    assert len(service.wait_for_runs(3)) == 3
+
+
+def test_a_malformed_essential_variable_stops_the_exporter_not_the_app(service, tmp_path):
+    """No safe default for where runs go or how the service is trusted: the app runs untraced, told why.
+
+    The runs configurator called as opentelemetry-instrument calls it (without loading every instrumentor).
+    """
+    missing = tmp_path / "ca.pem"
+    code = (
+        "from otel_runs_exporter.autoconfig import RunsConfigurator\n"
+        "RunsConfigurator().configure()\n"
+        "from opentelemetry import trace\n"
+        "with trace.get_tracer('app').start_as_current_span('handle-request'):\n"
+        "    print('app done')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env=_env(service, OTEL_TRACES_EXPORTER="runs", OTEL_EXPORTER_RUNS_CERTIFICATE=str(missing)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0 and "app done" in proc.stdout, proc.stderr
+    assert (
+        f"runs exporter not installed: OTEL_EXPORTER_RUNS_CERTIFICATE='{missing}' is not valid: "
+        "expected a readable PEM file" in proc.stderr
+    ), proc.stderr
+    assert service.runs() == []
 
 
 def test_instrumentors_can_be_disabled_by_name(service):

@@ -60,22 +60,103 @@ def test_bsp_variables_are_honoured():
     )
 
 
+# What each exporter setting is when its variable is malformed. Tuning: a safe default exists, so the
+# value is warned about and the default used (OpenTelemetry's convention: tracing goes on). Essential:
+# where the runs go, who sends them, and the switches that keep content or everything from being sent;
+# no default is safe, so the exporter stops with a ConfigError (autoconfig: "runs exporter not installed").
+ESSENTIAL_SETTINGS = {
+    "endpoint", "control_plane_url", "region", "api_key", "bearer_token", "workspace_id", "project", "project_id",
+    "headers", "certificate", "client_certificate", "client_key", "hide_inputs", "hide_outputs", "scrub_secrets",
+    "capture_log_events", "disabled", "mask",
+}
+
+
+def test_every_setting_is_classified_tuning_or_essential():
+    from otel_runs_exporter._settings import _DECLS, ESSENTIAL, TUNING
+
+    assert {name for name, decl in _DECLS.items() if decl.kind == ESSENTIAL} == ESSENTIAL_SETTINGS
+    assert {decl.kind for decl in _DECLS.values()} == {ESSENTIAL, TUNING}
+
+
+def _tuning_with_a_variable() -> list[str]:
+    from otel_runs_exporter._settings import _DECLS, TUNING
+
+    # spool_dir is tuning too; a malformed directory is made by test_worker (this value would be created here).
+    return [n for n, d in _DECLS.items() if d.kind == TUNING and d.env and d.read is None and n != "spool_dir"]
+
+
+@pytest.mark.parametrize("name", _tuning_with_a_variable())
+def test_a_malformed_tuning_variable_warns_naming_it_and_the_default_and_the_default_is_used(name, caplog):
+    from otel_runs_exporter._settings import _DECLS, spelled_default
+
+    decl = _DECLS[name]
+    var = decl.env[0]
+    with caplog.at_level(logging.WARNING, logger="otel_runs_exporter"):
+        settings = resolve(env={var: "ten?"})
+    assert getattr(settings, name) == decl.default
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1, warned
+    assert warned[0].startswith(f"{var}='ten?' is not valid: expected ")
+    assert warned[0].endswith(f"; using the default, {spelled_default(decl)}"), warned[0]
+    # The default as the variable spells it (milliseconds for OTel's BSP variables) reads back as the default.
+    assert decl.parse(spelled_default(decl)) == decl.default
+
+
+def test_the_default_named_in_the_warning_is_in_the_variables_units():
+    assert [resolve(env={"OTEL_BSP_SCHEDULE_DELAY": "soon"}).schedule_delay_s] == [0.2]
+    from otel_runs_exporter._settings import _DECLS, spelled_default
+
+    assert spelled_default(_DECLS["schedule_delay_s"]) == "200"  # milliseconds, as the variable takes them
+    assert spelled_default(_DECLS["timeout_s"]) == "10"
+    assert spelled_default(_DECLS["langsmith_bridge"]) == "true"
+
+
 @pytest.mark.parametrize(
     ("var", "value", "expected"),
     [
-        ("OTEL_BSP_MAX_QUEUE_SIZE", "lots", "whole number greater than 0"),
-        ("OTEL_BSP_MAX_QUEUE_SIZE", "0", "whole number greater than 0"),
-        ("OTEL_EXPORTER_RUNS_MODE", "fast", "one of auto, multipart, basic"),
         ("OTEL_EXPORTER_RUNS_ENDPOINT", "ftp://x", "http:// or https://"),
-        ("OTEL_EXPORTER_RUNS_TIMEOUT", "-1", "seconds"),
+        ("OTEL_EXPORTER_RUNS_CONTROL_PLANE_URL", "host:1", "http:// or https://"),
+        ("OTEL_EXPORTER_RUNS_REGION", "asia", "one of us, eu"),
         ("OTEL_EXPORTER_RUNS_HEADERS", "novalue", "key=value"),
+        ("OTEL_EXPORTER_RUNS_CERTIFICATE", "/no/such/ca.pem", "readable PEM file"),
+        ("OTEL_EXPORTER_RUNS_HIDE_INPUTS", "please", "true or false"),
+        ("OTEL_EXPORTER_RUNS_SCRUB_SECRETS", "please", "true or false"),
+        ("OTEL_EXPORTER_RUNS_CAPTURE_LOG_EVENTS", "nah", "true or false"),
         ("OTEL_SDK_DISABLED", "maybe", "true or false"),
     ],
 )
-def test_bad_values_name_the_variable_and_what_is_expected(var, value, expected):
+def test_a_malformed_essential_variable_is_a_config_error_naming_it_and_what_is_expected(var, value, expected):
     with pytest.raises(ConfigError) as info:
         resolve(env={var: value})
     assert var in str(info.value) and expected in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("timeout_s", "ten", "seconds, greater than 0"),
+        ("max_queue_size", "0", "a whole number greater than 0"),
+        ("mode", "fast", "one of auto, multipart, basic"),
+        ("schedule_delay_s", "-5", "milliseconds, 0 or more"),
+    ],
+)
+def test_a_malformed_tuning_argument_is_still_a_config_error(name, value, expected):
+    """A typo in code fails where it is written; only the environment gets the default."""
+    with pytest.raises(ConfigError) as info:
+        resolve({name: value}, env={})
+    assert f"argument {name}={value!r} is not valid: expected {expected}" == str(info.value)
+    with pytest.raises(ConfigError, match=f"argument {name}="):
+        RunsSpanProcessor(endpoint="http://127.0.0.1:9", **{name: value})
+
+
+def test_a_malformed_secret_is_refused_without_being_shown():
+    header = "authorization=Bearer%20sk-secret-777,oops"
+    for source in ({}, {"headers": header}):
+        with pytest.raises(ConfigError) as info:
+            resolve(source, env={"OTEL_EXPORTER_RUNS_HEADERS": header})
+        assert "sk-secret-777" not in str(info.value) and "oops" not in str(info.value)
+        assert "HEADERS" in str(info.value) or "headers" in str(info.value)
+        assert "not shown" in str(info.value) and "key=value" in str(info.value)
 
 
 def test_unknown_argument_is_an_error():
@@ -275,3 +356,29 @@ def test_the_endpoint_variable_is_the_exporters_own_and_not_its_fallback():
     assert endpoint_variable({"OTEL_EXPORTER_RUNS_ENDPOINT": "http://h:1"}) == "http://h:1"
     assert endpoint_variable({"OTEL_EXPORTER_RUNS_ENDPOINT": "  "}) is None
     assert endpoint_variable({"LANGSMITH_ENDPOINT": "https://api.smith.langchain.com"}) is None
+
+
+def test_the_readme_settings_table_says_what_a_malformed_variable_does_for_each_setting():
+    """Its "If malformed" column: ``default`` for tuning, ``stops`` for essential, ``—`` for argument-only settings."""
+    import re
+    from pathlib import Path
+
+    from otel_runs_exporter._settings import _DECLS, ESSENTIAL
+
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    table = text[text.index("## Settings") : text.index("\n## ", text.index("## Settings") + 1)]
+    header = next(line for line in table.splitlines() if line.startswith("| Argument |"))
+    column = [cell.strip() for cell in header.strip("|").split("|")].index("If malformed")
+    said: dict[str, str] = {}
+    for line in table.splitlines():
+        if not line.startswith("| `"):
+            continue
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        for name in re.findall(r"`(\w+)`", cells[0]):
+            said[name] = cells[column]
+    expected = {
+        name: "—" if not decl.env else "stops" if decl.kind == ESSENTIAL else "default"
+        for name, decl in _DECLS.items()
+        if decl.read is None  # the SDK's own variables, read by its rules (under langsmith_bridge), never refused
+    }
+    assert said == expected

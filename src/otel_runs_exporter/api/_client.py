@@ -1,4 +1,4 @@
-"""``ServiceClient``: bulk exports, deployments and auth waits over the exporter's own HTTP stack.
+"""``ServiceClient``: bulk exports, deployments, auth waits and reading runs, over the exporter's own HTTP stack.
 
 One :class:`requests.Session` (from :func:`~otel_runs_exporter._http.new_session`:
 x-api-key, x-tenant-id, User-Agent, the user's extra headers), as one
@@ -12,7 +12,8 @@ What each answer does:
 - GET: 408, 429 and 5xx are retried with backoff (Retry-After honoured) until the
   call's deadline; then the last answer is raised as its typed error.
 - POST and PATCH: sent once (``retry=False``); a 429 or 5xx is raised at once,
-  since repeating a create could make two exports or deployments.
+  since repeating a create could make two exports or deployments. ``POST /runs/query``
+  is the exception: a read sent as a POST, retried like a GET.
 - Any other 4xx: raised via :func:`~otel_runs_exporter._errors.error_for_status` with
   the parsed JSON body as ``detail`` (a 422's loc/msg/type list is ``err.errors``).
 - No answer at all (connection refused, every attempt timed out): :class:`NoAnswerError`.
@@ -26,7 +27,8 @@ answered this client once, a failed connection ends the call at once with
 for the whole call timeout would only delay saying so); after that, a failed
 connection is retried like a 5xx, so a long wait rides out a restart.
 
-Bulk-export paths are ``/api/v1/bulk-exports...`` under ``endpoint``. An endpoint
+Bulk-export and read paths are ``/api/v1/bulk-exports...``, ``/api/v1/runs/query`` and
+``/api/v1/sessions`` under ``endpoint``. An endpoint
 that already ends in ``/api/v1`` (as self-hosted addresses often do) is not
 doubled: the suffix is taken off first, so ``https://host/api/v1`` and
 ``https://host`` reach the same ``https://host/api/v1/bulk-exports``.
@@ -37,7 +39,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import orjson
 import requests
@@ -198,6 +200,44 @@ class ServiceClient:
             progress,
         )
 
+    # --- reading runs and projects ----------------------------------------------------
+
+    def query_runs(self, body: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        """``POST /api/v1/runs/query`` (the SDK's ``list_runs``): every run the query matches, page by page.
+
+        ``body`` holds the query's keys (``session``, ``trace``, ``is_root``,
+        ``start_time``, ``filter``, ``select``, ``order``, ``limit`` as the page
+        size, ...); ``cursors.next`` is followed until the last page, lazily, so
+        a caller that stops early asks for no more. The runs are the service's
+        JSON, as it sent them::
+
+            for run in client.query_runs({"trace": trace_id, "order": "asc"}):
+                print(run["name"], run["status"])
+        """
+        query = dict(body)
+        while True:
+            # A read sent as a POST: retried like a GET, since asking twice changes nothing.
+            page = self._call(self._api, "POST", f"{_API_V1}/runs/query", body=query, retry=True)
+            runs = page.get("runs") if isinstance(page, Mapping) else None
+            if not isinstance(runs, list):
+                raise ServiceError(200, "POST", f"{_API_V1}/runs/query", "the answer has no runs list")
+            yield from (run for run in runs if isinstance(run, dict))
+            cursors = page.get("cursors")
+            following = cursors.get("next") if isinstance(cursors, Mapping) else None
+            if not following or not runs:
+                return
+            query["cursor"] = following
+
+    def list_projects(self, *, name: str | None = None, project_id: str | None = None) -> list[dict[str, Any]]:
+        """``GET /api/v1/sessions``: the projects (the service's JSON), those with this exact name or id when given."""
+        params: dict[str, Any] = {}
+        if name is not None:
+            params["name"] = name
+        if project_id is not None:
+            params["id"] = project_id
+        body = self._call(self._api, "GET", f"{_API_V1}/sessions", params=params)
+        return [dict(item) for item in _items(body)]
+
     # --- deployments ------------------------------------------------------------------
 
     def create_deployment(self, body: Mapping[str, Any]) -> Deployment:
@@ -291,6 +331,7 @@ class ServiceClient:
         body: Mapping[str, Any] | None = None,
         params: Mapping[str, Any] | None = None,
         call_timeout_s: float | None = None,
+        retry: bool | None = None,
     ) -> Any:
         headers = dict(_JSON_HEADERS)
         if http is not self._api and self.settings.bearer_token:
@@ -299,7 +340,8 @@ class ServiceClient:
             headers["Authorization"] = f"Bearer {self.settings.bearer_token}"
         data = orjson.dumps(dict(body)) if body is not None else None
         deadline = time.monotonic() + (call_timeout_s if call_timeout_s is not None else self.call_timeout_s)
-        retry = method in ("GET", "HEAD")
+        if retry is None:
+            retry = method in ("GET", "HEAD")
         self._connect.unreachable.clear()
         try:
             resp = http.request(
