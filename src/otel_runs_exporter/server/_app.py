@@ -18,6 +18,7 @@ from ._control import ControlPlane, ServiceClock
 from ._dispatch import Credentials, Dispatcher
 from ._faults import FaultConfig
 from ._http import ConnectionLimits, HttpServer, RequestLog, zstd_available
+from ._modes import Validation, mode_from_flags
 from ._origins import PagePolicy
 from ._ratelimit import DEFAULT_RULES, SPEC_RULES, RateLimiter, RateRule, scaled
 from ._store import RunStore
@@ -45,8 +46,10 @@ class LocalService:
             runs = svc.wait_for_runs(3)
 
     ``api_key`` and ``workspace_id`` turn on auth (401 for a missing or wrong
-    ``x-api-key``, 403 for a missing or wrong ``x-tenant-id``). ``lenient`` records
-    rule violations and stores the runs anyway instead of answering 422.
+    ``x-api-key``, 403 for a missing or wrong ``x-tenant-id``). Every rule violation
+    is recorded; by default a request is refused (422) only for what the hosted
+    service refuses too, ``strict`` refuses it for any violation, ``lenient`` for
+    none (:mod:`._modes`).
     ``rate_limits`` is True for spec 8.1's table or a sequence of :class:`RateRule`
     to use instead; ``rate_limit_scale`` divides every rule's count and
     ``rate_limit_window_scale`` its window, so a test reaches in seconds, with a
@@ -86,6 +89,7 @@ class LocalService:
         workspace_id: str | None = None,
         db: str = ":memory:",
         lenient: bool = False,
+        strict: bool = False,
         rate_limits: bool | Sequence[RateRule] = False,
         rate_limit_scale: float = 1.0,
         rate_limit_window_scale: float = 1.0,
@@ -116,7 +120,7 @@ class LocalService:
         self._credentials = Credentials(api_key, bearer_token)
         self.workspace_id = workspace_id
         self.db = str(db)
-        self.lenient = lenient
+        self.validation: Validation = mode_from_flags(strict=strict, lenient=lenient)
         self.multipart = multipart
         # The limit /info advertises is the one enforced, raw and again while decompressing.
         self.max_body_bytes = max_body_bytes if max_body_bytes is not None else _DEFAULT_SIZE_LIMIT
@@ -147,6 +151,16 @@ class LocalService:
         # The api key stays out: reprs end up in logs and test reports.
         auth = "on" if self._credentials.api_key is not None else "off"
         return f"LocalService(url={self.url if self._server else None!r}, db={self.db!r}, auth={auth})"
+
+    @property
+    def strict(self) -> bool:
+        """Whether every rule violation is refused (``validation == "strict"``)."""
+        return self.validation == "strict"
+
+    @property
+    def lenient(self) -> bool:
+        """Whether no rule violation is refused (``validation == "lenient"``)."""
+        return self.validation == "lenient"
 
     @property
     def requires_api_key(self) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ._modes import refuses
 from ._projects import NO_WORKSPACE, api_project, parse_project_create, parse_project_list, parse_project_read
 from ._query import QueryError, api_run, page_body, parse_run_query
 from ._reply import Reply, detail
@@ -52,7 +53,10 @@ def info(request: Request, service: Service) -> Reply:
 
 
 def ingest(result: ReadResult, request: Request, service: Service) -> Reply:
-    """Store what one request carried, or refuse all of it: injected rejections, then rule violations (422)."""
+    """Store what one request carried, or refuse all of it: injected rejections, then rule violations (422).
+
+    Every violation is recorded; whether it refuses the request is the service's validation mode's call.
+    """
     request.log["run_ids"] = sorted(result.run_ids)
     rejected = service.faults.rejected(result.run_ids)
     if rejected:
@@ -68,10 +72,11 @@ def ingest(result: ReadResult, request: Request, service: Service) -> Reply:
         return Reply(422, {"detail": errors})
     store = service.store
     if result.violations:
-        store.record_violations(result.violations, path=request.route, accepted=service.lenient)
+        refused = refuses(service.validation, result.violations)
+        store.record_violations(result.violations, path=request.route, accepted=not refused)
         for violation in result.violations[:5]:
             logger.info("rule violation on %s: %s", request.route, violation.as_error()["msg"])
-        if not service.lenient:
+        if refused:
             return Reply(422, {"detail": [v.as_error() for v in result.violations]})
     applied = store.apply(result.ops, result.feedback)
     return Reply(202, {"post": applied.posted, "patch": applied.patched, "duplicates": applied.duplicates})

@@ -43,6 +43,7 @@ from ._validate import Violation, json_depth_exceeds, too_deep
 
 if TYPE_CHECKING:
     from ._control import ControlPlane
+    from ._modes import Validation
     from ._http import Exchange
     from ._faults import FaultConfig
     from ._store import RunStore
@@ -104,7 +105,7 @@ class Service(Protocol):
 
     faults: FaultConfig
     control: ControlPlane
-    lenient: bool
+    validation: Validation
     multipart: bool
     workspace_id: str | None
 
