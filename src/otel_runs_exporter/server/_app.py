@@ -56,7 +56,7 @@ class LocalService:
     few clients, what takes a fleet in production. ``request_log`` names a file
     to which each answered request is appended as one JSON line (``at``: Unix
     time it arrived, ``method``, ``path``, ``status``, ``runs`` and
-    ``run_ids`` stored, ``body_bytes``, ``duration``, ``client_port``), for measuring a client's pacing from another
+    ``run_ids`` stored, ``body_bytes``, ``duration``, ``client_port``, ``error``), for measuring a client's pacing from another
     process. ``clock_speed`` runs bulk exports, deployments and auth waits
     (:attr:`control`, a :class:`~._control.ControlPlane`) that many times faster than
     real time; ``deploy_delay_s`` is how long a revision takes to reach DEPLOYED;
@@ -314,7 +314,9 @@ class LocalService:
         Each entry: method, path, status (0 when the connection was dropped),
         content_encoding, body_bytes (as received), part_names (multipart only),
         run_ids, fault (which injected fault fired, or None), client_port (one per
-        connection, so keep-alive reuse is visible) and duration in seconds.
+        connection, so keep-alive reuse is visible), duration in seconds, and
+        error: for a 4xx or 5xx answer, its first detail message (where, then what;
+        clipped), to see why a client was refused without its body.
         """
         return self._request_log.entries()
 
