@@ -387,7 +387,9 @@ def test_info_keeps_the_client_on_endpoints_that_exist(world: World, caplog: pyt
     finally:
         client.cleanup(timeout=5)
     info = requests.get(svc.url + "/info", timeout=5).json()  # public: the client reads it before anything else
-    assert info["instance_flags"]["ch_query_enabled"] is True and info["instance_flags"]["sdb_query_enabled"] is False
+    # Both read APIs are served: the client may read with either (read_run stays on v1 unless v1 is off).
+    assert info["instance_flags"]["ch_query_enabled"] is True and info["instance_flags"]["sdb_query_enabled"] is True
+    assert info["version"] == "0.16.0"
 
 
 # --- what is refused --------------------------------------------------------------------------

@@ -10,10 +10,12 @@ in :mod:`._handlers` and :mod:`._control`.
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 from collections.abc import Sequence
 from typing import Any
 
+from ._attachments import AttachmentLinks
 from ._control import ControlPlane, ServiceClock
 from ._dispatch import Credentials, Dispatcher
 from ._faults import FaultConfig
@@ -29,10 +31,10 @@ __all__ = ["LocalService"]
 logger = logging.getLogger(__name__)
 
 # The service version /info reports, which is what the service's client gates features on (langsmith 0.15):
-# 0.8.10 or later sends feedback in multipart ingest, which this service accepts; 0.16.0 or later is what
-# its client.runs / .threads / .traces ... resources want, and those call /api/v2 endpoints this
-# service does not have, so the client's "backend older than" warning there is the truth.
-_SERVICE_API_VERSION = "0.8.10"
+# 0.8.10 or later sends feedback in multipart ingest, which this service accepts; 0.16.0 is the lowest version
+# its client.runs, .traces and .threads resources ask for, whose /api/v2 routes this service serves. Higher
+# would claim what it does not serve: client.annotation_queues wants 0.16.14, client.sessions 0.18.0.
+_SERVICE_API_VERSION = "0.16.0"
 _DEFAULT_SIZE_LIMIT = 20 * 1024 * 1024
 
 
@@ -133,6 +135,8 @@ class LocalService:
             body_grace_s=body_grace_s,
         )
         self.control = ControlPlane(ServiceClock(clock_speed), deploy_delay_s=deploy_delay_s)
+        # Signs the attachment download addresses the read API hands out (the SDK fetches them without a key).
+        self.attachment_links = AttachmentLinks(secrets.token_bytes(32))
         k, w = rate_limit_scale, rate_limit_window_scale
         if rate_limits is True:
             self.rate_limiter: RateLimiter | None = RateLimiter(scaled(SPEC_RULES, k, w), scaled(DEFAULT_RULES, k, w))
@@ -237,11 +241,11 @@ class LocalService:
     def info(self) -> dict[str, Any]:
         """The ``GET /info`` body: what the service's own client may use here.
 
-        Multipart ingest (and zstd when ``zstandard`` is importable), and the v1
-        read API: ``ch_query_enabled`` without ``sdb_query_enabled`` keeps the
-        client's ``read_run``/``list_runs`` on ``GET /runs/{id}`` and
-        ``POST /runs/query`` rather than the ``/api/v2`` endpoints it uses
-        otherwise. The version is explained at ``_SERVICE_API_VERSION``.
+        Multipart ingest (and zstd when ``zstandard`` is importable), and both read
+        APIs: ``ch_query_enabled`` and ``sdb_query_enabled`` together tell the client
+        that ``GET /runs/{id}`` and ``POST /runs/query`` answer (``read_run``,
+        ``list_runs``) and so does ``/api/v2`` (``client.runs``, ``evaluate``'s
+        reads). The version is explained at ``_SERVICE_API_VERSION``.
         """
         return {
             "version": _SERVICE_API_VERSION,
@@ -257,7 +261,7 @@ class LocalService:
             "instance_flags": {
                 "zstd_compression_enabled": self.multipart and zstd_available(),
                 "ch_query_enabled": True,
-                "sdb_query_enabled": False,
+                "sdb_query_enabled": True,
             },
             "local": True,
         }

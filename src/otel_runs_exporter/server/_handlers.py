@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ._handlers_v2 import attachment_urls, s3_urls
 from ._modes import refuses
 from ._projects import NO_WORKSPACE, api_project, parse_project_create, parse_project_list, parse_project_read
 from ._query import QueryError, api_run, page_body, parse_run_query
@@ -78,7 +79,7 @@ def ingest(result: ReadResult, request: Request, service: Service) -> Reply:
             logger.info("rule violation on %s: %s", request.route, violation.as_error()["msg"])
         if refused:
             return Reply(422, {"detail": [v.as_error() for v in result.violations]})
-    applied = store.apply(result.ops, result.feedback)
+    applied = store.apply(result.ops, result.feedback, result.attachments)
     return Reply(202, {"post": applied.posted, "patch": applied.patched, "duplicates": applied.duplicates})
 
 
@@ -124,7 +125,11 @@ def read_run(request: Request, service: Service) -> Reply:
     run = store.get_run(run_id) if run_id else None
     if run is None:
         return Reply(404, detail(f"run {raw_id} not found"))
-    return Reply(200, api_run(run, store.project_of_run(run["id"])))
+    body = api_run(run, store.project_of_run(run["id"]))
+    found = attachment_urls(request, service, [run["id"]]).get(run["id"])
+    if found:
+        body["s3_urls"] = s3_urls(found)
+    return Reply(200, body)
 
 
 def query_runs(request: Request, service: Service) -> Reply:
@@ -133,7 +138,14 @@ def query_runs(request: Request, service: Service) -> Reply:
     found = service.store.query_runs(
         query.where.sql, query.where.params, order=query.order, after=query.after, limit=query.page_size + 1
     )
-    return Reply(200, page_body(found, query))
+    body = page_body(found, query)
+    if query.select is None or "s3_urls" in query.select:
+        # The SDK downloads a run's attachments from s3_urls (selected by default), without its key.
+        links = attachment_urls(request, service, [run["id"] for run in body["runs"]])
+        for run in body["runs"]:
+            if run["id"] in links:
+                run["s3_urls"] = s3_urls(links[run["id"]])
+    return Reply(200, body)
 
 
 def stats(request: Request, service: Service) -> Reply:
