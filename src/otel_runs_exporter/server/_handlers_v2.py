@@ -86,7 +86,10 @@ def attachment_urls(request: Request, service: Service, run_ids: Sequence[str]) 
 
 def s3_urls(found: Mapping[str, tuple[str, str]]) -> dict[str, dict[str, str]]:
     """A run's attachments as v1's ``s3_urls``, which the SDK's ``read_run`` and ``list_runs`` download from."""
-    return {f"attachment.{name}": {"presigned_url": url, "mime_type": content_type} for name, (url, content_type) in found.items()}
+    return {
+        f"attachment.{name}": {"presigned_url": url, "mime_type": content_type}
+        for name, (url, content_type) in found.items()
+    }
 
 
 def download_attachment(request: Request, service: Service) -> Reply:
@@ -115,7 +118,9 @@ def download_attachment(request: Request, service: Service) -> Reply:
 # --- runs -----------------------------------------------------------------------------
 
 
-def _v2_items(request: Request, service: Service, found: Iterable[QueriedRun], selects: Sequence[str]) -> list[dict[str, Any]]:
+def _v2_items(
+    request: Request, service: Service, found: Iterable[QueriedRun], selects: Sequence[str]
+) -> list[dict[str, Any]]:
     found = list(found)
     links: dict[str, dict[str, tuple[str, str]]] = {}
     if "ATTACHMENTS" in selects:
@@ -228,7 +233,7 @@ def _thread_item(store: RunStore, roots: RootsWhere, row: ThreadRow) -> dict[str
     tokens = _tokens_of_traces(store, one.roots("rt"))
     return thread_summary(
         row.thread_id,
-        row.count,
+        row.traces,
         row.first_start,
         row.last_start,
         first=_one_root(store, where, "asc"),
@@ -276,9 +281,9 @@ def thread_traces(request: Request, service: Service) -> Reply:
             elif name in _TOKEN_LABELS:
                 item[key] = tokens.get(str(root.get("trace_id")), {}).get(_TOKEN_LABELS[name], 0)
             elif name == "TURN_NUMBER":
-                earlier = Where.all_of(
-                    [everything, Where("(COALESCE(r.start_time, ''), r.trace_id) < (?, ?)", (queried.position[0], root.get("trace_id")))]
-                )
+                # Turns count from the thread's first trace by start time, then trace id, whatever is listed.
+                before = Where("(COALESCE(r.start_time, ''), r.trace_id) < (?, ?)", (queried.position[0], root.get("trace_id")))
+                earlier = Where.all_of([everything, before])
                 item[key] = int(store.aggregate("COUNT(*)", earlier.sql, earlier.params)[0]) + 1
             else:
                 item[key] = None  # OP, costs, details: not kept here
@@ -322,7 +327,9 @@ def threads_stats(request: Request, service: Service) -> Reply:
     query = parse_aggregate_stats(request.body)
     store = service.store
     where = query.roots.eligible_roots("r")
-    threads, traces, errors = store.aggregate(f"COUNT(DISTINCT {thread_key('r')}), COUNT(*), COUNT(r.error)", where.sql, where.params)
+    threads, traces, errors = store.aggregate(
+        f"COUNT(DISTINCT {thread_key('r')}), COUNT(*), COUNT(r.error)", where.sql, where.params
+    )
     summary = store.summarize(where.sql, where.params)
     tokens = _tokens_of_traces(store, query.roots.eligible_roots("rt"))
     per_trace = sorted([t.get("total", 0) for t in tokens.values()] + [0] * max(0, int(traces) - len(tokens)))

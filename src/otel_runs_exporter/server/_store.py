@@ -89,7 +89,7 @@ class ThreadRow(NamedTuple):
     """One thread found by :meth:`RunStore.threads`: its id, its traces, its first and latest start."""
 
     thread_id: str
-    count: int
+    traces: int
     first_start: str
     last_start: str
 
@@ -680,10 +680,9 @@ class RunStore:
 
     def run_violations(self, *, run_id: str | None = None, trace_id: str | None = None) -> list[dict[str, Any]]:
         """The violations recorded for one run, or for the runs of one trace, oldest first."""
-        if run_id is not None:
-            where, args = "run_id = ?", (run_id,)
-        else:
-            where, args = "run_id IN (SELECT id FROM runs WHERE trace_id = ?)", (trace_id,)
+        key: str | None = run_id if run_id is not None else trace_id
+        where = "run_id = ?" if run_id is not None else "run_id IN (SELECT id FROM runs WHERE trace_id = ?)"
+        args = (key,)
         with self._lock:
             rows = self._db.execute(
                 f"SELECT run_id, rule, msg, loc, path, accepted, at FROM violations WHERE {where} ORDER BY seq", args

@@ -245,7 +245,8 @@ def parse_threads_query(body: Any, *, now: datetime | None = None) -> ThreadsQue
     )
     _check_filters(roots)
     after = decode_cursor(body["cursor"], "threads", (str, str), ("body", "cursor")) if "cursor" in body else None
-    return ThreadsQuery(roots, page_size_of(body.get("page_size"), ("body", "page_size"), 20, 100), after)  # type: ignore[arg-type]
+    page_size = page_size_of(body.get("page_size"), ("body", "page_size"), 20, 100)
+    return ThreadsQuery(roots, page_size, after)  # type: ignore[arg-type]
 
 
 def _check_filters(roots: RootsWhere) -> None:

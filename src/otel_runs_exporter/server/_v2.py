@@ -188,7 +188,9 @@ def time_window(
     return low, high, Where(f"{alias}.start_time >= ? AND {alias}.start_time {op} ?", (low, high))
 
 
-def filters(values: Mapping[str, Any], where: str, keys: Sequence[str] = ("filter", "trace_filter", "tree_filter")) -> list[Where]:
+def filters(
+    values: Mapping[str, Any], where: str, keys: Sequence[str] = ("filter", "trace_filter", "tree_filter")
+) -> list[Where]:
     """``filter`` (on the run), ``trace_filter`` (on its trace's root), ``tree_filter`` (on any run of its trace)."""
     parts: list[Where] = []
     for key in keys:
