@@ -8,7 +8,6 @@ order of the store's queries for each answer.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, unquote
@@ -220,30 +219,44 @@ def _summed(tokens: Mapping[str, Mapping[str, int]], label: str) -> int:
     return sum(t.get(label, 0) for t in tokens.values())
 
 
-def _one_root(store: RunStore, where: Where, order: str) -> dict[str, Any] | None:
-    found = store.query_runs(where.sql, where.params, order=order, after=None, limit=1)  # type: ignore[arg-type]
-    return found[0].run if found else None
-
-
-def _thread_item(store: RunStore, roots: RootsWhere, row: ThreadRow) -> dict[str, Any]:
-    one = dataclasses.replace(roots, thread_id=row.thread_id)
-    where = one.roots("r")
-    summary = store.summarize(where.sql, where.params)
-    failed = Where.all_of([where, Where("r.error IS NOT NULL")])
-    tokens = _tokens_of_traces(store, one.roots("rt"))
-    return thread_summary(
-        row.thread_id,
-        row.traces,
-        row.first_start,
-        row.last_start,
-        first=_one_root(store, where, "asc"),
-        last=_one_root(store, where, "desc"),
-        last_failed=_one_root(store, failed, "desc") if summary.errors else None,
-        errors=summary.errors,
-        latency_p50=percentile(summary.latencies, 0.5),
-        latency_p99=percentile(summary.latencies, 0.99),
-        total_tokens=_summed(tokens, "total"),
+def _thread_items(store: RunStore, roots: RootsWhere, page: Sequence[ThreadRow]) -> list[dict[str, Any]]:
+    """The page's threads, summed up from their roots in a few set-wide queries (a query per thread was 6 s a
+    page of 100 over 4,000 traces)."""
+    if not page:
+        return []
+    ids = [row.thread_id for row in page]
+    one_of = f"IN ({', '.join('?' * len(ids))})"
+    counted = Where.all_of([roots.roots("r"), Where(f"{thread_key('r')} {one_of}", tuple(ids))])
+    light = store.columns(
+        f"r.id, {thread_key('r')}, r.latency, r.error IS NOT NULL", counted.sql, counted.params,
+        order="COALESCE(r.start_time, ''), r.seq",
     )
+    turns: dict[str, list[tuple[Any, ...]]] = {}
+    for row in light:
+        turns.setdefault(str(row[1]), []).append(row)
+    in_threads = Where.all_of([roots.roots("rt"), Where(f"{thread_key('rt')} {one_of}", tuple(ids))])
+    tokens = _tokens_of_traces(store, in_threads)
+    items = []
+    for row in page:
+        mine = turns.get(row.thread_id, [])
+        failed = [t for t in mine if t[3]]
+        latencies = sorted(t[2] for t in mine if t[2] is not None)
+        items.append(
+            thread_summary(
+                row.thread_id,
+                row.traces,
+                row.first_start,
+                row.last_start,
+                first=store.get_run(mine[0][0]) if mine else None,
+                last=store.get_run(mine[-1][0]) if mine else None,
+                last_failed=store.get_run(failed[-1][0]) if failed else None,
+                errors=len(failed),
+                latency_p50=percentile(latencies, 0.5),
+                latency_p99=percentile(latencies, 0.99),
+                total_tokens=sum(tokens.get(str(t[0]), {}).get("total", 0) for t in mine),
+            )
+        )
+    return items
 
 
 def query_threads(request: Request, service: Service) -> Reply:
@@ -256,7 +269,7 @@ def query_threads(request: Request, service: Service) -> Reply:
     )
     page = rows[: query.page_size]
     cursor = encode_cursor("threads", [page[-1].last_start, page[-1].thread_id]) if len(rows) > query.page_size else None
-    return Reply(200, {"items": [_thread_item(store, query.roots, row) for row in page], "next_cursor": cursor})
+    return Reply(200, {"items": _thread_items(store, query.roots, page), "next_cursor": cursor})
 
 
 def thread_traces(request: Request, service: Service) -> Reply:
@@ -267,7 +280,14 @@ def thread_traces(request: Request, service: Service) -> Reply:
     found = store.query_runs(listed.sql, listed.params, order="asc", after=query.after, limit=query.page_size + 1)
     page, cursor = _page(found, query.page_size, "thread-traces")
     selects = query.selects
-    everything = query.thread.roots("r")
+    turn_of: dict[str, int] = {}
+    if "TURN_NUMBER" in selects:
+        # Turns count from the thread's first trace by start time, then trace id, whatever is listed.
+        everything = query.thread.roots("r")
+        ordered = store.columns(
+            "r.trace_id", everything.sql, everything.params, order="COALESCE(r.start_time, ''), r.trace_id"
+        )
+        turn_of = {str(row[0]): number for number, row in enumerate(ordered, 1)}
     tokens = _tokens_of_traces(store, query.thread.roots("rt")) if any(s in _TOKEN_LABELS for s in selects) else {}
     runs = _v2_items(request, service, page, [_V2_OF_TRACE_SELECTS[s] for s in selects if s in _V2_OF_TRACE_SELECTS])
     items = []
@@ -281,10 +301,7 @@ def thread_traces(request: Request, service: Service) -> Reply:
             elif name in _TOKEN_LABELS:
                 item[key] = tokens.get(str(root.get("trace_id")), {}).get(_TOKEN_LABELS[name], 0)
             elif name == "TURN_NUMBER":
-                # Turns count from the thread's first trace by start time, then trace id, whatever is listed.
-                before = Where("(COALESCE(r.start_time, ''), r.trace_id) < (?, ?)", (queried.position[0], root.get("trace_id")))
-                earlier = Where.all_of([everything, before])
-                item[key] = int(store.aggregate("COUNT(*)", earlier.sql, earlier.params)[0]) + 1
+                item[key] = turn_of.get(str(root.get("trace_id")))
             else:
                 item[key] = None  # OP, costs, details: not kept here
         items.append(item)

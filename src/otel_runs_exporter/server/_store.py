@@ -678,6 +678,15 @@ class RunStore:
             ).fetchone()
         return tuple(row)
 
+    def columns(self, columns: str, where: str, params: Sequence[Any], *, order: str = "r.seq") -> list[tuple[Any, ...]]:
+        """``columns`` of the posted runs matching a WHERE fragment over ``runs AS r``, in ``order``: the index
+        columns only, no JSON merged (the read modules build all three from fixed expressions)."""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {columns} FROM runs AS r WHERE r.posted = 1 AND ({where}) ORDER BY {order}", list(params)
+            ).fetchall()
+        return [tuple(row) for row in rows]
+
     def run_violations(self, *, run_id: str | None = None, trace_id: str | None = None) -> list[dict[str, Any]]:
         """The violations recorded for one run, or for the runs of one trace, oldest first."""
         key: str | None = run_id if run_id is not None else trace_id
