@@ -32,6 +32,7 @@ from typing import Any
 
 from ._query import FIELDS, QueryError, Where, parse_filter
 from ._v2 import (
+    check_body,
     decode_cursor,
     one_id,
     page_size_of,
@@ -79,36 +80,12 @@ AGGREGATE_STATS_SELECTS = (
 )
 """What ``POST /api/v2/threads/stats`` may be asked for (its ``select``)."""
 
-_UNSUPPORTED = {
-    "thread_filter": "filters on a whole thread's summary are not supported; use filter, trace_filter or tree_filter",
-    "ai_search": "AI search needs a model; use filter, or search(\"text\") in a filter",
-    "sem_filter": "semantic filters need a model; use filter, or search(\"text\") in a filter",
-}
-
-
 def thread_key(alias: str) -> str:
     """The SQL of a root run's thread id over ``runs AS <alias>`` (the same one ``eq(thread_id, ...)`` uses)."""
     return FIELDS["thread_id"][0].format(t=alias)
 
 
-def _check_body(body: Any, allowed: Sequence[str]) -> dict[str, Any]:
-    if not isinstance(body, dict):
-        raise QueryError(("body",), "the body must be a JSON object")
-    body = {k: v for k, v in body.items() if v is not None}
-    for name in body:
-        if name in _UNSUPPORTED:
-            raise QueryError(("body", name), f"{name} is not supported by the local service: {_UNSUPPORTED[name]}")
-        if name not in allowed:
-            raise QueryError(
-                ("body", name), f"{name} is not supported by the local service; supported: {', '.join(allowed)}"
-            )
-    return body
-
-
 def _params(query: str, allowed: Sequence[str], repeatable: Sequence[str] = ()) -> dict[str, str | list[str]]:
-    for name in _UNSUPPORTED:
-        if query.startswith(f"{name}=") or f"&{name}=" in query:
-            raise QueryError(("query", name), f"{name} is not supported by the local service: {_UNSUPPORTED[name]}")
     params = parse_params(query, allowed, repeatable)
     return {k: (v if k in repeatable else v[0]) for k, v in params.items()}
 
@@ -232,7 +209,7 @@ def parse_threads_query(body: Any, *, now: datetime | None = None) -> ThreadsQue
     allowed = (
         "project_id", "filter", "trace_filter", "tree_filter", "min_start_time", "max_start_time", "page_size", "cursor",
     )
-    body = _check_body(body, allowed)
+    body = check_body(body, allowed)
     if "project_id" not in body:
         raise QueryError(("body", "project_id"), "project_id is required: the project whose threads to list")
     low, high, _ = time_window("body", body.get("min_start_time"), body.get("max_start_time"), now=now or _now())
@@ -334,7 +311,7 @@ class AggregateStatsQuery:
 def parse_aggregate_stats(body: Any, *, now: datetime | None = None) -> AggregateStatsQuery:
     """Check a ``POST /api/v2/threads/stats`` body."""
     allowed = ("project_id", "select", "filter", "trace_filter", "tree_filter", "min_start_time", "max_start_time")
-    body = _check_body(body, allowed)
+    body = check_body(body, allowed)
     if "project_id" not in body:
         raise QueryError(("body", "project_id"), "project_id is required: the project whose threads to summarize")
     select = selects_of(body.get("select"), ("body", "select"), AGGREGATE_STATS_SELECTS)

@@ -52,6 +52,7 @@ __all__ = [
     "TraceRuns",
     "Params",
     "parse_params",
+    "check_body",
     "parse_runs_query",
     "parse_run_retrieve",
     "parse_traces_query",
@@ -99,6 +100,7 @@ _NOT_SUPPORTED = {
     "max_feedback_modified_at": "feedback is not joined to runs here",
     "reference_dataset_id": "there are no datasets here; use project_ids",
     "include_subtree_usage": "tokens are each run's own; ask TOTAL_TOKENS of /api/v2/traces/query for a trace's total",
+    "thread_filter": "filters on a whole thread's summary are not supported; use filter, trace_filter or tree_filter",
 }
 
 
@@ -130,7 +132,8 @@ def _unknown(loc: Sequence[str], name: str, allowed: Sequence[str]) -> QueryErro
     return QueryError(loc, f"{name} is not supported by the local service; supported: {', '.join(allowed)}")
 
 
-def _check_body(body: Any, allowed: Sequence[str]) -> dict[str, Any]:
+def check_body(body: Any, allowed: Sequence[str]) -> dict[str, Any]:
+    """A JSON object body whose keys are all ``allowed`` (null ones dropped, as absent); else a 422 naming the key."""
     if not isinstance(body, dict):
         raise QueryError(("body",), "the body must be a JSON object")
     body = {k: v for k, v in body.items() if v is not None}
@@ -308,7 +311,7 @@ def parse_runs_query(body: Any, *, now: datetime | None = None) -> RunsQuery:
     >>> q.selects, q.page_size
     (('ID', 'NAME'), 2)
     """
-    body = _check_body(body, _RUNS_KEYS)
+    body = check_body(body, _RUNS_KEYS)
     if "project_ids" not in body:
         raise QueryError(("body", "project_ids"), "project_ids is required: the projects whose runs to list")
     parts = [_in("r.project_id", _ids(body["project_ids"], ("body", "project_ids")))]
@@ -369,7 +372,7 @@ class TracesQuery:
 
 def parse_traces_query(body: Any, *, now: datetime | None = None) -> TracesQuery:
     """Check a ``POST /api/v2/traces/query`` body (``trace_filter`` applies to the root runs themselves)."""
-    body = _check_body(body, _TRACES_KEYS)
+    body = check_body(body, _TRACES_KEYS)
     if "project_id" not in body:
         raise QueryError(("body", "project_id"), "project_id is required: the project whose traces to list")
     parts = [
