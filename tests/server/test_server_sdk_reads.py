@@ -11,6 +11,7 @@ itself builds. Small data and small pages, so this stays a few seconds.
 from __future__ import annotations
 
 import asyncio
+import doctest
 import logging
 import uuid
 import warnings
@@ -24,7 +25,7 @@ import pytest
 import requests
 from server.server_helpers import Trace, multipart, part, post_multipart, run_parts
 
-from otel_runs_exporter.server import LocalService
+from otel_runs_exporter.server import LocalService, _attachments, _http, _modes, _threads, _v2
 
 langsmith = pytest.importorskip("langsmith")
 from langsmith.run_trees import RunTree  # noqa: E402
@@ -136,7 +137,7 @@ def world() -> Iterator[World]:
             get_env_var.cache_clear()
 
 
-def _v2(world: World, use: Any) -> Any:
+def _using_v2(world: World, use: Any) -> Any:
     """Run ``use(client)`` (a coroutine function over a fresh client) to completion."""
     client = world.fresh_client()
     try:
@@ -176,7 +177,7 @@ def test_runs_query_v2_pages_through_every_run_with_its_fields(world: World) -> 
     mark = len(world.svc.requests())
     selects = ["ID", "NAME", "RUN_TYPE", "STATUS", "PARENT_RUN_IDS", "TRACE_ID", "PROJECT_ID", "TOTAL_TOKENS",
                "START_TIME", "END_TIME", "ERROR", "THREAD_ID", "IS_ROOT", "INPUTS", "OUTPUTS", "TAGS", "DOTTED_ORDER"]
-    runs = _v2(world, lambda c: _all(c.runs.query(project_ids=[world.project_id], selects=selects, page_size=3)))
+    runs = _using_v2(world, lambda c: _all(c.runs.query(project_ids=[world.project_id], selects=selects, page_size=3)))
     by_name = {r.name: r for r in runs}
     assert set(by_name) == {"turn-1", "model-1", "tool-1", "turn-2", "model-2", "other", "lone"}
     assert len(_asked(world, "/api/v2/runs/query", mark)) == 3  # 7 runs, 3 a page
@@ -216,7 +217,7 @@ def test_runs_query_v2_filters(world: World) -> None:
             "window": await names(min_start_time=world.start + timedelta(seconds=1.5)),
         }
 
-    found = _v2(world, use)
+    found = _using_v2(world, use)
     assert found == {
         "roots": ["lone", "other", "turn-1", "turn-2"],
         "errors": ["other", "tool-1"],
@@ -236,7 +237,7 @@ def test_runs_retrieve_v2_and_read_run(world: World) -> None:
     async def use(c: Any) -> Any:
         return await c.runs.retrieve(ids["model-1"], project_id=world.project_id, selects=["ID", "NAME", "OUTPUTS", "PARENT_RUN_IDS"])
 
-    run = _v2(world, use)
+    run = _using_v2(world, use)
     assert (run.id, run.name, run.outputs["text"], run.parent_run_ids) == (ids["model-1"], "model-1", "hi", [ids["turn-1"]])
     # v1: with its subtree.
     tree = world.client.read_run(ids["turn-1"], load_child_runs=True)
@@ -261,7 +262,7 @@ def test_traces_query_and_a_traces_runs(world: World) -> None:
         runs = await c.traces.list_runs(ids["turn-1"], project_id=world.project_id, selects=["ID", "NAME", "PARENT_RUN_IDS"])
         return traces, runs
 
-    traces, runs = _v2(world, use)
+    traces, runs = _using_v2(world, use)
     assert [t.root_run.name for t in traces] == ["lone", "other", "turn-2", "turn-1"]  # newest first
     assert len(_asked(world, "/api/v2/traces/query", mark)) == 2
     tokens = {t.root_run.name: t.trace_aggregates.total_tokens for t in traces}
@@ -292,7 +293,7 @@ def test_threads_query_list_traces_and_stats(world: World) -> None:
             "erring": await _all(c.threads.query(project_id=pid, tree_filter='eq(status, "error")')),
         }
 
-    got = _v2(world, use)
+    got = _using_v2(world, use)
     ids = world.ids
     threads = {t.thread_id: t for t in got["threads"]}
     assert [t.thread_id for t in got["threads"]] == ["t-2", "t-1"]  # latest activity first, one a page
@@ -348,7 +349,7 @@ def test_what_the_sdk_raises_on_a_filter_it_cannot_answer(world: World) -> None:
         return await _all(c.runs.query(project_ids=[world.project_id], filter='eq(feedback_score, 1)'))
 
     with pytest.raises(langsmith.UnprocessableEntityError) as raised:
-        _v2(world, use)
+        _using_v2(world, use)
     assert "unsupported field 'feedback_score'" in str(raised.value)
 
 
@@ -366,7 +367,7 @@ def test_attachments_round_trip_through_v1_and_v2(world: World) -> None:
     async def use(c: Any) -> Any:
         return await c.runs.retrieve(other, project_id=world.project_id, selects=["ID", "ATTACHMENTS"])
 
-    addresses = _v2(world, use).attachments
+    addresses = _using_v2(world, use).attachments
     assert set(addresses) == {"note", "image"}
     got = requests.get(addresses["image"], timeout=5)  # no key: the address is the credential
     assert got.content == PNG and got.headers["Content-Type"] == "image/png"
@@ -445,3 +446,8 @@ def test_the_default_stores_what_the_hosted_service_takes_and_strict_refuses_it(
             assert statuses == {202} and [r["id"] for r in svc.runs()] == [run_id] and all(r[2] for r in recorded)
             seen = requests.get(f"{svc.url}/runs/{run_id}/violations", timeout=5).json()
             assert [v["rule"] for v in seen] == ["start_time_entry"] * len(recorded)
+
+
+@pytest.mark.parametrize("module", [_v2, _threads, _attachments, _modes, _http], ids=lambda m: m.__name__)
+def test_doctests(module: Any) -> None:
+    assert doctest.testmod(module).failed == 0
