@@ -25,7 +25,7 @@ import pytest
 import requests
 from server.server_helpers import Trace, multipart, part, post_multipart, run_parts
 
-from otel_runs_exporter.server import LocalService, _attachments, _http, _modes, _threads, _v2
+from otel_runs_exporter.server import LocalService, _attachments, _http, _modes, _threads, _v2, viewer_link
 
 langsmith = pytest.importorskip("langsmith")
 from langsmith.run_trees import RunTree  # noqa: E402
@@ -242,6 +242,15 @@ def test_runs_retrieve_v2_and_read_run(world: World) -> None:
     # v1: with its subtree.
     tree = world.client.read_run(ids["turn-1"], load_child_runs=True)
     assert [c.name for c in tree.child_runs] == ["model-1"] and [c.name for c in tree.child_runs[0].child_runs] == ["tool-1"]
+    # A run's address is its page in the viewer, for client.runs.get_url and RunTree.get_url alike.
+    page = viewer_link(world.svc.url, ids["turn-1"], ids["tool-1"])
+
+    async def url(c: Any) -> Any:
+        return await c.runs.get_url(ids["tool-1"], project_id=world.project_id, trace_id=ids["turn-1"])
+
+    assert _using_v2(world, url).url == page
+    unsent = RunTree(name="unsent", run_type="chain", inputs={}, client=world.fresh_client(), project_name="reads")
+    assert unsent.get_url() == viewer_link(world.svc.url, str(unsent.trace_id), str(unsent.id))
     # Not in that project: 404, as the hosted API answers.
     wrong = requests.get(
         f"{world.svc.url}/api/v2/runs/{ids['model-1']}", params={"project_id": world.doomed_id, "selects": "ID"},

@@ -31,6 +31,8 @@ from ._v2 import (
     AGGREGATE_SELECTS,
     MAX_TRACE_RUNS,
     encode_cursor,
+    one_id,
+    parse_params,
     parse_run_retrieve,
     parse_runs_query,
     parse_trace_runs,
@@ -40,10 +42,12 @@ from ._v2 import (
     v2_run,
 )
 from ._validate import canonical_id
+from ._viewer import viewer_link
 
 __all__ = [
     "query_runs_v2",
     "read_run_v2",
+    "run_url",
     "query_traces",
     "trace_runs",
     "query_threads",
@@ -143,6 +147,21 @@ def query_runs_v2(request: Request, service: Service) -> Reply:
     )
     page, cursor = _page(found, query.page_size, "runs")
     return Reply(200, {"items": _v2_items(request, service, page, query.selects), "next_cursor": cursor})
+
+
+def run_url(request: Request, service: Service) -> Reply:
+    """``GET /api/v2/runs/{id}/url`` (``client.runs.get_url``, ``RunTree.get_url``): the run's page in the viewer.
+
+    Computed, as the hosted service computes its own: the run need not be stored yet.
+    """
+    params = parse_params(request.query, ("project_id", "trace_id", "start_time"))
+    for name in ("project_id", "trace_id"):
+        if name not in params:
+            raise QueryError(("query", name), f"{name} is required: the run's page is in its project and trace")
+    one_id(params["project_id"][0], ("query", "project_id"))
+    trace_id = one_id(params["trace_id"][0], ("query", "trace_id"))
+    run_id = one_id(request.params["run_id"], ("path", "run_id"))
+    return Reply(200, {"url": viewer_link(_base_url(request, service), trace_id, run_id)})
 
 
 def read_run_v2(request: Request, service: Service) -> Reply:
