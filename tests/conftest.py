@@ -73,7 +73,8 @@ def _fresh_rate_limited_logs() -> None:
 
 @pytest.fixture(scope="session")
 def _session_service():
-    with LocalService() as svc:
+    # Strict: the project's own output is held to every rule, not only to what the hosted service enforces.
+    with LocalService(strict=True) as svc:
         yield svc
 
 

@@ -82,7 +82,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_three_levels_each_way_make_one_tree(tmp_path):
     db = str(tmp_path / "runs.db")
-    with LocalService(api_key=KEY, db=db) as svc:
+    with LocalService(api_key=KEY, db=db, strict=True) as svc:
         # The two senders are set to different projects: one tree lives in one project, its root's.
         for body, way in ((SDK_FIRST, "a"), (OTEL_FIRST, "b")):
             proc = _run(svc, body, way, OTEL_EXPORTER_RUNS_PROJECT="otel-side")
@@ -120,7 +120,7 @@ def test_three_levels_each_way_make_one_tree(tmp_path):
 
 @pytest.mark.parametrize("env", [{"OTEL_EXPORTER_RUNS_LANGSMITH_BRIDGE": "false"}, {"LANGSMITH_OTEL_ENABLED": "true"}])
 def test_bridge_off_leaves_the_sdk_alone(env):
-    with LocalService(api_key=KEY) as svc:
+    with LocalService(api_key=KEY, strict=True) as svc:
         probe = """
             import langsmith.run_helpers as rh
             with tracer.start_as_current_span("otel-x-1"):

@@ -121,7 +121,7 @@ def test_the_key_never_appears_in_logs_reprs_errors_or_files(service, tmp_path, 
     from otel_runs_exporter.server import LocalService
 
     with caplog.at_level(logging.DEBUG):
-        with LocalService(api_key="another-key") as locked:
+        with LocalService(api_key="another-key", strict=True) as locked:
             provider, processor = processor_provider(locked.url, api_key=KEY, spool_dir=str(tmp_path / "s1"))
             _one_span(provider)
             processor.force_flush(2000)

@@ -133,7 +133,7 @@ def test_wake_interrupts_the_backoff(service):
 
 
 def test_413_splits_the_batch_and_drops_only_a_run_too_large_alone():
-    with LocalService(max_body_bytes=6000) as svc:
+    with LocalService(max_body_bytes=6000, strict=True) as svc:
         t = transport_for(svc.url)
         runs = make_runs(8, payload="x" * 500) + make_runs(1, payload="y" * 20000, trace=2)
         result = t.send(runs, time.monotonic() + 10)
@@ -157,7 +157,7 @@ def test_422_bisects_to_the_poison_run(service, caplog):
 
 
 def test_404_falls_back_once_to_basic_tracing_parents_first(caplog):
-    with LocalService(multipart=False) as svc:
+    with LocalService(multipart=False, strict=True) as svc:
         t = transport_for(svc.url)
         posts = make_runs(4)
         with caplog.at_level(logging.WARNING, logger="otel_runs_exporter"):
@@ -175,7 +175,7 @@ def test_404_falls_back_once_to_basic_tracing_parents_first(caplog):
 
 
 def test_multipart_mode_never_falls_back():
-    with LocalService(multipart=False) as svc:
+    with LocalService(multipart=False, strict=True) as svc:
         t = transport_for(svc.url, mode="multipart")
         result = t.send(make_runs(2), time.monotonic() + 5)
         # No fallback; the 404 says the address is wrong, so the runs are counted as not_found.
@@ -189,7 +189,7 @@ def test_basic_mode_from_the_start(service):
 
 
 def test_401_stops_sending_and_never_logs_the_key(caplog):
-    with LocalService(api_key="the-right-key") as svc:
+    with LocalService(api_key="the-right-key", strict=True) as svc:
         t = transport_for(svc.url)
         with caplog.at_level(logging.DEBUG):
             first = t.send(make_runs(2), time.monotonic() + 5)

@@ -192,7 +192,7 @@ def test_a_sealed_batch_refused_in_part_is_opened_and_bisected(service):
 
 
 def test_a_sealed_batch_falls_back_to_basic_tracing():
-    with LocalService(multipart=False) as svc:
+    with LocalService(multipart=False, strict=True) as svc:
         svc.faults.update(outage=True)
         clock = FakeClock()
         delivery = _delivery(svc.url, clock, compression="none")

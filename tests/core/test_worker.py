@@ -35,7 +35,7 @@ def _on_fake_clock(service, **settings):
 
 
 def test_force_flush_is_false_when_the_key_is_refused():
-    with LocalService(api_key="the-right-key") as svc:
+    with LocalService(api_key="the-right-key", strict=True) as svc:
         provider, processor = processor_provider(svc.url, api_key="a-wrong-key")
         _spans(provider, 2)
         assert processor.force_flush(5000) is False
@@ -116,7 +116,7 @@ def test_flush_past_its_deadline_is_false_and_keeps_the_runs(service):
 
 
 def test_exporter_path_reports_drops_from_force_flush_too():
-    with LocalService(api_key="the-right-key") as svc:
+    with LocalService(api_key="the-right-key", strict=True) as svc:
         exporter = RunsSpanExporter(endpoint=svc.url, api_key="a-wrong-key")
         provider = TracerProvider()
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor

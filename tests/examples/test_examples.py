@@ -232,7 +232,7 @@ def launched(request: pytest.FixtureRequest) -> Iterator[dict[str, tuple[LocalSe
     wanted = {item.originalname.removeprefix("test_") for item in request.session.items if Path(item.path) == here}
     names = [name for name in CASES if name in wanted]
     with contextlib.ExitStack() as stack:
-        services = [stack.enter_context(LocalService(api_key=KEY)) for _ in names]
+        services = [stack.enter_context(LocalService(api_key=KEY, strict=True)) for _ in names]
         # Entered last, so it is shut down (waiting for every run) before the services stop.
         pool = stack.enter_context(ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="example"))
         yield {name: (svc, pool.submit(CASES[name], svc)) for name, svc in zip(names, services)}

@@ -45,7 +45,7 @@ def test_python_block_runs_as_written_and_delivers(line: int, code: str) -> None
     ellipses = [t for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.string == "..."]
     assert not ellipses, f"README.md:{line}: `...` stands in for code; write real code"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LANGSMITH_"))}
-    with LocalService(api_key=KEY) as service:
+    with LocalService(api_key=KEY, strict=True) as service:
         env.update(OTEL_EXPORTER_RUNS_ENDPOINT=service.url, OTEL_EXPORTER_RUNS_API_KEY=KEY)
         proc = subprocess.run(
             [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S

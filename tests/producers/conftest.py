@@ -19,5 +19,5 @@ def fake() -> Iterator[FakeLLMAPI]:
 @pytest.fixture(scope="module")
 def services() -> Iterator[tuple[LocalService, LocalService]]:
     """(the processor path's service, the exporter path's service)."""
-    with LocalService() as processor_side, LocalService() as exporter_side:
+    with LocalService(strict=True) as processor_side, LocalService(strict=True) as exporter_side:
         yield processor_side, exporter_side

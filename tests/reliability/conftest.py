@@ -19,6 +19,7 @@ def make_service() -> Iterator[Callable[..., LocalService]]:
     started: list[LocalService] = []
 
     def make(**options: Any) -> LocalService:
+        options.setdefault("strict", True)  # the exporter's output held to every rule
         svc = LocalService(**options).start()
         started.append(svc)
         return svc

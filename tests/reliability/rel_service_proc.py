@@ -55,7 +55,7 @@ def _tally(svc: LocalService, names: bool) -> dict[str, Any]:
 
 
 def main() -> None:
-    svc = LocalService(faults=FaultConfig(seed=int(sys.argv[1]) if len(sys.argv) > 1 else None)).start()
+    svc = LocalService(faults=FaultConfig(seed=int(sys.argv[1]) if len(sys.argv) > 1 else None), strict=True).start()
     print(json.dumps({"url": svc.url}), flush=True)
     for line in sys.stdin:
         command = json.loads(line)

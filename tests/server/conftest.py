@@ -17,7 +17,7 @@ from otel_runs_exporter.server import LocalService
 @pytest.fixture
 def service() -> Iterator[LocalService]:
     """A strict local service on a free port with in-memory storage."""
-    with LocalService() as svc:
+    with LocalService(strict=True) as svc:
         yield svc
 
 

@@ -18,7 +18,7 @@ from typing import Iterator
 
 import pytest
 import requests
-from server.server_helpers import Trace, entry, good_trace_body, multipart, post_multipart, run_parts
+from server.server_helpers import Trace, entry, good_trace_body, iso, multipart, post_multipart, run_parts
 
 from otel_runs_exporter import cli
 from otel_runs_exporter.server import LocalService
@@ -135,6 +135,27 @@ def test_serve_slow_client_limits_are_checked(capsys: pytest.CaptureFixture[str]
         assert exited.value.code == 2 and flag in capsys.readouterr().err
 
 
+def test_serve_validation_mode_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    from otel_runs_exporter.cli import build_parser
+
+    assert not build_parser().parse_args(["serve"]).strict
+    assert build_parser().parse_args(["serve", "--strict"]).strict
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["serve", "--strict", "--lenient"])
+    assert exited.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+
+
+def test_runs_check_lists_what_the_default_mode_stored_despite_a_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "hosted.db"
+    trace = Trace()
+    late = {**trace.root_post(), "start_time": iso(trace.root_start + timedelta(milliseconds=3))}
+    with LocalService(db=str(db)) as svc:
+        assert requests.post(svc.url + "/runs/batch", json={"post": [late]}, timeout=5).status_code == 202
+    assert cli.main(["runs", "check", "--db", str(db)]) == 1
+    out = capsys.readouterr().out
+    assert f"accepted violation [start_time_entry] run {trace.root_id}: start_time" in out, out
+
+
 @pytest.fixture
 def filled_db(tmp_path: Path) -> tuple[Path, Trace, Trace]:
     db = tmp_path / "runs.db"
@@ -198,7 +219,7 @@ def test_runs_tree_and_check_show_runs_that_are_their_own_ancestors(tmp_path: Pa
         own_entry = entry(own.child_start, own.child_id)
         itself = {**own.child_post(), "parent_run_id": own.child_id, "dotted_order": f"{own.root_dotted}.{own_entry}.{own_entry}"}
         assert requests.post(svc.url + "/runs/batch", json={"post": [own.root_post(), itself]}, timeout=5).ok
-    with LocalService(db=str(db)) as svc:  # strict: each of the two is a valid run on its own
+    with LocalService(db=str(db), strict=True) as svc:  # strict: each of the two is a valid run on its own
         response = requests.post(svc.url + "/runs/batch", json={"post": [first, second]}, timeout=5)
         assert response.status_code == 202, response.text
     assert cli.main(["runs", "tree", own.root_id, "--db", str(db)]) == 0

@@ -64,7 +64,7 @@ def _ids_by_name(svc: LocalService, project: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def world() -> Iterator[World]:
-    with LocalService(api_key=KEY) as svc, pytest.MonkeyPatch.context() as env:
+    with LocalService(api_key=KEY, strict=True) as svc, pytest.MonkeyPatch.context() as env:
         env.setenv("LANGSMITH_TRACING", "true")
         env.setenv("LANGSMITH_ENDPOINT", svc.url)
         env.setenv("LANGSMITH_API_KEY", KEY)
@@ -169,6 +169,26 @@ def test_list_runs_by_trace_run_ids_and_parent(world: World) -> None:
     assert sorted(world.names(run_ids=[tree["model"], world.otel["chat"]])) == ["chat", "model"]
     assert world.names(parent_run_id=tree["agent"]) == ["model"]
     assert sorted(world.names(parent_run_id=world.otel["handle"])) == ["chat", "lookup"]
+
+
+def test_what_the_sdk_documents_for_roots_and_errors_is_answered_not_422(world: World) -> None:
+    """Found: 422s on POST /runs/query for requests the hosted service takes.
+
+    Replayed from the request log: list_runs' own docstring shows ``is_root=1``, its
+    beta evaluation helpers ``execution_order=1``; both went out as JSON numbers, and
+    the service wanted JSON booleans (``body.is_root: is_root must be true or false, got 1``).
+    """
+    before = len(world.svc.requests())
+    projects = [world.project_id(p) for p in ("sdk-runtree", "sdk-traceable", "otel")]
+    roots = sorted(world.names(project_id=projects, is_root=True))
+    assert sorted(world.names(project_id=projects, is_root=1)) == roots
+    assert sorted(world.names(project_id=projects, execution_order=1)) == roots
+    assert sorted(world.names(project_id=projects, error=0)) == sorted(world.names(project_id=projects, error=False))
+    asked = [e for e in world.svc.requests()[before:] if e["path"].endswith("/runs/query")]
+    assert asked and {e["status"] for e in asked} == {200}, [e["error"] for e in asked]
+    # The same body as the client sent it: numbers where booleans go.
+    raw = _query(world.svc, {"session": projects, "is_root": 1, "error": 0, "limit": 100})
+    assert raw.status_code == 200 and {r["name"] for r in raw.json()["runs"]} == {"agent", "handle", "pipeline"}
 
 
 def test_list_runs_by_root_type_and_error(world: World) -> None:
@@ -367,7 +387,9 @@ def test_info_keeps_the_client_on_endpoints_that_exist(world: World, caplog: pyt
     finally:
         client.cleanup(timeout=5)
     info = requests.get(svc.url + "/info", timeout=5).json()  # public: the client reads it before anything else
-    assert info["instance_flags"]["ch_query_enabled"] is True and info["instance_flags"]["sdb_query_enabled"] is False
+    # Both read APIs are served: the client may read with either (read_run stays on v1 unless v1 is off).
+    assert info["instance_flags"]["ch_query_enabled"] is True and info["instance_flags"]["sdb_query_enabled"] is True
+    assert info["version"] == "0.16.0"
 
 
 # --- what is refused --------------------------------------------------------------------------
@@ -384,7 +406,9 @@ def test_info_keeps_the_client_on_endpoints_that_exist(world: World, caplog: pyt
         ({"filter": "not(" * 40 + ")" * 40}, "filter", "nested"),
         ({"trace_filter": "eq(name)"}, "trace_filter", "a field and a value"),
         ({"tree_filter": "@"}, "tree_filter", "unexpected"),
-        ({"is_root": "yes"}, "is_root", "true or false"),
+        ({"is_root": 2}, "is_root", "true or false"),
+        ({"error": "perhaps"}, "error", "true or false"),
+        ({"execution_order": 2}, "execution_order", "only 1"),
         ({"session": ["not-a-uuid"]}, "session", "not a UUID"),
         ({"session": "0190b3c5-f1b8-7a3e-9c1d-2e3f4a5b6c7d"}, "session", "list"),
         ({"limit": 0}, "limit", "1 or more"),
@@ -403,6 +427,9 @@ def test_bad_run_queries_are_422_naming_the_field(
     assert response.status_code == 422, response.text
     detail = response.json()["detail"][0]
     assert detail["loc"][:2] == ["body", field] and says in detail["msg"], detail
+    # The request log says why, for finding what a client sent without its body.
+    logged = service.requests()[-1]["error"]
+    assert logged.startswith(f"body.{field}") and detail["msg"][:100] in logged, logged
 
 
 @pytest.mark.parametrize(

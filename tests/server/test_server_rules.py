@@ -6,7 +6,7 @@ Bodies are sent over real HTTP with requests, as a client would.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 
 import pytest
@@ -24,6 +24,7 @@ from server.server_helpers import (
 )
 
 from otel_runs_exporter.server import LocalService
+from otel_runs_exporter.server._modes import HOSTED_ACCEPTS
 
 
 def test_good_trace_is_accepted_and_stored(service: LocalService) -> None:
@@ -209,6 +210,51 @@ def test_lenient_records_and_accepts(rule: str, build: Builder) -> None:
         assert rule in {v["rule"] for v in svc.violations()}
         assert all(v["accepted"] for v in svc.violations())
         assert svc.check()["accepted_violations"]
+
+
+@pytest.fixture(scope="module")
+def as_hosted() -> Iterator[LocalService]:
+    """A service in the default mode: it refuses what the hosted service refuses."""
+    with LocalService() as svc:
+        yield svc
+
+
+@pytest.mark.parametrize(("rule", "build"), CASES, ids=[f"{r}-{b.__name__.strip('_')}" for r, b in CASES])
+def test_by_default_only_what_the_hosted_service_refuses_is_refused(
+    as_hosted: LocalService, rule: str, build: Builder
+) -> None:
+    as_hosted.reset()
+    response = post_multipart(as_hosted, build(Trace()))
+    recorded = as_hosted.violations()
+    assert rule in {v["rule"] for v in recorded}
+    if rule in HOSTED_ACCEPTS:
+        assert response.status_code == 202, response.text
+        assert as_hosted.runs() and all(v["accepted"] for v in recorded)
+        assert {v["rule"] for v in as_hosted.check()["accepted_violations"]} == {rule}
+    else:
+        assert response.status_code == 422, response.text
+        assert as_hosted.runs() == [] and not any(v["accepted"] for v in recorded)
+
+
+def test_start_time_off_its_entry_is_stored_by_default_and_refused_when_strict(service: LocalService) -> None:
+    # The one rule the issue names: the SDK builds such runs and the hosted service takes them.
+    with LocalService() as default:
+        trace = Trace()
+        assert post_multipart(default, _start_time_off(trace)).status_code == 202
+        stored = default.get_run(trace.root_id)
+        assert stored is not None and stored["start_time"] != trace.root_post()["start_time"]
+        assert [(v["rule"], v["run_id"], v["accepted"]) for v in default.violations()] == [
+            ("start_time_entry", trace.root_id, True)
+        ]
+    assert service.strict
+    assert post_multipart(service, _start_time_off(Trace())).status_code == 422
+
+
+def test_strict_and_lenient_exclude_each_other() -> None:
+    with pytest.raises(ValueError, match="strict and lenient exclude each other"):
+        LocalService(strict=True, lenient=True)
+    assert LocalService().validation == "hosted"
+    assert LocalService(lenient=True).lenient and not LocalService(lenient=True).strict
 
 
 def test_detail_names_the_run(service: LocalService) -> None:

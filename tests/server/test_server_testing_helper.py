@@ -30,6 +30,13 @@ def test_fixture_gives_a_running_empty_service(local_service: LocalService) -> N
     assert len(local_service.wait_for_runs(2, timeout=2)) == 2
 
 
+def test_the_helpers_start_strict_unless_told_otherwise(local_service: LocalService) -> None:  # noqa: F811
+    # A test holds what the exporter sends to every rule, not only to what the hosted service enforces.
+    assert local_service.validation == "strict"
+    with run_local_service(lenient=True) as lenient, run_local_service(strict=False) as hosted:
+        assert (lenient.validation, hosted.validation) == ("lenient", "hosted")
+
+
 def test_context_manager_passes_options_and_stops() -> None:
     with run_local_service(faults=FaultConfig(outage=True)) as svc:
         assert svc.db == ":memory:"

@@ -472,3 +472,25 @@ def test_long_values_are_clipped_wherever_the_run_page_shows_them(page: Any) -> 
         page.get(service.url + "/")
         names = wait_for(lambda: [len(r["col-name"]) for r in trace_rows(page)], what="the trace in the list")  # its root named with it too
         assert names and max(names) < 300, names
+
+
+def test_a_run_stored_despite_a_rule_shows_its_violations(page: Any) -> None:
+    """The default mode stores what the hosted service takes (a start_time off its dotted_order entry) and
+    records the violation; the run's page says so, and a clean run's page says nothing."""
+    from datetime import timedelta
+
+    from server.server_helpers import Trace, iso, multipart, post_multipart, run_parts
+
+    trace = Trace()
+    late = {**trace.root_post(), "start_time": iso(trace.root_start + timedelta(milliseconds=2))}
+    with LocalService() as service:
+        body = multipart(run_parts("post", late) + run_parts("post", trace.child_post(), inputs={"prompt": "hi"}))
+        assert post_multipart(service, body).status_code == 202
+        page.get(viewer_link(service.url, trace.root_id, trace.root_id))
+        wait_for(lambda: "Rule violations (1)" in detail_text(page), what="the root's violation")
+        text = detail_text(page)
+        assert "start_time_entry" in text and "does not match its dotted_order entry" in text and "(stored anyway)" in text
+        screenshot(page, "viewer-run-violations")
+        click(lambda: rows(page)[1], "the child's row")
+        wait_for(lambda: "Inputs" in detail_text(page) and "prompt" in detail_text(page), what="the child run")
+        assert "Rule violations" not in detail_text(page)

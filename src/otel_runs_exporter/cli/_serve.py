@@ -83,7 +83,15 @@ def register_serve(sub: Any) -> None:
     p.add_argument("--api-key", default=None, help=f"require this x-api-key (or set ${ENV_SERVER_API_KEY})")
     p.add_argument("--workspace-id", default=None, help="require this x-tenant-id")
     add_db(p)
-    p.add_argument("--lenient", action="store_true", help="record rule violations but store the runs")
+    validation = p.add_mutually_exclusive_group()
+    validation.add_argument(
+        "--strict", action="store_true",
+        help="refuse (422) a request that breaks any rule; by default only what the hosted service refuses is, "
+        "and the rest is stored and recorded as a violation (otel-runs runs check)",
+    )
+    validation.add_argument(
+        "--lenient", action="store_true", help="refuse nothing: record every rule violation but store the runs"
+    )
     p.add_argument("--rate-limits", action="store_true", help="enforce the service's rate limits (429 + Retry-After)")
     p.add_argument(
         "--rate-limit-scale",
@@ -145,6 +153,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             workspace_id=args.workspace_id,
             db=db,
             lenient=args.lenient,
+            strict=args.strict,
             rate_limits=rate_limited,
             rate_limit_scale=args.rate_limit_scale or 1.0,
             rate_limit_window_scale=args.rate_limit_window_scale or 1.0,
@@ -165,8 +174,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     notes = []
     if service.requires_api_key:
         notes.append("api key required")
-    if args.lenient:
-        notes.append("lenient")
+    if args.lenient or args.strict:
+        notes.append("lenient" if args.lenient else "strict")
     if rate_limited:
         scale = [f"counts / {args.rate_limit_scale:g}"] if args.rate_limit_scale else []
         scale += [f"windows / {args.rate_limit_window_scale:g}"] if args.rate_limit_window_scale else []

@@ -10,14 +10,17 @@ in :mod:`._handlers` and :mod:`._control`.
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 from collections.abc import Sequence
 from typing import Any
 
+from ._attachments import AttachmentLinks
 from ._control import ControlPlane, ServiceClock
 from ._dispatch import Credentials, Dispatcher
 from ._faults import FaultConfig
 from ._http import ConnectionLimits, HttpServer, RequestLog, zstd_available
+from ._modes import Validation, mode_from_flags
 from ._origins import PagePolicy
 from ._ratelimit import DEFAULT_RULES, SPEC_RULES, RateLimiter, RateRule, scaled
 from ._store import RunStore
@@ -28,10 +31,10 @@ __all__ = ["LocalService"]
 logger = logging.getLogger(__name__)
 
 # The service version /info reports, which is what the service's client gates features on (langsmith 0.15):
-# 0.8.10 or later sends feedback in multipart ingest, which this service accepts; 0.16.0 or later is what
-# its client.runs / .threads / .traces ... resources want, and those call /api/v2 endpoints this
-# service does not have, so the client's "backend older than" warning there is the truth.
-_SERVICE_API_VERSION = "0.8.10"
+# 0.8.10 or later sends feedback in multipart ingest, which this service accepts; 0.16.0 is the lowest version
+# its client.runs, .traces and .threads resources ask for, whose /api/v2 routes this service serves. Higher
+# would claim what it does not serve: client.annotation_queues wants 0.16.14, client.sessions 0.18.0.
+_SERVICE_API_VERSION = "0.16.0"
 _DEFAULT_SIZE_LIMIT = 20 * 1024 * 1024
 
 
@@ -45,15 +48,17 @@ class LocalService:
             runs = svc.wait_for_runs(3)
 
     ``api_key`` and ``workspace_id`` turn on auth (401 for a missing or wrong
-    ``x-api-key``, 403 for a missing or wrong ``x-tenant-id``). ``lenient`` records
-    rule violations and stores the runs anyway instead of answering 422.
+    ``x-api-key``, 403 for a missing or wrong ``x-tenant-id``). Every rule violation
+    is recorded; by default a request is refused (422) only for what the hosted
+    service refuses too, ``strict`` refuses it for any violation, ``lenient`` for
+    none (:mod:`._modes`).
     ``rate_limits`` is True for spec 8.1's table or a sequence of :class:`RateRule`
     to use instead; ``rate_limit_scale`` divides every rule's count and
     ``rate_limit_window_scale`` its window, so a test reaches in seconds, with a
     few clients, what takes a fleet in production. ``request_log`` names a file
     to which each answered request is appended as one JSON line (``at``: Unix
     time it arrived, ``method``, ``path``, ``status``, ``runs`` and
-    ``run_ids`` stored, ``body_bytes``, ``duration``, ``client_port``), for measuring a client's pacing from another
+    ``run_ids`` stored, ``body_bytes``, ``duration``, ``client_port``, ``error``), for measuring a client's pacing from another
     process. ``clock_speed`` runs bulk exports, deployments and auth waits
     (:attr:`control`, a :class:`~._control.ControlPlane`) that many times faster than
     real time; ``deploy_delay_s`` is how long a revision takes to reach DEPLOYED;
@@ -86,6 +91,7 @@ class LocalService:
         workspace_id: str | None = None,
         db: str = ":memory:",
         lenient: bool = False,
+        strict: bool = False,
         rate_limits: bool | Sequence[RateRule] = False,
         rate_limit_scale: float = 1.0,
         rate_limit_window_scale: float = 1.0,
@@ -116,7 +122,7 @@ class LocalService:
         self._credentials = Credentials(api_key, bearer_token)
         self.workspace_id = workspace_id
         self.db = str(db)
-        self.lenient = lenient
+        self.validation: Validation = mode_from_flags(strict=strict, lenient=lenient)
         self.multipart = multipart
         # The limit /info advertises is the one enforced, raw and again while decompressing.
         self.max_body_bytes = max_body_bytes if max_body_bytes is not None else _DEFAULT_SIZE_LIMIT
@@ -129,6 +135,8 @@ class LocalService:
             body_grace_s=body_grace_s,
         )
         self.control = ControlPlane(ServiceClock(clock_speed), deploy_delay_s=deploy_delay_s)
+        # Signs the attachment download addresses the read API hands out (the SDK fetches them without a key).
+        self.attachment_links = AttachmentLinks(secrets.token_bytes(32))
         k, w = rate_limit_scale, rate_limit_window_scale
         if rate_limits is True:
             self.rate_limiter: RateLimiter | None = RateLimiter(scaled(SPEC_RULES, k, w), scaled(DEFAULT_RULES, k, w))
@@ -147,6 +155,16 @@ class LocalService:
         # The api key stays out: reprs end up in logs and test reports.
         auth = "on" if self._credentials.api_key is not None else "off"
         return f"LocalService(url={self.url if self._server else None!r}, db={self.db!r}, auth={auth})"
+
+    @property
+    def strict(self) -> bool:
+        """Whether every rule violation is refused (``validation == "strict"``)."""
+        return self.validation == "strict"
+
+    @property
+    def lenient(self) -> bool:
+        """Whether no rule violation is refused (``validation == "lenient"``)."""
+        return self.validation == "lenient"
 
     @property
     def requires_api_key(self) -> bool:
@@ -223,11 +241,11 @@ class LocalService:
     def info(self) -> dict[str, Any]:
         """The ``GET /info`` body: what the service's own client may use here.
 
-        Multipart ingest (and zstd when ``zstandard`` is importable), and the v1
-        read API: ``ch_query_enabled`` without ``sdb_query_enabled`` keeps the
-        client's ``read_run``/``list_runs`` on ``GET /runs/{id}`` and
-        ``POST /runs/query`` rather than the ``/api/v2`` endpoints it uses
-        otherwise. The version is explained at ``_SERVICE_API_VERSION``.
+        Multipart ingest (and zstd when ``zstandard`` is importable), and both read
+        APIs: ``ch_query_enabled`` and ``sdb_query_enabled`` together tell the client
+        that ``GET /runs/{id}`` and ``POST /runs/query`` answer (``read_run``,
+        ``list_runs``) and so does ``/api/v2`` (``client.runs``, ``evaluate``'s
+        reads). The version is explained at ``_SERVICE_API_VERSION``.
         """
         return {
             "version": _SERVICE_API_VERSION,
@@ -243,7 +261,7 @@ class LocalService:
             "instance_flags": {
                 "zstd_compression_enabled": self.multipart and zstd_available(),
                 "ch_query_enabled": True,
-                "sdb_query_enabled": False,
+                "sdb_query_enabled": True,
             },
             "local": True,
         }
@@ -300,7 +318,9 @@ class LocalService:
         Each entry: method, path, status (0 when the connection was dropped),
         content_encoding, body_bytes (as received), part_names (multipart only),
         run_ids, fault (which injected fault fired, or None), client_port (one per
-        connection, so keep-alive reuse is visible) and duration in seconds.
+        connection, so keep-alive reuse is visible), duration in seconds, and
+        error: for a 4xx or 5xx answer, its first detail message (where, then what;
+        clipped), to see why a client was refused without its body.
         """
         return self._request_log.entries()
 

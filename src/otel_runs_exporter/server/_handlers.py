@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ._handlers_v2 import attachment_urls, s3_urls
+from ._modes import refuses
 from ._projects import NO_WORKSPACE, api_project, parse_project_create, parse_project_list, parse_project_read
 from ._query import QueryError, api_run, page_body, parse_run_query
 from ._reply import Reply, detail
@@ -20,7 +22,6 @@ from ._routing import Request, Service
 from ._run_stats import parse_stats_query, run_stats
 from ._store import ProjectExists
 from ._validate import (
-    LIMIT_RULES,
     ReadResult,
     canonical_id,
     read_basic_patch,
@@ -60,7 +61,10 @@ def info(request: Request, service: Service) -> Reply:
 
 
 def ingest(result: ReadResult, request: Request, service: Service) -> Reply:
-    """Store what one request carried, or refuse all of it: injected rejections, then rule violations (422)."""
+    """Store what one request carried, or refuse all of it: injected rejections, then rule violations (422).
+
+    Every violation is recorded; whether it refuses the request is the service's validation mode's call.
+    """
     request.log["run_ids"] = sorted(result.run_ids)
     rejected = service.faults.rejected(result.run_ids)
     if rejected:
@@ -76,14 +80,13 @@ def ingest(result: ReadResult, request: Request, service: Service) -> Reply:
         return Reply(422, {"detail": errors})
     store = service.store
     if result.violations:
-        # A limit (a dotted_order past MAX_DEPTH) is what keeps the store bounded: lenient or not.
-        refused = not service.lenient or any(v.rule in LIMIT_RULES for v in result.violations)
+        refused = refuses(service.validation, result.violations)
         store.record_violations(result.violations, path=request.route, accepted=not refused)
         for violation in result.violations[:5]:
             logger.info("rule violation on %s: %s", request.route, violation.as_error()["msg"])
         if refused:
             return Reply(422, {"detail": [v.as_error() for v in result.violations]})
-    applied = store.apply(result.ops, result.feedback)
+    applied = store.apply(result.ops, result.feedback, result.attachments)
     return Reply(202, {"post": applied.posted, "patch": applied.patched, "duplicates": applied.duplicates})
 
 
@@ -129,7 +132,11 @@ def read_run(request: Request, service: Service) -> Reply:
     run = store.get_run(run_id) if run_id else None
     if run is None:
         return Reply(404, detail(f"run {raw_id} not found"))
-    return Reply(200, api_run(run, store.project_of_run(run["id"])))
+    body = api_run(run, store.project_of_run(run["id"]))
+    found = attachment_urls(request, service, [run["id"]]).get(run["id"])
+    if found:
+        body["s3_urls"] = s3_urls(found)
+    return Reply(200, body)
 
 
 def query_runs(request: Request, service: Service) -> Reply:
@@ -138,7 +145,14 @@ def query_runs(request: Request, service: Service) -> Reply:
     found = service.store.query_runs(
         query.where.sql, query.where.params, order=query.order, after=query.after, limit=query.page_size + 1
     )
-    return Reply(200, page_body(found, query))
+    body = page_body(found, query)
+    if query.select is None or "s3_urls" in query.select:
+        # The SDK downloads a run's attachments from s3_urls (selected by default), without its key.
+        links = attachment_urls(request, service, [run["id"] for run in body["runs"]])
+        for run in body["runs"]:
+            if run["id"] in links:
+                run["s3_urls"] = s3_urls(links[run["id"]])
+    return Reply(200, body)
 
 
 def stats(request: Request, service: Service) -> Reply:

@@ -502,6 +502,29 @@ App = Callable[["Exchange"], Reply]
 """What the framing calls for each request: the service's dispatcher."""
 
 
+_ERROR_TEXT_MAX = 300
+
+
+def _error_text(reply: Reply) -> str | None:
+    """What a 4xx or 5xx answer said, for the request log: its first detail message, clipped.
+
+    >>> _error_text(Reply(422, {"detail": [{"loc": ["body", "is_root"], "msg": "is_root must be true or false"}]}))
+    'body.is_root: is_root must be true or false'
+    >>> _error_text(Reply(202, {"post": []})) is None
+    True
+    """
+    if reply.status < 400 or not isinstance(reply.body, dict):
+        return None
+    found = reply.body.get("detail")
+    if isinstance(found, list) and found and isinstance(found[0], dict):
+        loc = found[0].get("loc")
+        where = ".".join(str(p) for p in loc) + ": " if isinstance(loc, list) and loc else ""
+        found = where + str(found[0].get("msg", ""))
+    if not isinstance(found, str):
+        return None
+    return found if len(found) <= _ERROR_TEXT_MAX else found[: _ERROR_TEXT_MAX - 1] + "…"
+
+
 class RequestLog:
     """The last 10,000 answered requests, oldest first, and each as a JSON line in ``path`` when given.
 
@@ -541,6 +564,7 @@ class RequestLog:
                     "body_bytes": entry["body_bytes"],
                     "duration": entry.get("duration"),
                     "client_port": entry["client_port"],
+                    "error": entry.get("error"),
                 }
                 self._file.write(orjson.dumps(line).decode() + "\n")
 
@@ -774,6 +798,7 @@ class _Handler(BaseHTTPRequestHandler):
                 slot.answering()
             # Logged before answering, so a client that has its answer also finds the entry.
             entry["status"] = reply.status
+            entry["error"] = _error_text(reply)
             entry["duration"] = round(time.monotonic() - started, 6)
             server.request_log.append(entry)
             if reply.status == 0:

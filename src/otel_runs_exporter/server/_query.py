@@ -15,8 +15,9 @@ Body keys (those the SDK's ``Client.list_runs`` sends; a key set to null counts 
     parent_run         a run id                     r.parent_run_id = ?
     reference_example  list of example ids          r.reference_example_id IN (...)
     run_type           text                         r.run_type = ?
-    is_root            true | false                 parent_run_id IS [NOT] NULL
-    error              true | false                 error IS [NOT] NULL
+    is_root            true | false (or 1 | 0)      parent_run_id IS [NOT] NULL
+    error              true | false (or 1 | 0)      error IS [NOT] NULL
+    execution_order    1                            parent_run_id IS NULL (the key before dotted_order)
     start_time         ISO 8601                     the run started at or after it
     query              text                         like search(text) below
     filter             filter expression            on the run
@@ -67,6 +68,7 @@ __all__ = [
     "parse_run_query",
     "api_run",
     "page_body",
+    "flag",
 ]
 
 MAX_PAGE = 100
@@ -127,7 +129,7 @@ SELECTABLE = frozenset((*_ALWAYS, *_COMPUTED, *_STORED, *_NOT_KEPT))
 
 _BODY_KEYS = (
     "session", "session_id", "id", "trace", "parent_run", "reference_example", "run_type", "is_root", "error", "start_time",
-    "query", "filter", "trace_filter", "tree_filter", "select", "limit", "order", "cursor",
+    "query", "filter", "trace_filter", "tree_filter", "select", "limit", "order", "cursor", "execution_order",
 )
 
 
@@ -524,11 +526,29 @@ def _one_id(body: Mapping[str, Any], key: str) -> str:
     return canon
 
 
+# What the hosted service's request models take for a boolean: besides true and false, 0 and 1
+# (list_runs' docstring shows is_root=1) and the usual words.
+_TRUE_WORDS = frozenset({"1", "true", "t", "yes", "y", "on"})
+_FALSE_WORDS = frozenset({"0", "false", "f", "no", "n", "off"})
+
+
+def flag(value: Any, key: str) -> bool:
+    """A boolean as the hosted service reads one: ``true``/``false``, ``1``/``0``, or a word such as ``"yes"``.
+
+    >>> flag(1, "is_root"), flag("False", "error")
+    (True, False)
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE_WORDS | _FALSE_WORDS:
+        return value.strip().lower() in _TRUE_WORDS
+    raise QueryError(("body", key), f"{key} must be true or false (or 1 or 0), got {json.dumps(value)[:60]}")
+
+
 def _flag(body: Mapping[str, Any], key: str) -> bool:
-    value = body[key]
-    if not isinstance(value, bool):
-        raise QueryError(("body", key), f"{key} must be true or false, got {json.dumps(value)[:60]}")
-    return value
+    return flag(body[key], key)
 
 
 def _in(column: str, values: Sequence[str]) -> Where:
@@ -579,6 +599,14 @@ def parse_run_query(body: Any) -> RunQuery:
         parts.append(Where(f"r.parent_run_id IS {'' if _flag(body, 'is_root') else 'NOT '}NULL"))
     if "error" in body:
         parts.append(Where(f"r.error IS {'NOT ' if _flag(body, 'error') else ''}NULL"))
+    if "execution_order" in body:
+        # The key before dotted_order: 1 was a trace's root. The SDK's docs still show execution_order=1.
+        if body["execution_order"] != 1 or isinstance(body["execution_order"], bool):
+            raise QueryError(
+                ("body", "execution_order"),
+                "execution_order: only 1 (the root runs) is supported; runs are ordered by dotted_order now",
+            )
+        parts.append(Where("r.parent_run_id IS NULL"))
     if "start_time" in body:
         since = sortable_time(body["start_time"])
         if since is None:

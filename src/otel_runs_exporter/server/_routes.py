@@ -40,11 +40,26 @@ from ._handlers import (
     read_run,
     stats,
 )
+from ._handlers_v2 import (
+    delete_project,
+    download_attachment,
+    query_runs_v2,
+    query_threads,
+    query_traces,
+    read_run_v2,
+    run_url,
+    run_violations,
+    thread_stats,
+    thread_traces,
+    threads_stats,
+    trace_runs,
+)
 from ._reply import Reply
 from ._routing import (
     ANY_PAGE,
     CONTROL_JSON,
     CORS_ORIGINS,
+    DELETE,
     GET,
     GET_HEAD,
     JSON,
@@ -72,17 +87,40 @@ ROUTES: tuple[Route, ...] = (
         "/runs/multipart", post_multipart, methods=POST, body=MULTIPART, rate="runs.multipart", faults="tracing",
         enabled_by="multipart", browsers=CORS_ORIGINS,
     ),
-    # The read API (the SDK's list_runs, get_run_stats, read_run, projects); the viewer's page calls four of them,
-    # and only those four let it in (tests/server/test_routes.py checks that against its api.js).
+    # The read API (the SDK's list_runs, get_run_stats, read_run, projects); the viewer's page calls some of them,
+    # and only those let it in (tests/server/test_routes.py checks that against its api.js).
     Route("/runs/query", query_runs, methods=POST, body=JSON, rate="runs.query", browsers=SAME_ORIGIN_OR_CORS),
     Route("/runs/stats", stats, methods=POST, body=JSON, rate="runs.stats", browsers=SAME_ORIGIN_OR_CORS),
     Route(
         "/runs/{run_id}", patch_run, methods=PATCH, body=JSON, rate="runs.patch", faults="tracing", browsers=CORS_ORIGINS
     ),
     Route("/runs/{run_id}", read_run, methods=GET_HEAD, rate="runs.read", browsers=SAME_ORIGIN_OR_CORS),
+    # The rule violations recorded for a run, which the default mode stores despite: the viewer shows them.
+    Route("/runs/{run_id}/violations", run_violations, methods=GET_HEAD, browsers=SAME_ORIGIN_OR_CORS),
     Route("/sessions", list_projects, methods=GET_HEAD, browsers=SAME_ORIGIN_OR_CORS),
     Route("/sessions", create_project, methods=POST, body=JSON, browsers=CORS_ORIGINS),
     Route("/sessions/{project_id}", read_project, methods=GET_HEAD, browsers=CORS_ORIGINS),
+    Route("/sessions/{project_id}", delete_project, methods=DELETE, rate="sessions.delete", browsers=CORS_ORIGINS),
+    # Where the read API's signed attachment addresses point. No key (the SDK downloads them without one):
+    # the signature in the address is the credential. No page: the bytes are whatever a client sent.
+    Route("/attachments/{run_id}/{name}", download_attachment, methods=GET_HEAD, auth="public"),
+    # The v2 read API (client.runs, .traces, .threads; evaluate and get_test_results), at the root only, as the
+    # SDK asks for it. The viewer's threads page reads threads; the rest is for scripts and --cors-origin apps.
+    Route(
+        "/api/v2/runs/query", query_runs_v2, methods=POST, body=JSON, rate="runs.query", browsers=CORS_ORIGINS,
+        api_v1=False,
+    ),
+    Route("/api/v2/runs/{run_id}", read_run_v2, methods=GET_HEAD, rate="runs.read", browsers=CORS_ORIGINS, api_v1=False),
+    Route("/api/v2/runs/{run_id}/url", run_url, methods=GET_HEAD, browsers=CORS_ORIGINS, api_v1=False),
+    Route("/api/v2/traces/query", query_traces, methods=POST, body=JSON, browsers=CORS_ORIGINS, api_v1=False),
+    Route("/api/v2/traces/{trace_id}/runs", trace_runs, methods=GET_HEAD, browsers=CORS_ORIGINS, api_v1=False),
+    Route("/api/v2/threads/query", query_threads, methods=POST, body=JSON, browsers=SAME_ORIGIN_OR_CORS, api_v1=False),
+    Route("/api/v2/threads/stats", threads_stats, methods=POST, body=JSON, browsers=CORS_ORIGINS, api_v1=False),
+    Route(
+        "/api/v2/threads/{thread_id}/traces", thread_traces, methods=GET_HEAD, browsers=SAME_ORIGIN_OR_CORS,
+        api_v1=False,
+    ),
+    Route("/api/v2/threads/{thread_id}/stats", thread_stats, methods=GET_HEAD, browsers=CORS_ORIGINS, api_v1=False),
     # Bulk exports (spec 4.3), on the main API; ControlPlane.fail_next answers for them. Here and on the control
     # plane, no page at all (browsers left empty): they move data out and deploy, a script's business.
     Route("/bulk-exports", list_exports, methods=GET, faults="control"),

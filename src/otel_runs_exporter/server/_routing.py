@@ -42,7 +42,9 @@ from ._reply import Refuse, Reply
 from ._validate import Violation, json_depth_exceeds, too_deep
 
 if TYPE_CHECKING:
+    from ._attachments import AttachmentLinks
     from ._control import ControlPlane
+    from ._modes import Validation
     from ._http import Exchange
     from ._faults import FaultConfig
     from ._store import RunStore
@@ -52,6 +54,7 @@ __all__ = [
     "Auth",
     "Body",
     "CONTROL_JSON",
+    "DELETE",
     "Faults",
     "Files",
     "GET",
@@ -79,6 +82,7 @@ GET_HEAD = ("GET", "HEAD")
 GET = ("GET",)
 POST = ("POST",)
 PATCH = ("PATCH",)
+DELETE = ("DELETE",)
 
 Auth = Literal["public", "key", "key-or-bearer"]
 """``public``: no credentials asked, and no body read. ``key``: ``x-api-key`` (and
@@ -104,12 +108,16 @@ class Service(Protocol):
 
     faults: FaultConfig
     control: ControlPlane
-    lenient: bool
+    validation: Validation
     multipart: bool
     workspace_id: str | None
+    attachment_links: AttachmentLinks
 
     @property
     def store(self) -> RunStore: ...
+
+    @property
+    def url(self) -> str: ...
 
     def info(self) -> dict[str, Any]: ...
 

@@ -24,7 +24,7 @@ from ._query import QueryError, RunQuery, parse_run_query
 from ._render import token_counts
 from ._store import RunSummary
 
-__all__ = ["parse_stats_query", "run_stats"]
+__all__ = ["parse_stats_query", "run_stats", "percentile"]
 
 _PAGE_KEYS = ("select", "limit", "order", "cursor")
 # Fields of the hosted service's answer that need data this service does not keep.
@@ -47,7 +47,7 @@ def parse_stats_query(body: Any) -> RunQuery:
     return parse_run_query(body)
 
 
-def _percentile(sorted_values: Sequence[float], share: float) -> float | None:
+def percentile(sorted_values: Sequence[float], share: float) -> float | None:
     """Nearest-rank percentile: the smallest value with at least ``share`` of the values at or below it."""
     if not sorted_values:
         return None
@@ -70,8 +70,8 @@ def run_stats(summary: RunSummary) -> dict[str, Any]:
     answer: dict[str, Any] = {
         "run_count": summary.count,
         "error_rate": summary.errors / summary.count if summary.count else None,
-        "latency_p50": _percentile(summary.latencies, 0.5),
-        "latency_p99": _percentile(summary.latencies, 0.99),
+        "latency_p50": percentile(summary.latencies, 0.5),
+        "latency_p99": percentile(summary.latencies, 0.99),
         "total_tokens": tokens["total"],
         "prompt_tokens": tokens["in"],
         "completion_tokens": tokens["out"],

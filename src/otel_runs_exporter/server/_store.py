@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import orjson
 
@@ -55,7 +55,7 @@ from ._store_schema import (
     now_iso,
     sortable_time,
 )
-from ._validate import RunOp, Violation, parent_cycles
+from ._validate import Attachment, RunOp, Violation, parent_cycles
 
 __all__ = [
     "RunStore",
@@ -63,12 +63,35 @@ __all__ = [
     "QueriedRun",
     "RunSummary",
     "ProjectExists",
+    "ThreadRow",
     "merge_run",
     "project_id_for_name",
     "sortable_time",
 ]
 
 logger = logging.getLogger(__name__)
+
+
+def _violation(row: Sequence[Any]) -> dict[str, Any]:
+    """A ``violations`` row (run_id, rule, msg, loc, path, accepted, at) as the service shows it."""
+    return {
+        "run_id": row[0],
+        "rule": row[1],
+        "msg": row[2],
+        "loc": orjson.loads(row[3]),
+        "path": row[4],
+        "accepted": bool(row[5]),
+        "at": datetime.fromtimestamp(row[6], tz=timezone.utc).isoformat(),
+    }
+
+
+class ThreadRow(NamedTuple):
+    """One thread found by :meth:`RunStore.threads`: its id, its traces, its first and latest start."""
+
+    thread_id: str
+    traces: int
+    first_start: str
+    last_start: str
 
 
 class RunStore:
@@ -156,8 +179,13 @@ class RunStore:
 
     # --- writes -----------------------------------------------------------------
 
-    def apply(self, ops: Iterable[RunOp], feedback: Iterable[Mapping[str, Any]] = ()) -> ApplyResult:
-        """Store one request's posts and patches in one transaction (all or nothing)."""
+    def apply(
+        self, ops: Iterable[RunOp], feedback: Iterable[Mapping[str, Any]] = (), attachments: Iterable[Attachment] = ()
+    ) -> ApplyResult:
+        """Store one request's posts, patches, feedback and attachments in one transaction (all or nothing).
+
+        An attachment sent again under the same name replaces the earlier one.
+        """
         result = ApplyResult()
         now = time.time()
         with self._lock:
@@ -169,6 +197,11 @@ class RunStore:
                 for item in feedback:
                     db.execute(
                         "INSERT INTO feedback (run_id, data) VALUES (?, ?)", (item.get("run_id"), dumps(dict(item)))
+                    )
+                for attachment in attachments:
+                    db.execute(
+                        "INSERT OR REPLACE INTO attachments (run_id, name, content_type, data) VALUES (?, ?, ?, ?)",
+                        (attachment.run_id, attachment.name, attachment.content_type, attachment.data),
                     )
                 db.execute("COMMIT")
             except BaseException:
@@ -242,10 +275,11 @@ class RunStore:
             )
 
     def reset(self) -> None:
-        """Delete every run, project, violation and feedback item."""
+        """Delete every run, project, violation, feedback item and attachment."""
         with self._lock:
             self._db.executescript(
                 "DELETE FROM runs; DELETE FROM projects; DELETE FROM violations; DELETE FROM feedback;"
+                " DELETE FROM attachments;"
             )
             self._seq = 0
             self._changed.notify_all()
@@ -506,18 +540,7 @@ class RunStore:
             rows = self._db.execute(
                 "SELECT run_id, rule, msg, loc, path, accepted, at FROM violations ORDER BY seq"
             ).fetchall()
-        return [
-            {
-                "run_id": r[0],
-                "rule": r[1],
-                "msg": r[2],
-                "loc": orjson.loads(r[3]),
-                "path": r[4],
-                "accepted": bool(r[5]),
-                "at": datetime.fromtimestamp(r[6], tz=timezone.utc).isoformat(),
-            }
-            for r in rows
-        ]
+        return [_violation(r) for r in rows]
 
     def feedback(self) -> list[dict[str, Any]]:
         """Feedback items received in multipart requests."""
@@ -556,6 +579,124 @@ class RunStore:
         report["parent_cycles"] = [{"run_ids": cycle} for cycle in parent_cycles(parents)]
         report["accepted_violations"] = [v for v in self.violations() if v["accepted"]]
         return report
+
+    # --- attachments, project deletion, threads, violations by run ----------------------
+
+    def attachments_of(self, run_ids: Sequence[str]) -> dict[str, list[tuple[str, str, int]]]:
+        """run id -> ``(name, content type, size)`` of each of its stored attachments, by name."""
+        out: dict[str, list[tuple[str, str, int]]] = {}
+        if not run_ids:
+            return out
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT run_id, name, content_type, length(data) FROM attachments"
+                f" WHERE run_id IN ({', '.join('?' * len(run_ids))}) ORDER BY run_id, name",
+                list(run_ids),
+            ).fetchall()
+        for run_id, name, content_type, size in rows:
+            out.setdefault(run_id, []).append((name, content_type, int(size)))
+        return out
+
+    def attachment(self, run_id: str, name: str) -> tuple[str, bytes] | None:
+        """One attachment's content type and bytes, or None."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT content_type, data FROM attachments WHERE run_id = ? AND name = ?", (run_id, name)
+            ).fetchone()
+        return (row[0], bytes(row[1])) if row else None
+
+    def delete_project(self, project_id: str) -> int | None:
+        """Delete a project, its runs, and their feedback, attachments and violations; the number of runs, or None.
+
+        None when there is no such project. Feedback names its run as the client wrote
+        the id (32-hex or hyphenated), so ids are compared without hyphens.
+        """
+        runs_of = "SELECT id FROM runs WHERE project_id = ?"
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                if db.execute("SELECT 1 FROM projects WHERE id = ?", (project_id,)).fetchone() is None:
+                    db.execute("ROLLBACK")
+                    return None
+                db.execute(
+                    "DELETE FROM feedback WHERE replace(lower(run_id), '-', '') IN"
+                    f" (SELECT replace(id, '-', '') FROM ({runs_of}))",
+                    (project_id,),
+                )
+                db.execute(f"DELETE FROM attachments WHERE run_id IN ({runs_of})", (project_id,))
+                db.execute(f"DELETE FROM violations WHERE run_id IN ({runs_of})", (project_id,))
+                deleted = db.execute("DELETE FROM runs WHERE project_id = ?", (project_id,)).rowcount
+                db.execute("DELETE FROM projects WHERE id = ?", (project_id,))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            self._changed.notify_all()
+        return int(deleted)
+
+    def threads(
+        self,
+        key_sql: str,
+        where: str,
+        params: Sequence[Any],
+        *,
+        having: str = "1",
+        having_params: Sequence[Any] = (),
+        after: tuple[str, str] | None = None,
+        limit: int = 100,
+    ) -> list[ThreadRow]:
+        """Root runs matching ``where`` grouped by thread, the most recently active first.
+
+        ``key_sql`` is the thread key's SQL over ``runs AS r`` (from :mod:`._query`, a fixed
+        expression); ``having`` keeps the threads where it holds (``SUM(...) > 0``: a
+        thread with at least one matching trace). ``after`` is the last thread of the
+        previous page, as ``(latest start time, thread id)``.
+        """
+        latest = "MAX(COALESCE(r.start_time, ''))"
+        sql = (
+            f"SELECT {key_sql} AS thread, COUNT(*), MIN(COALESCE(r.start_time, '')), {latest}"
+            f" FROM runs AS r WHERE r.posted = 1 AND r.parent_run_id IS NULL AND ({where}) AND {key_sql} IS NOT NULL"
+            f" GROUP BY thread HAVING ({having})"
+        )
+        args = [*params, *having_params]
+        if after is not None:
+            sql += f" AND ({latest}, thread) < (?, ?)"
+            args += [after[0], after[1]]
+        sql += f" ORDER BY {latest} DESC, thread DESC LIMIT ?"
+        args.append(limit)
+        with self._lock:
+            rows = self._db.execute(sql, args).fetchall()
+        return [ThreadRow(str(r[0]), int(r[1]), r[2], r[3]) for r in rows]
+
+    def aggregate(self, columns: str, where: str, params: Sequence[Any]) -> tuple[Any, ...]:
+        """One row of aggregates (``columns``, e.g. ``COUNT(*), MAX(r.end_time)``) over the posted runs matching
+        a WHERE fragment over ``runs AS r``; both built by the read modules from fixed expressions."""
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT {columns} FROM runs AS r WHERE r.posted = 1 AND ({where})", list(params)
+            ).fetchone()
+        return tuple(row)
+
+    def columns(self, columns: str, where: str, params: Sequence[Any], *, order: str = "r.seq") -> list[tuple[Any, ...]]:
+        """``columns`` of the posted runs matching a WHERE fragment over ``runs AS r``, in ``order``: the index
+        columns only, no JSON merged (the read modules build all three from fixed expressions)."""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {columns} FROM runs AS r WHERE r.posted = 1 AND ({where}) ORDER BY {order}", list(params)
+            ).fetchall()
+        return [tuple(row) for row in rows]
+
+    def run_violations(self, *, run_id: str | None = None, trace_id: str | None = None) -> list[dict[str, Any]]:
+        """The violations recorded for one run, or for the runs of one trace, oldest first."""
+        key: str | None = run_id if run_id is not None else trace_id
+        where = "run_id = ?" if run_id is not None else "run_id IN (SELECT id FROM runs WHERE trace_id = ?)"
+        args = (key,)
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT run_id, rule, msg, loc, path, accepted, at FROM violations WHERE {where} ORDER BY seq", args
+            ).fetchall()
+        return [_violation(r) for r in rows]
 
     def wait(self, predicate: Any, timeout: float) -> bool:
         """Block until ``predicate()`` is true or ``timeout`` passes; re-checked after each write."""

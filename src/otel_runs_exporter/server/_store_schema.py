@@ -104,6 +104,15 @@ CREATE TABLE IF NOT EXISTS feedback (
     run_id TEXT,
     data TEXT NOT NULL
 );
+-- The bytes of multipart attachment.<run_id>.<name> parts; added without a version change,
+-- since a database without the table simply has no attachments.
+CREATE TABLE IF NOT EXISTS attachments (
+    run_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    content_type TEXT NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (run_id, name)
+);
 """
 RUN_INDEX_SET = ", ".join(f"{name} = ?" for name, _ in INDEX_COLUMNS)
 RUN_INDEX_NAMES = ", ".join(name for name, _ in INDEX_COLUMNS)

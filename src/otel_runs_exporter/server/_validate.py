@@ -74,6 +74,7 @@ __all__ = [
     "LIMIT_RULES",
     "EXTRA_FIELD_PARTS",
     "PartName",
+    "Attachment",
     "RunOp",
     "Violation",
     "check_part_name",
@@ -576,6 +577,16 @@ def _normalize_ids(run: dict[str, Any]) -> None:
 # --- whole requests ----------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Attachment:
+    """The bytes of one ``attachment.<run_id>.<name>`` part, for the store."""
+
+    run_id: str
+    name: str
+    content_type: str
+    data: bytes
+
+
 @dataclass
 class ReadResult:
     """Runs read from one request and the rules they broke."""
@@ -583,6 +594,7 @@ class ReadResult:
     ops: list[RunOp] = field(default_factory=list)
     violations: list[Violation] = field(default_factory=list)
     feedback: list[dict[str, Any]] = field(default_factory=list)
+    attachments: list[Attachment] = field(default_factory=list)
 
     @property
     def run_ids(self) -> set[str]:
@@ -660,6 +672,9 @@ def read_multipart(parts: Iterable[Part]) -> ReadResult:
             "content_type": part.content_type,
             "size": len(part.content),
         }
+        assert parsed.field is not None
+        media_type = part.media_type or "application/octet-stream"
+        result.attachments.append(Attachment(parsed.run_id, parsed.field, media_type, part.content))
     for (kind, run_id), (run, loc) in mains.items():
         _normalize_ids(run)
         run["id"] = run_id

@@ -69,9 +69,12 @@ module, ``_settings.endpoint_variable``) and sets it."""
 def run_local_service(**options: Any) -> Iterator[LocalService]:
     """Start a :class:`LocalService` on 127.0.0.1, a free port and ``:memory:`` storage; stop it on exit.
 
-    ``options`` are passed to LocalService, e.g. ``lenient=True`` or
-    ``faults=FaultConfig(rate_500=0.2, seed=1)``.
+    ``options`` are passed to LocalService, e.g. ``faults=FaultConfig(rate_500=0.2, seed=1)``.
+    The service is strict unless ``lenient=True`` or ``strict=False`` is passed: in a
+    test, a run that breaks any rule is refused (422), not only what the hosted
+    service would refuse, so what the exporter sends stays held to every rule.
     """
+    options.setdefault("strict", not options.get("lenient", False))
     options.setdefault("host", "127.0.0.1")
     options.setdefault("port", 0)
     options.setdefault("db", ":memory:")

@@ -72,6 +72,12 @@ export const api = {
   stats: (body) => request("POST", "/runs/stats", body),
   // GET /runs/{id}: the SDK's read_run.
   run: (id) => request("GET", `/runs/${encodeURIComponent(id)}`),
+  // GET /runs/{id}/violations: rule violations the service recorded for the run (and stored it despite).
+  violations: (id) => request("GET", `/runs/${encodeURIComponent(id)}/violations`),
+  // POST /api/v2/threads/query: the SDK's client.threads.query; one page ({items, next_cursor}).
+  threads: (body) => request("POST", "/api/v2/threads/query", body),
+  // GET /api/v2/threads/{id}/traces: the SDK's client.threads.list_traces; `query` is the query string.
+  threadTraces: (id, query) => request("GET", `/api/v2/threads/${encodeURIComponent(id)}/traces?${query}`),
 };
 
 // JSON string literal for the filter language the query endpoint takes.

@@ -30,8 +30,13 @@ export class RunView {
     this.current = runId;
     replace(this.element, h("p", { class: "loading" }, "Loading the run…"));
     let run;
+    let violations;
     try {
-      run = await api.run(runId);
+      // Violations are asked alongside; failing to read them must not hide the run.
+      [run, violations] = await Promise.all([
+        api.run(runId),
+        api.violations(runId).catch((error) => ({ failed: error.message })),
+      ]);
     } catch (error) {
       if (this.current !== runId) return;
       if (error instanceof ApiError && error.status === 404) {
@@ -47,7 +52,7 @@ export class RunView {
       return;
     }
     if (this.current !== runId) return; // another run was selected meanwhile
-    replace(this.element, renderRun(run, traceId));
+    replace(this.element, renderRun(run, traceId, violations));
   }
 }
 
@@ -55,7 +60,27 @@ function section(title, ...body) {
   return h("section", { class: "block" }, h("h2", null, title), ...body);
 }
 
-function renderRun(run, traceId) {
+// The rule violations the service recorded for this run: stored anyway by the default mode (what the
+// hosted service accepts) or by --lenient; the exporter's own runs should have none.
+function violationsBlock(violations) {
+  if (violations && violations.failed) {
+    return section("Rule violations", h("p", { class: "empty" }, `Cannot read them: ${violations.failed}`));
+  }
+  if (!Array.isArray(violations) || !violations.length) return null;
+  const items = violations.map((v) =>
+    h(
+      "li",
+      { class: "violation" },
+      h("code", null, clipped(String(v.rule || "?"), { limit: 100 })),
+      " ",
+      clipped(String(v.msg || ""), { limit: 1000 }),
+      v.accepted ? " (stored anyway)" : " (refused)",
+    ),
+  );
+  return section(`Rule violations (${fmtInt(violations.length)})`, h("ul", { class: "violations" }, items));
+}
+
+function renderRun(run, traceId, violations) {
   const status = statusOf(run);
   const start = parseTime(run.start_time);
   const end = parseTime(run.end_time);
@@ -95,6 +120,8 @@ function renderRun(run, traceId) {
       ),
     ),
   ];
+  const ruled = violationsBlock(violations);
+  if (ruled) blocks.push(ruled);
   if (run.error !== undefined && run.error !== null) {
     blocks.push(section("Error", bigText(String(run.error), "error")));
   }
