@@ -192,7 +192,7 @@ def test_ctrl_c_during_the_final_flush_exits_at_once_with_one_line():
     assert time.monotonic() - interrupted < 3, err
     assert "Traceback" not in err, err
     lines = [line for line in err.splitlines() if "gave up" in line]
-    assert len(lines) == 1 and "shutdown interrupted: gave up 1 runs" in lines[0], err
+    assert len(lines) == 1 and "shutdown interrupted: gave up 1 run that" in lines[0], err
     assert "sk-never-printed" not in err + out
 
 
