@@ -356,6 +356,16 @@ _DECLS: dict[str, _Decl] = {
         _millis_to_seconds,
         "Milliseconds allowed for one send with its retries; also bounds shutdown.",
     ),
+    "exit_budget_s": _Decl(
+        (ev.OTEL_EXPORTER_RUNS_EXIT_BUDGET,),
+        3.0,
+        _millis_to_seconds,
+        "Milliseconds, like OTEL_BSP_EXPORT_TIMEOUT: at shutdown, how long a service that refuses "
+        "the connection (nothing listening) is retried before what is left is given up; with a spool "
+        "it is written there at once instead. A service that answers, however slowly, still gets "
+        "the export timeout.",
+        on_bad_env="using the default, 3000 ms",
+    ),
     "retry_backoff": _Decl(
         (),
         None,
@@ -523,6 +533,7 @@ class Settings:
     max_queue_size: int
     max_export_batch_size: int
     export_timeout_s: float
+    exit_budget_s: float
     retry_backoff: tuple[float, float] | None
     max_batch_bytes: int
     max_queue_bytes: int

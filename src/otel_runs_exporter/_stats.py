@@ -194,12 +194,13 @@ class Ledger:
                 self._queued -= runs
                 self._dropped[reason] = self._dropped.get(reason, 0) + runs
 
-    def give_up(self, waited_s: float, interrupted: bool = False, reason: str = "shutdown") -> int:
+    def give_up(self, waited_s: float, interrupted: bool = False, reason: str = "shutdown", note: str = "") -> int:
         """Count every run still queued as lost (a shutdown that could not wait) and say so in one line.
 
-        Returns how many. A send still in flight may finish later: runs it
-        delivers or spools are then moved back out of ``reason``, so nothing is
-        counted twice.
+        Returns how many. ``note`` ends the line (why, and how to keep them next
+        time: ``Delivery.exit_note``). A send still in flight may finish later:
+        runs it delivers or spools are then moved back out of ``reason``, so
+        nothing is counted twice.
         """
         with self._lock:
             n = self._queued
@@ -209,10 +210,11 @@ class Ledger:
             self._gave_up = reason
         if n or interrupted:
             logger.warning(
-                "shutdown%s: gave up %s that could not be delivered in %.1f s",
+                "shutdown%s: gave up %s that could not be delivered in %.1f s%s",
                 " interrupted" if interrupted else "",
                 n_runs(n),
                 waited_s,
+                note if n else "",
             )
         return n
 

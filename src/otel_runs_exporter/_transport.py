@@ -227,6 +227,15 @@ class Transport:
     def close(self) -> None:
         self._http.close()
 
+    @property
+    def refused(self) -> bool:
+        """Whether the last request found nothing listening at the endpoint (connection refused)."""
+        return self._http.refused
+
+    def at_exit(self, budget_s: float) -> None:
+        """Shutdown has begun: a refused connection is retried only for ``budget_s`` (see ``HttpClient.at_exit``)."""
+        self._http.at_exit(budget_s)
+
     # --- the public entry point ------------------------------------------------
 
     def send(self, runs: Sequence[EncodedRun], deadline: float, *, paced: bool = False) -> SendResult:
