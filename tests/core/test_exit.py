@@ -30,6 +30,8 @@ from otel_runs_exporter._spool import deserialize
 from otel_runs_exporter.server import LocalService
 from otel_runs_exporter.server._faults import FaultConfig
 
+pytestmark = pytest.mark.heavy(seconds=4)
+
 BIN = Path(sys.executable).parent
 KEY = "sk-exit-never-printed"
 
@@ -144,9 +146,14 @@ def exits(tmp_path_factory: pytest.TempPathFactory, slow_service: LocalService) 
             _env(OTEL_EXPORTER_RUNS_ENDPOINT=closed, OTEL_EXPORTER_RUNS_SPOOL_DIR=str(spool)),
         ),
         # No exit budget at all: were a slow answer taken for a refusal, the runs would be given up.
+        # Nothing is sent before exit (no flush within a minute): the exit is what waits for the answer.
         "slow": Running(
             [sys.executable, "-c", _script(CONFIGURE, 1)],
-            _env(OTEL_EXPORTER_RUNS_ENDPOINT=slow_service.url, OTEL_EXPORTER_RUNS_EXIT_BUDGET="0"),
+            _env(
+                OTEL_EXPORTER_RUNS_ENDPOINT=slow_service.url,
+                OTEL_EXPORTER_RUNS_EXIT_BUDGET="0",
+                OTEL_BSP_SCHEDULE_DELAY="60000",
+            ),
         ),
     }
     yield Exits(closed, spool, running)
