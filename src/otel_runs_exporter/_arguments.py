@@ -53,6 +53,7 @@ class SettingsArguments(TypedDict, total=False):
     max_queue_size: int | None
     max_export_batch_size: int | None
     export_timeout_s: float | None
+    exit_budget_s: float | None
     retry_backoff: tuple[float, float] | str | None
     max_batch_bytes: int | None
     max_queue_bytes: int | None

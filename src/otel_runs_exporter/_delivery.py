@@ -18,16 +18,19 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from typing import Union, cast
+from urllib.parse import urlsplit
 
+from . import environment_variables as ev
 from ._codec import memory_codec
 from ._encode import EncodedRun, new_boundary
-from ._logging import RateLimitedLog
+from ._logging import RateLimitedLog, n_runs
 from ._seal import SealedBatch, seal
 from ._settings import Settings
 from ._spool import Spool
-from ._stats import Outcome
+from ._stats import Outcome, completing
 from ._transport import SendResult, Transport
 
 __all__ = ["Delivery", "Outcome"]
@@ -76,6 +79,7 @@ class Delivery:
             else None
         )
         self._spool_may_have_files = self.spool is not None
+        self._exit_began: float | None = None
 
     def __len__(self) -> int:
         return len(self._backlog)
@@ -205,9 +209,9 @@ class Delivery:
             if written:
                 outcome.spooled = written
                 logger.warning(
-                    "shutdown: %d runs could not be delivered in time; written to the spool at %s "
+                    "shutdown: %s could not be delivered in time; written to the spool at %s "
                     "for the next process to send",
-                    sum(1 for r in written if r.completes),
+                    n_runs(completing(written)),
                     self.spool.dir,
                 )
             if left:
@@ -223,6 +227,38 @@ class Delivery:
 
     def close(self) -> None:
         self.transport.close()
+
+    # --- at exit ---------------------------------------------------------------------
+
+    def begin_exit(self) -> float:
+        """Shutdown has begun: the one place of the rule for a service that refuses the connection.
+
+        Nothing listening at the address is not worth the export timeout at exit:
+        with a spool, what is pending is written there at once (a refused request
+        is not retried); without one, it is retried for ``exit_budget_s``, then
+        given up. A service that answers, however slowly, or a connection that
+        times out, still gets the whole timeout. Both shutdown paths (the
+        processor's worker and the exporter) call this first. Returns when the
+        exit began (``time.monotonic``, the first call's), for the line that
+        says how long was waited.
+        """
+        if self._exit_began is None:
+            self._exit_began = time.monotonic()
+            self.transport.at_exit(0.0 if self.spool is not None else self._settings.exit_budget_s)
+        return self._exit_began
+
+    def exit_note(self) -> str:
+        """What the shutdown line adds to the runs it gave up: nothing listening, and how to keep them next time."""
+        note = ""
+        if self.transport.refused:
+            parts = urlsplit(self._settings.endpoint)
+            host = parts.hostname or ""
+            shown = f"[{host}]" if ":" in host else host
+            port = f":{parts.port}" if parts.port else ""
+            note = f" (nothing is listening at {parts.scheme}://{shown}{port}: connection refused)"
+        if self.spool is None:
+            note += f"; set {ev.OTEL_EXPORTER_RUNS_SPOOL_DIR} to keep undelivered runs for the next process to send"
+        return note
 
     # --- internals -----------------------------------------------------------------
 
@@ -338,8 +374,9 @@ class Delivery:
             self._spool_may_have_files = True
             _rl.warning(
                 "spooled",
-                "the service could not take %d runs within the export timeout; written to the spool at %s",
-                len(written),
+                "%s could not be delivered %s; written to the spool at %s",
+                n_runs(completing(written)),
+                "(nothing is listening at the endpoint)" if self.transport.refused else "within the export timeout",
                 self.spool.dir,
             )
         return written, left

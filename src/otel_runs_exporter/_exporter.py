@@ -14,9 +14,11 @@ export timeout is kept (bounded in bytes) and retried on the next export.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import time
+import weakref
 from collections import OrderedDict, deque
 from typing import Any, Iterable, Sequence
 
@@ -75,6 +77,11 @@ class RunsSpanExporter(SpanExporter):
         self._init_state()
         self._shut = False
         renew_in_child(self)
+        # At interpreter exit the SDK's batch processor makes its last export() calls before
+        # it calls shutdown(); they must follow the exit rule too. atexit runs hooks last
+        # registered first, so this one runs before the provider's when the provider was
+        # made first (as the SDK's configurator, and most code, make it).
+        atexit.register(_at_exit, weakref.ref(self))
 
     def _init_state(self) -> None:
         self._ledger = Ledger()
@@ -133,8 +140,10 @@ class RunsSpanExporter(SpanExporter):
     def shutdown(self, timeout_millis: int | None = None) -> None:
         """Send everything held and pending, bounded by ``OTEL_BSP_EXPORT_TIMEOUT``; never raises.
 
-        What is left then goes to the spool (when there is one) or is counted
-        as dropped (``shutdown``), reported in one line with the real time waited.
+        A service that refuses the connection gets the exit budget instead
+        (``Delivery.begin_exit``). What is left then goes to the spool (when
+        there is one) or is counted as dropped (``shutdown``), reported in one
+        line with the real time waited and how to keep such runs next time.
         """
         if self._shut:
             return
@@ -142,7 +151,8 @@ class RunsSpanExporter(SpanExporter):
         if self._settings.disabled:
             return
         timeout_s = self._settings.export_timeout_s if timeout_millis is None else timeout_millis / 1000.0
-        started = time.monotonic()
+        # From the exit's start: the batch processor's last export() may have begun it.
+        started = self._delivery.begin_exit()
         interrupted = False
         try:
             with self._lock:
@@ -155,7 +165,7 @@ class RunsSpanExporter(SpanExporter):
         except Exception:  # noqa: BLE001
             logger.exception("shutdown could not deliver the remaining runs")
         self._delivery.take_all()
-        self._ledger.give_up(time.monotonic() - started, interrupted)
+        self._ledger.give_up(time.monotonic() - started, interrupted, note=self._delivery.exit_note())
         self._delivery.close()
         if self._events is not None:
             self._events.close()
@@ -310,3 +320,14 @@ class RunsSpanExporter(SpanExporter):
                     if replayed.retry_later:
                         break
             return not left and self._ledger.lost() == lost_before
+
+
+def _at_exit(ref: "weakref.ref[RunsSpanExporter]") -> None:
+    """The interpreter is exiting: what the exporter sends from now on follows the exit rule."""
+    exporter = ref()
+    if exporter is None or exporter._settings.disabled:
+        return
+    try:
+        exporter._delivery.begin_exit()
+    except Exception:  # noqa: BLE001 - nothing may fail at exit
+        logger.debug("could not prepare the exporter for exit", exc_info=True)

@@ -28,6 +28,11 @@ redirect (301, 302, 303,   followed (at most 5) only to the same scheme and host
                            elsewhere is returned to the caller, not followed
 ``wake`` set               a backoff wait is cut short: :class:`RetryLater` with
                            ``interrupted`` (new work or shutdown; the caller decides)
+connection refused after   (nothing listens at the address) retried only until the
+:meth:`HttpClient.at_exit` exit budget given there, counted from shutdown (0: not
+                           retried at all); then :class:`RetryLater`. An answer, or
+                           a connection that times out (a slow or distant
+                           service), keeps the caller's whole deadline
 =========================  =======================================================
 
 Besides the status, what an answer says about our request rate is noted for a
@@ -273,6 +278,10 @@ class HttpClient:
         self._not_before = 0.0
         self._max_wait_s = max_wait_s
         self._finish_in_flight = finish_in_flight
+        # Whether the last attempt found nothing listening (see at_exit), and the exit
+        # budget's end once shutdown has begun.
+        self._refused = False
+        self._exit_by: float | None = None
         self.counts = RequestCounts()
         # For a caller that paces itself: how many answers told us to slow down (429s, and
         # answers saying no request is left), and the wait the last one asked for, capped.
@@ -285,6 +294,28 @@ class HttpClient:
     def reset_backoff(self) -> None:
         self._attempt = 0
         self._not_before = 0.0
+
+    @property
+    def refused(self) -> bool:
+        """Whether the last attempt found nothing listening at the address (connection refused)."""
+        return self._refused
+
+    def at_exit(self, budget_s: float) -> None:
+        """Shutdown has begun: a refused connection is retried only until ``budget_s`` from now.
+
+        Refused means nothing listens at the address (a service not started, or
+        stopped); waiting the whole deadline of a shutdown for it keeps the
+        process from exiting for nothing. A service that answers, however
+        slowly, and a connection that times out keep the caller's deadline.
+        The first call counts. A backoff grown against refusals before
+        shutdown is dropped, so the next request is tried at once.
+        """
+        if self._exit_by is not None:
+            return
+        if self._refused:
+            self._not_before = 0.0
+            self._refused = False
+        self._exit_by = self._clock.now() + budget_s
 
     def request(
         self,
@@ -314,8 +345,9 @@ class HttpClient:
         url = self.base + path
         counts = self.counts
         while True:
-            self._wait_until(self._not_before, deadline)
-            remaining = deadline - self._clock.now()
+            limit = self._limit(deadline)
+            self._wait_until(self._not_before, limit)
+            remaining = limit - self._clock.now()
             if remaining <= 0:
                 raise RetryLater()
             retry_after: float | None = None
@@ -329,11 +361,18 @@ class HttpClient:
                 counts.requests += 1
             except requests.RequestException as exc:
                 counts.requests += 1
-                _rl.warning("conn", "could not reach %s: %s", self.origin, type(exc).__name__)
+                self._refused = _is_refused(exc)
+                _rl.warning(
+                    "conn",
+                    "could not reach %s: %s",
+                    self.origin,
+                    "connection refused (nothing listening)" if self._refused else type(exc).__name__,
+                )
                 if not retry:
                     counts.failed += 1
                     raise RetryLater() from None
             else:
+                self._refused = False
                 status = resp.status_code
                 if status == 429:
                     counts.throttled += 1
@@ -362,8 +401,9 @@ class HttpClient:
             counts.retried += 1  # now, or on a later call if the wait passes the deadline
             now = self._clock.now()
             self._not_before = now + self._backoff(retry_after)
-            if self._not_before >= deadline:
-                last_try = self._last_try(now, retry_after, deadline)
+            limit = self._limit(deadline)
+            if self._not_before >= limit:
+                last_try = self._last_try(now, retry_after, limit)
                 if last_try is None:
                     raise RetryLater(last)
                 self._not_before = last_try
@@ -391,6 +431,12 @@ class HttpClient:
         last = deadline - self._backoff_schedule.last_try_margin_s
         earliest = now + (self._capped(retry_after) if retry_after is not None else 0.0)
         return last if now < last and earliest <= last else None
+
+    def _limit(self, deadline: float) -> float:
+        """The deadline, or the exit budget's end when shutdown has begun and nothing listens (see :meth:`at_exit`)."""
+        if self._refused and self._exit_by is not None:
+            return min(deadline, self._exit_by)
+        return deadline
 
     def _capped(self, wait: float) -> float:
         return wait if self._max_wait_s is None else min(wait, self._max_wait_s)
@@ -448,6 +494,25 @@ def origin(url: str) -> str:
     """
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+def _is_refused(exc: BaseException) -> bool:
+    """Whether a connection error is a refusal (ECONNREFUSED: nothing listens there), not a timeout or a reset.
+
+    requests wraps it twice (ConnectionError, then urllib3's MaxRetryError whose
+    ``reason`` is a NewConnectionError caused by the OS error), so the chain is walked.
+    """
+    seen: set[int] = set()
+    pending: list[object] = [exc]
+    while pending:
+        current = pending.pop()
+        if not isinstance(current, BaseException) or id(current) in seen or len(seen) > 16:
+            continue
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError):
+            return True
+        pending.extend((current.__cause__, current.__context__, getattr(current, "reason", None), *current.args))
+    return False
 
 
 def retry_after_seconds(resp: requests.Response) -> float | None:

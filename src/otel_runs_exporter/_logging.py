@@ -9,9 +9,18 @@ import weakref
 
 from ._fork import renew_in_child
 
-__all__ = ["RateLimitedLog", "reset_all"]
+__all__ = ["RateLimitedLog", "n_runs", "reset_all"]
 
 _instances: "weakref.WeakSet[RateLimitedLog]" = weakref.WeakSet()
+
+
+def n_runs(count: int) -> str:
+    """``count`` runs, in words, for a log line: every message that counts runs says it this way.
+
+    >>> n_runs(1), n_runs(4), n_runs(0)
+    ('1 run', '4 runs', '0 runs')
+    """
+    return f"{count} run" if count == 1 else f"{count} runs"
 
 
 def reset_all() -> None:

@@ -40,7 +40,7 @@ import stat
 from dataclasses import KW_ONLY, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Final, Literal, Mapping
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from . import environment_variables as ev
 from ._errors import ConfigError
@@ -407,6 +407,16 @@ _DECLS: dict[str, _Decl] = {
         "Milliseconds allowed for one send with its retries; also bounds shutdown.",
         kind=TUNING,
     ),
+    "exit_budget_s": _Decl(
+        (ev.OTEL_EXPORTER_RUNS_EXIT_BUDGET,),
+        3.0,
+        _millis_to_seconds,
+        "Milliseconds, like OTEL_BSP_EXPORT_TIMEOUT: at shutdown, how long a service that refuses "
+        "the connection (nothing listening) is retried before what is left is given up; with a spool "
+        "it is written there at once instead. A service that answers, however slowly, still gets "
+        "the export timeout.",
+        kind=TUNING,
+    ),
     "retry_backoff": _Decl(
         (),
         None,
@@ -593,6 +603,7 @@ class Settings:
     max_queue_size: int
     max_export_batch_size: int
     export_timeout_s: float
+    exit_budget_s: float
     retry_backoff: tuple[float, float] | None
     max_batch_bytes: int
     max_queue_bytes: int
@@ -741,10 +752,43 @@ def endpoint_variable(env: Mapping[str, str] | None = None) -> str | None:
     return raw if raw is not None and raw.strip() != "" else None
 
 
+# The service's routes, longest first: an endpoint ending in one is a route, and the exporter
+# would send to <route>/runs/multipart. /api/v1 is not one: a self-hosted service's base is there.
+_ROUTE_SUFFIXES = ("/runs/multipart", "/runs/batch", "/runs", "/otel/v1/traces", "/info")
+
+
+def base_of_route(endpoint: str) -> str | None:
+    """The base address an endpoint ending in a route name was likely meant to be; None for a base address.
+
+    Shown without user info (a password in the address stays out of the logs).
+
+    >>> base_of_route("http://127.0.0.1:1984/runs"), base_of_route("https://x.example/api/v1/runs/multipart")
+    ('http://127.0.0.1:1984', 'https://x.example/api/v1')
+    >>> base_of_route("https://x.example/api/v1") is None, base_of_route("http://h/otel/v1/traces")
+    (True, 'http://h')
+    """
+    parts = urlsplit(endpoint)
+    path = parts.path.rstrip("/")
+    for suffix in _ROUTE_SUFFIXES:
+        if path.lower().endswith(suffix):
+            host = parts.netloc.rpartition("@")[2]
+            return urlunsplit((parts.scheme, host, path[: -len(suffix)], "", ""))
+    return None
+
+
 def check_usable(settings: Settings) -> None:
     """One clear warning for setups that will not deliver, instead of failing later."""
     if settings.disabled:
         return
+    base = base_of_route(settings.endpoint)
+    if base is not None:
+        given = urlsplit(settings.endpoint)
+        logger.warning(
+            "The endpoint %s: this looks like a route, not the base URL (the exporter adds /runs/multipart, "
+            "/runs and /info to it); did you mean %s? Sending to it as given",
+            urlunsplit((given.scheme, given.netloc.rpartition("@")[2], given.path, "", "")),
+            base,
+        )
     if not settings.api_key and not settings.is_loopback():
         logger.warning(
             "No API key: set OTEL_EXPORTER_RUNS_API_KEY (or LANGSMITH_API_KEY); "

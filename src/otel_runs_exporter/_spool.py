@@ -53,7 +53,7 @@ from pathlib import Path
 import orjson
 
 from ._encode import EncodedRun, encoded
-from ._logging import RateLimitedLog
+from ._logging import RateLimitedLog, n_runs
 
 __all__ = ["Spool"]
 
@@ -230,7 +230,9 @@ class Spool:
             self._fsync_dir()
             return True
         except OSError as exc:
-            logger.error("could not write %d runs to the spool at %s: %s", len(runs), self.dir, exc)
+            logger.error(
+                "could not write %s to the spool at %s: %s", n_runs(sum(1 for r in runs if r.completes)), self.dir, exc
+            )
             try:
                 tmp.unlink()
             except OSError:
@@ -252,7 +254,7 @@ class Spool:
             total -= size
             dropped = _runs_in_name(path.name)
             self._lose("spool_full", dropped)
-            logger.warning("the spool is full (%d bytes); dropped its oldest file with %d runs", self._max_bytes, dropped)
+            logger.warning("the spool is full (%d bytes); dropped its oldest file with %s", self._max_bytes, n_runs(dropped))
 
     def _fsync_dir(self) -> None:
         try:
@@ -341,7 +343,7 @@ class Spool:
             os.rename(tmp, self.dir / name)
             claimed.unlink()
         except OSError as exc:
-            logger.error("could not return %d runs to the spool: %s", len(runs), exc)
+            logger.error("could not return %s to the spool: %s", n_runs(sum(1 for r in runs if r.completes)), exc)
 
     def _set_aside(self, path: Path, original: str, reason: str, why: str) -> None:
         """Move an entry replay must not take again to ``<original>.bad`` and count its runs under ``reason``."""
@@ -357,11 +359,11 @@ class Spool:
         self._lose(reason, runs)
         _rl.warning(
             reason,
-            "set aside the spool entry %s in %s: %s; %d runs lost (%s)",
+            "set aside the spool entry %s in %s: %s; %s lost (%s)",
             original,
             self.dir,
             why,
-            runs,
+            n_runs(runs),
             reason,
         )
 

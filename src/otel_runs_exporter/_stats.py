@@ -27,9 +27,10 @@ from types import MappingProxyType
 from typing import Iterable, Mapping
 
 from ._encode import EncodedRun
+from ._logging import n_runs
 from ._seal import SealedBatch
 
-__all__ = ["ExporterStats", "Ledger", "Outcome", "RequestCounts", "LogEventCounts"]
+__all__ = ["ExporterStats", "Ledger", "Outcome", "RequestCounts", "LogEventCounts", "completing"]
 
 logger = logging.getLogger(__name__)
 
@@ -193,12 +194,13 @@ class Ledger:
                 self._queued -= runs
                 self._dropped[reason] = self._dropped.get(reason, 0) + runs
 
-    def give_up(self, waited_s: float, interrupted: bool = False, reason: str = "shutdown") -> int:
+    def give_up(self, waited_s: float, interrupted: bool = False, reason: str = "shutdown", note: str = "") -> int:
         """Count every run still queued as lost (a shutdown that could not wait) and say so in one line.
 
-        Returns how many. A send still in flight may finish later: runs it
-        delivers or spools are then moved back out of ``reason``, so nothing is
-        counted twice.
+        Returns how many. ``note`` ends the line (why, and how to keep them next
+        time: ``Delivery.exit_note``). A send still in flight may finish later:
+        runs it delivers or spools are then moved back out of ``reason``, so
+        nothing is counted twice.
         """
         with self._lock:
             n = self._queued
@@ -208,18 +210,19 @@ class Ledger:
             self._gave_up = reason
         if n or interrupted:
             logger.warning(
-                "shutdown%s: gave up %d runs that could not be delivered in %.1f s",
+                "shutdown%s: gave up %s that could not be delivered in %.1f s%s",
                 " interrupted" if interrupted else "",
-                n,
+                n_runs(n),
                 waited_s,
+                note if n else "",
             )
         return n
 
     def record(self, outcome: Outcome) -> None:
         """Apply what one delivery step reports; only completing operations move runs."""
-        delivered = _completing(outcome.delivered) + sum(b.completing for b in outcome.delivered_sealed)
-        spooled = _completing(outcome.spooled)
-        dropped = {reason: _completing(runs) for reason, runs in outcome.dropped.items()}
+        delivered = completing(outcome.delivered) + sum(b.completing for b in outcome.delivered_sealed)
+        spooled = completing(outcome.spooled)
+        dropped = {reason: completing(runs) for reason, runs in outcome.dropped.items()}
         with self._lock:
             self._sent += len(outcome.delivered) + sum(b.ops for b in outcome.delivered_sealed)
             self._delivered += delivered
@@ -298,5 +301,6 @@ class Ledger:
             )
 
 
-def _completing(runs: Iterable[object]) -> int:
+def completing(runs: Iterable[object]) -> int:
+    """How many runs these operations are: only a run's completing operation counts it (see above)."""
     return sum(1 for r in runs if getattr(r, "completes", False))

@@ -65,10 +65,10 @@ from ._http import (
     backoff_of,
     new_session,
 )
-from ._logging import RateLimitedLog
+from ._logging import RateLimitedLog, n_runs
 from ._seal import SealedBatch
 from ._settings import US_ENDPOINT, Settings
-from ._stats import RequestCounts
+from ._stats import RequestCounts, completing
 
 __all__ = ["SendResult", "Transport", "suppressed_context"]
 
@@ -110,6 +110,51 @@ class SendResult:
         self.dropped.setdefault(reason, []).extend(runs)
 
 
+def what_is_lost(ops: Sequence[EncodedRun]) -> str:
+    """Operations in words, as runs: only a run's completing operation counts it (as the ledger counts).
+
+    Early posts and late patches are partial updates: losing one loses no run,
+    whose completing operation carries it whole.
+
+    >>> from otel_runs_exporter._encode import encoded
+    >>> whole = encoded("post", "r1", [("post.r1", b"{}")], "d", True)
+    >>> early = encoded("post", "r2", [("post.r2", b"{}")], "d", False)
+    >>> what_is_lost([whole]), what_is_lost([whole, whole, early])
+    ('1 run', '2 runs and 1 partial update')
+    """
+    runs = completing(ops)
+    partial = len(ops) - runs
+    if not partial:
+        return n_runs(runs)
+    updates = f"{partial} partial update" if partial == 1 else f"{partial} partial updates"
+    return f"{n_runs(runs)} and {updates}" if runs else updates
+
+
+class _Losses:
+    """What one send dropped, said once it is over: one line per reason with its whole count.
+
+    Said as they happened, the runs of a batch sent one request each (basic
+    mode) made one rate-limited line each: the first said "1 run" and the rest
+    were held back, however many were lost.
+    """
+
+    def __init__(self) -> None:
+        self._said: dict[str, tuple[int, str, tuple[object, ...], str, list[EncodedRun]]] = {}
+
+    def add(self, key: str, reason: str, runs: Sequence[EncodedRun], level: int, msg: str, *args: object) -> None:
+        """``runs`` dropped for ``reason``; the first ``msg`` of a ``key`` is the one said."""
+        entry = self._said.get(key)
+        if entry is None:
+            self._said[key] = (level, msg, args, reason, list(runs))
+        else:
+            entry[4].extend(runs)
+
+    def say(self) -> None:
+        said, self._said = self._said, {}
+        for key, (level, msg, args, reason, runs) in said.items():
+            _rl.log(level, key, msg + "; %s dropped (%s)", *args, what_is_lost(runs), reason)
+
+
 class Transport:
     """Sends encoded runs: builds multipart or basic-tracing requests and judges the answers.
 
@@ -147,6 +192,7 @@ class Transport:
         self._basic = settings.mode == "basic"
         self._auth_failed = False
         self._fallback_untold = 0  # the status that made us fall back to basic, until that is logged
+        self._losses = _Losses()  # what the send in progress dropped (used under the lock)
         self._lock = threading.Lock()  # one send at a time: the backoff state is shared
         self._paced = False  # whether the send in progress is paced (set under the lock)
         # The wire's Content-Encoding. "auto" asks /info first (see _decide_codec).
@@ -181,6 +227,15 @@ class Transport:
     def close(self) -> None:
         self._http.close()
 
+    @property
+    def refused(self) -> bool:
+        """Whether the last request found nothing listening at the endpoint (connection refused)."""
+        return self._http.refused
+
+    def at_exit(self, budget_s: float) -> None:
+        """Shutdown has begun: a refused connection is retried only for ``budget_s`` (see ``HttpClient.at_exit``)."""
+        self._http.at_exit(budget_s)
+
     # --- the public entry point ------------------------------------------------
 
     def send(self, runs: Sequence[EncodedRun], deadline: float, *, paced: bool = False) -> SendResult:
@@ -194,7 +249,7 @@ class Transport:
             return result
         token = otel_context.attach(suppressed_context())
         try:
-            with self._lock, self._noting_rate(paced, result):
+            with self._lock, self._noting_rate(paced, result), self._saying_losses():
                 if self._auth_failed:
                     result.drop("unauthorized", runs)
                 elif self._basic:
@@ -203,7 +258,7 @@ class Transport:
                     self._decide_codec(deadline)
                     self._send_multipart(list(runs), deadline, result)
         except Exception:  # noqa: BLE001 - a bug of ours must not lose the batch or reach the app
-            logger.exception("unexpected error while sending %d runs; they will be retried", len(runs))
+            logger.exception("unexpected error while sending %s; they will be retried", what_is_lost(runs))
             done = {id(r) for r in result.delivered} | {id(r) for rs in result.dropped.values() for r in rs}
             result.retry = [r for r in runs if id(r) not in done]
         finally:
@@ -222,7 +277,7 @@ class Transport:
         result = SendResult()
         token = otel_context.attach(suppressed_context())
         try:
-            with self._lock, self._noting_rate(paced, result):
+            with self._lock, self._noting_rate(paced, result), self._saying_losses():
                 if self._auth_failed:
                     result.drop("unauthorized", batch.open())
                 elif self._basic:
@@ -231,7 +286,9 @@ class Transport:
                     self._decide_codec(deadline)
                     self._send_sealed(batch, deadline, result)
         except Exception:  # noqa: BLE001 - a bug of ours must not lose the batch or reach the app
-            logger.exception("unexpected error while sending %d sealed runs; they will be retried", batch.ops)
+            logger.exception(
+                "unexpected error while sending a sealed batch of %s; they will be retried", n_runs(batch.completing)
+            )
             if result.delivered or result.dropped or result.delivered_sealed is not None:
                 # Opened and partly judged: what is left goes back as runs.
                 done = {r.run_id + r.op for r in result.delivered} | {
@@ -353,7 +410,7 @@ class Transport:
             self._basic = True
             self._send_basic(runs, deadline, result)
         else:
-            self._non_retryable(status, resp, runs, result)
+            self._non_retryable(status, resp, runs, result, ("POST", "/runs/multipart"))
 
     def _send_halves(self, runs: list[EncodedRun], deadline: float, result: SendResult) -> None:
         mid = len(runs) // 2
@@ -396,29 +453,33 @@ class Transport:
                 return
             elif status in (400, 404, 413, 422):
                 reason = "too_large" if status == 413 else "rejected"
-                _rl.warning("basic_" + reason, "the service refused %s %s (%d): %s", method, path, status, _detail(resp))
+                self._losses.add(
+                    "basic_" + reason, reason, [run], logging.WARNING,
+                    "the service refused %s %s (%d): %s", method, path, status, _detail(resp),
+                )
                 result.drop(reason, [run])
             else:
-                self._non_retryable(status, resp, [run], result)
+                self._non_retryable(status, resp, [run], result, (method, path))
                 if self._auth_failed:
                     result.drop("unauthorized", ordered[index + 1 :])
                     return
 
     def _endpoint_missing(self, path: str, runs: list[EncodedRun], result: SendResult) -> None:
-        _rl.error(
-            "not_found",
+        self._losses.add(
+            "not_found", "not_found", runs, logging.ERROR,
             "%s%s answered 404%s: the service has no such endpoint, so the base address is likely wrong. "
             "OTEL_EXPORTER_RUNS_ENDPOINT must be the API's base address (the hosted one is %s; "
-            "self-hosted ones end in /api/v1), without /runs or other paths. %d runs dropped (not_found)",
+            "self-hosted ones end in /api/v1), without /runs or other paths",
             self._base,
             path,
             " (and so did /runs/multipart)" if self._fallback_untold else "",
             US_ENDPOINT,
-            len(runs),
         )
         result.drop("not_found", runs)
 
-    def _non_retryable(self, status: int, resp: Answer, runs: list[EncodedRun], result: SendResult) -> None:
+    def _non_retryable(
+        self, status: int, resp: Answer, runs: list[EncodedRun], result: SendResult, request: tuple[str, str]
+    ) -> None:
         if status in (401, 403):
             self._auth_failed = True
             logger.error(
@@ -430,7 +491,11 @@ class Transport:
         elif status in REDIRECTS:
             result.drop("redirect_refused", runs)
         else:
-            _rl.warning("http_%d" % status, "the service answered %d: %s; %d runs dropped", status, _detail(resp), len(runs))
+            method, path = request
+            self._losses.add(
+                "http_%d" % status, f"http_{status}", runs, logging.WARNING,
+                "the service answered %d to %s %s%s: %s", status, method, self._base, path, _detail(resp),
+            )
             result.drop(f"http_{status}", runs)
 
     def _request(self, method: str, path: str, body: bytes, content_type: str, deadline: float) -> Answer:
@@ -440,6 +505,14 @@ class Transport:
             body = wire.compress(body)
             headers["Content-Encoding"] = wire.name
         return self._http.request_bounded(method, path, deadline, body=body, headers=headers, paced=self._paced)
+
+    @contextmanager
+    def _saying_losses(self) -> Iterator[None]:
+        """For one send (under the lock): what it drops is said once it is over, one line per reason."""
+        try:
+            yield
+        finally:
+            self._losses.say()
 
     @contextmanager
     def _noting_rate(self, paced: bool, result: SendResult) -> Iterator[None]:

@@ -12,8 +12,9 @@ Lifecycle: started in the constructor; woken by the Event or when the
 delay, longer while the service answers 429: fewer, larger requests, each
 outcome telling the pacer how the service answered); ``force_flush`` queues a
 flush request and waits for it, never for a grown interval; ``shutdown``
-makes a last bounded attempt, then spools or gives up what is left and reports
-it in one line; after ``fork`` the child gets an empty queue, a new worker and
+makes a last bounded attempt (a service that refuses the connection gets the
+short exit budget, ``Delivery.begin_exit``), then spools or gives up what is
+left and reports it in one line; after ``fork`` the child gets an empty queue, a new worker and
 a new HTTP session, so nothing is sent twice.
 
 Memory is bounded twice: the queue of span operations in items
@@ -229,9 +230,11 @@ class Worker:
     def shutdown(self, timeout_s: float) -> None:
         """Last delivery attempt, bounded by ``timeout_s``; never raises.
 
-        What could not be delivered in time goes to the spool (when there is
-        one) or is counted as dropped (``shutdown``), and is reported in one
-        line with the real time waited. Ctrl-C while waiting stops the wait at
+        A service that refuses the connection (nothing listening) is not waited
+        for that long: ``Delivery.begin_exit`` says how long instead. What could
+        not be delivered goes to the spool (when there is one) or is counted as
+        dropped (``shutdown``), and is reported in one line with the real time
+        waited and how to keep such runs next time. Ctrl-C while waiting stops the wait at
         once, with the same one line and no traceback.
         """
         if self._stopping:
@@ -239,6 +242,8 @@ class Worker:
         started = time.monotonic()
         interrupted = False
         try:
+            # Before the worker is woken: a service that refuses the connection gets the exit budget, not the timeout.
+            self._delivery.begin_exit()
             self._stop_deadline = self._clock.now() + timeout_s
             self._stopping = True
             self._wake.set()
@@ -273,7 +278,7 @@ class Worker:
             # meanwhile); the batch in flight is counted as given up, and moved back
             # out of that count by the ledger if it is delivered after all.
             self._leave(spool=not interrupted)
-        self._ledger.give_up(waited_s, interrupted)
+        self._ledger.give_up(waited_s, interrupted, note=self._delivery.exit_note())
 
     def _leave(self, spool: bool) -> None:
         """At shutdown, what is still in memory: to the spool (when there is one), the rest let go.

@@ -138,6 +138,16 @@ Setting ``max_schedule_delay_s``, in milliseconds: the longest the time between 
 while the service answers 429. Default: ``10000``.
 """
 
+OTEL_EXPORTER_RUNS_EXIT_BUDGET = "OTEL_EXPORTER_RUNS_EXIT_BUDGET"
+"""
+.. envvar:: OTEL_EXPORTER_RUNS_EXIT_BUDGET
+
+Setting ``exit_budget_s``, in milliseconds like :envvar:`OTEL_BSP_EXPORT_TIMEOUT`: at shutdown, how
+long a service that refuses the connection (nothing listening) is retried before what is left is
+given up; with a spool it is written there at once instead. A service that answers, however
+slowly, still gets the export timeout. Default: ``3000``.
+"""
+
 OTEL_EXPORTER_RUNS_MAX_BATCH_BYTES = "OTEL_EXPORTER_RUNS_MAX_BATCH_BYTES"
 """
 .. envvar:: OTEL_EXPORTER_RUNS_MAX_BATCH_BYTES

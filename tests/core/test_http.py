@@ -207,3 +207,65 @@ def test_the_schedule_is_the_retry_backoff_setting_or_the_default():
     for bad in ("1", "2,1", "0,5", "a,b"):
         with pytest.raises(ConfigError, match="argument retry_backoff"):
             resolve({"retry_backoff": bad}, env={})
+
+
+# --- at exit: a refused connection gets the exit budget (``HttpClient.at_exit``) ---------------
+
+
+def refused() -> requests.ConnectionError:
+    # As requests raises it: the OS error inside its wrappers.
+    return requests.ConnectionError(ConnectionRefusedError(111, "Connection refused"))
+
+
+def test_at_exit_a_refused_connection_is_retried_only_for_the_exit_budget():
+    net = ScriptedNetwork.replies(*[refused()] * 50)
+    http, clock = client(net)
+    http.at_exit(3.0)
+    with pytest.raises(RetryLater):
+        http.request("POST", "/runs", 600.0)
+    assert 2 <= len(net.requests) and clock.now() <= 3.0 and http.refused
+    # The budget is spent: the next batch is not tried at all.
+    tried = len(net.requests)
+    with pytest.raises(RetryLater):
+        http.request("POST", "/runs", 600.0)
+    assert len(net.requests) == tried
+
+
+def test_at_exit_without_a_budget_a_refused_request_is_tried_once():
+    net = ScriptedNetwork.replies(refused(), refused())
+    http, clock = client(net)
+    http.at_exit(0.0)
+    with pytest.raises(RetryLater):
+        http.request("POST", "/runs", 600.0)
+    assert len(net.requests) == 1 and clock.waits == []
+
+
+@pytest.mark.parametrize(
+    "failure", [503, requests.ConnectTimeout("timed out"), requests.ConnectionError("connection reset by peer")]
+)
+def test_at_exit_a_service_that_answers_or_does_not_refuse_keeps_the_whole_deadline(failure):
+    net = ScriptedNetwork.replies(*[failure] * 5)
+    http, clock = client(net)
+    http.at_exit(0.0)
+    assert http.request("POST", "/runs", 600.0).status_code == 202
+    assert len(net.requests) == 6 and clock.now() > 3.0 and not http.refused
+
+
+def test_a_refusal_then_an_answer_gets_the_whole_deadline_again():
+    net = ScriptedNetwork.replies(refused(), 503, 503, 503, 503)
+    http, clock = client(net)
+    http.at_exit(1.0)
+    assert http.request("POST", "/runs", 600.0).status_code == 202
+    assert clock.now() > 1.0
+
+
+def test_at_exit_a_backoff_grown_against_refusals_is_dropped_for_one_try_at_once():
+    net = ScriptedNetwork.replies(*[refused()] * 50)
+    http, clock = client(net)
+    with pytest.raises(RetryLater):
+        http.request("POST", "/runs", 40.0)  # before exit: backing off for the whole deadline
+    tried, waited = len(net.requests), len(clock.waits)
+    http.at_exit(0.0)
+    with pytest.raises(RetryLater):
+        http.request("POST", "/runs", clock.now() + 600.0)
+    assert len(net.requests) == tried + 1 and len(clock.waits) == waited  # tried at once, not after the backoff
