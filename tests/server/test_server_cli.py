@@ -87,6 +87,16 @@ def test_serve_stops_on_sigterm(tmp_path: Path) -> None:
     assert proc.returncode == 0
 
 
+def test_a_sigterm_right_after_the_listening_line_still_stops_cleanly(tmp_path: Path) -> None:
+    # The handler used to be set after the line was printed: a SIGTERM sent at once (as a
+    # script or a loaded test machine does) met the default handler and killed it (-15).
+    with serving(tmp_path / "s.db") as (proc, line):
+        assert line.startswith("Listening on"), line
+        proc.terminate()
+        out, _ = proc.communicate(timeout=10)
+    assert proc.returncode == 0 and "Stopped." in out
+
+
 def test_serve_answers_the_hosts_and_origins_it_is_told_and_says_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -46,18 +46,35 @@ def db_usable(prog: str, path: str) -> bool:
     return True
 
 
-def wait_until_stopped() -> None:
-    """Block until Ctrl-C or SIGTERM (how a service manager or ``kill`` stops a server)."""
-    stop = threading.Event()
+class Stopper:
+    """Ctrl-C or SIGTERM (how a service manager or ``kill`` stops a server) ends :meth:`wait`.
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
+    Made before the process says it is listening: a SIGTERM sent the moment that
+    line appears must find this handler, not the default one that kills the
+    process without stopping the service cleanly.
+    """
 
-    previous = signal.signal(signal.SIGTERM, on_signal)
-    try:
-        while not stop.wait(0.5):
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._previous = signal.signal(signal.SIGTERM, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._stop.set()
+
+    def wait(self) -> None:
+        """Block until stopped; the previous SIGTERM handler is back afterwards."""
+        try:
+            while not self._stop.wait(0.5):
+                pass
+        except KeyboardInterrupt:
             pass
-    except KeyboardInterrupt:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        finally:
+            self.restore()
+
+    def restore(self) -> None:
+        signal.signal(signal.SIGTERM, self._previous)
+
+
+def wait_until_stopped() -> None:
+    """Block until Ctrl-C or SIGTERM."""
+    Stopper().wait()

@@ -7,7 +7,7 @@ from typing import Any, Callable, NamedTuple
 
 from .._settings import resolve_service
 from . import _output as output
-from ._local import ENV_SERVER_API_KEY, add_db, db_usable, wait_until_stopped
+from ._local import ENV_SERVER_API_KEY, Stopper, add_db, db_usable
 
 
 def _positive(text: str) -> float:
@@ -171,6 +171,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         service.start()
     except OSError as exc:
         return output.fail("otel-runs serve", f"cannot listen on {args.host}:{args.port}: {exc}", output.EXIT_USAGE)
+    stopper = Stopper()  # before the "Listening" line: a SIGTERM right after it stops us cleanly
     notes = []
     if service.requires_api_key:
         notes.append("api key required")
@@ -192,8 +193,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     output.say(f"Viewer: {service.url}/", flush=True)
     output.say("Press Ctrl-C to stop.", flush=True)
     try:
-        wait_until_stopped()
+        stopper.wait()
     finally:
+        stopper.restore()
         service.stop()
     output.say("Stopped.", flush=True)
     return output.EXIT_OK
