@@ -21,7 +21,7 @@ import pytest
 import requests
 
 from otel_runs_exporter.server import LocalService
-from otel_runs_exporter.server._http import ConnectionLimits, ConnectionSlots
+from otel_runs_exporter.server._connections import ConnectionLimits, ConnectionSlots
 
 pytestmark = pytest.mark.heavy(seconds=8)
 

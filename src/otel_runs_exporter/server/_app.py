@@ -19,7 +19,8 @@ from ._attachments import AttachmentLinks
 from ._control import ControlPlane, ServiceClock
 from ._dispatch import Credentials, Dispatcher
 from ._faults import FaultConfig
-from ._http import ConnectionLimits, HttpServer, RequestLog, zstd_available
+from ._connections import ConnectionLimits
+from ._http import HttpServer, RequestLog, zstd_available
 from ._modes import Validation, mode_from_flags
 from ._origins import PagePolicy
 from ._ratelimit import DEFAULT_RULES, SPEC_RULES, RateLimiter, RateRule, scaled
@@ -73,7 +74,7 @@ class LocalService:
     (default 5) is the time a request head (request line and headers) has in all
     from its first byte; a body may pause at most ``body_grace_s`` (default 5), and
     after that grace period must have come at ``min_body_rate`` bytes/s (default
-    1,024) on average, else 408 (:class:`~._http.ConnectionLimits`).
+    1,024) on average, else 408 (:class:`~._connections.ConnectionLimits`).
 
     Web pages (:mod:`._origins`): a request whose ``Host`` is not a loopback name or
     address, an address the service listens on, or one of ``allow_hosts`` is a 403

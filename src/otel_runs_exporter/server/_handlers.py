@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 from ._handlers_v2 import attachment_urls, s3_urls
+from ._ingest import ReadResult, read_basic_patch, read_basic_post, read_batch, read_multipart
 from ._modes import refuses
 from ._projects import NO_WORKSPACE, api_project, parse_project_create, parse_project_list, parse_project_read
 from ._query import QueryError, api_run, page_body, parse_run_query
@@ -21,14 +22,7 @@ from ._reply import Reply, detail
 from ._routing import Request, Service
 from ._run_stats import parse_stats_query, run_stats
 from ._store import ProjectExists
-from ._validate import (
-    ReadResult,
-    canonical_id,
-    read_basic_patch,
-    read_basic_post,
-    read_batch,
-    read_multipart,
-)
+from ._validate import canonical_id
 
 __all__ = [
     "ok",

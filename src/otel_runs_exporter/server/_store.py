@@ -31,6 +31,7 @@ from typing import Any, Literal, NamedTuple
 
 import orjson
 
+from ._ingest import Attachment
 from ._store_projects import (
     PROJECT_COLUMNS,
     ProjectExists,
@@ -55,7 +56,7 @@ from ._store_schema import (
     now_iso,
     sortable_time,
 )
-from ._validate import Attachment, RunOp, Violation, parent_cycles
+from ._validate import RunOp, Violation, parent_cycles
 
 __all__ = [
     "RunStore",

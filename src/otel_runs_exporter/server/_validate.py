@@ -1,10 +1,10 @@
 """What the local service accepts: the rules of spec 2.3 and 4.4, one function each.
 
 Every ``check_*`` function is pure and returns a list of :class:`Violation` (empty
-when the rule holds). The ``read_*`` functions at the bottom combine them for one
-kind of request and turn its body into :class:`RunOp` values for the store. The
-dotted_order format itself lives in :mod:`otel_runs_exporter._ids`, which the
-exporter uses to build the values this module checks.
+when the rule holds). :mod:`._ingest` combines them for each kind of request and
+turns its body into :class:`RunOp` values for the store. The dotted_order format
+itself lives in :mod:`otel_runs_exporter._ids`, which the exporter uses to build
+the values this module checks.
 
 Rules, in spec order (the ``rule`` name a violation carries is in brackets):
 
@@ -47,8 +47,8 @@ Basic tracing (2.3 rule 4)
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal
 from uuid import UUID
@@ -56,15 +56,10 @@ from uuid import UUID
 import orjson
 
 from .._ids import (
-    MAX_DEPTH,
-    MAX_DOTTED_ORDER_CHARS,
     DottedOrderError,
     DottedOrderTooDeep,
-    RunIds,
     canonical_uuid,
-    child_ids,
     parse_dotted_order,
-    root_ids,
 )
 from ._multipart import Part
 from ._numbers import plain_int
@@ -74,7 +69,6 @@ __all__ = [
     "LIMIT_RULES",
     "EXTRA_FIELD_PARTS",
     "PartName",
-    "Attachment",
     "RunOp",
     "Violation",
     "check_part_name",
@@ -99,10 +93,9 @@ __all__ = [
     "check_run",
     "canonical_id",
     "parse_timestamp",
-    "read_multipart",
-    "read_batch",
-    "read_basic_post",
-    "read_basic_patch",
+    "moment_ns",
+    "is_present",
+    
 ]
 
 Loc = tuple[str | int, ...]
@@ -193,11 +186,11 @@ def parse_timestamp(value: Any) -> datetime | None:
     return parsed.astimezone(timezone.utc)
 
 
-def _ns(moment: datetime) -> int:
+def moment_ns(moment: datetime) -> int:
     return (moment - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1) * 1000
 
 
-def _present(run: Mapping[str, Any], key: str) -> bool:
+def is_present(run: Mapping[str, Any], key: str) -> bool:
     return run.get(key) is not None
 
 
@@ -350,7 +343,7 @@ def check_split_fields(run_id: str, run: Mapping[str, Any], loc: Loc) -> list[Vi
 
 def check_required_ids(run_id: str, run: Mapping[str, Any], loc: Loc) -> list[Violation]:
     """Multipart and batch runs include trace_id and dotted_order (2.3 rule 4, 4.4)."""
-    missing = [key for key in ("trace_id", "dotted_order") if not _present(run, key)]
+    missing = [key for key in ("trace_id", "dotted_order") if not is_present(run, key)]
     if not missing:
         return []
     return [Violation(run_id, "required_fields", f"missing {' and '.join(missing)}", loc)]
@@ -360,9 +353,9 @@ def check_id_matches(run_id: str, run: Mapping[str, Any], loc: Loc, where: str =
     """Ids are UUIDs, and an id in the body names the same run as the part name or path."""
     out = []
     for key in ("id", "trace_id", "parent_run_id"):
-        if _present(run, key) and canonical_id(run[key]) is None:
+        if is_present(run, key) and canonical_id(run[key]) is None:
             out.append(Violation(run_id, "uuid", f"{key} {str(run[key])[:80]!r} is not a UUID", (*loc, key)))
-    if _present(run, "id") and canonical_id(run["id"]) not in (None, run_id):
+    if is_present(run, "id") and canonical_id(run["id"]) not in (None, run_id):
         out.append(Violation(run_id, "id_match", f"body id {run['id']!r} differs from the {where}", (*loc, "id")))
     return out
 
@@ -372,7 +365,7 @@ def check_timestamps(run_id: str, run: Mapping[str, Any], loc: Loc) -> list[Viol
     return [
         Violation(run_id, "timestamp_format", f"{key} {str(run[key])[:60]!r} is not an ISO 8601 timestamp", (*loc, key))
         for key in ("start_time", "end_time")
-        if _present(run, key) and parse_timestamp(run[key]) is None
+        if is_present(run, key) and parse_timestamp(run[key]) is None
     ]
 
 
@@ -381,7 +374,7 @@ Entries = list[tuple[datetime, UUID]]
 
 def check_dotted_order_format(run_id: str, run: Mapping[str, Any], loc: Loc) -> tuple[Entries | None, list[Violation]]:
     """dotted_order is dot-separated ``%Y%m%dT%H%M%S%fZ<uuid>`` entries (2.3 rule 1)."""
-    if not _present(run, "dotted_order"):
+    if not is_present(run, "dotted_order"):
         return None, []
     try:
         return parse_dotted_order(run["dotted_order"]), []
@@ -535,7 +528,7 @@ def check_start_time_entry(run_id: str, run: Mapping[str, Any], entries: Entries
 
 def check_session(run_id: str, run: Mapping[str, Any], loc: Loc) -> list[Violation]:
     """A post names exactly one of session_name and session_id (2.3)."""
-    given = [key for key in ("session_name", "session_id") if _present(run, key)]
+    given = [key for key in ("session_name", "session_id") if is_present(run, key)]
     if len(given) == 1:
         return []
     msg = "names both session_name and session_id" if given else "names neither session_name nor session_id"
@@ -564,275 +557,3 @@ def check_run(
         out += check_time_order(run_id, entries, loc)
         out += check_start_time_entry(run_id, run, entries, loc)
     return out
-
-
-def _normalize_ids(run: dict[str, Any]) -> None:
-    # Stored ids are hyphenated so that lookups and trees do not depend on the form sent.
-    for key in ("id", "trace_id", "parent_run_id"):
-        canon = canonical_id(run.get(key))
-        if canon is not None:
-            run[key] = canon
-
-
-# --- whole requests ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Attachment:
-    """The bytes of one ``attachment.<run_id>.<name>`` part, for the store."""
-
-    run_id: str
-    name: str
-    content_type: str
-    data: bytes
-
-
-@dataclass
-class ReadResult:
-    """Runs read from one request and the rules they broke."""
-
-    ops: list[RunOp] = field(default_factory=list)
-    violations: list[Violation] = field(default_factory=list)
-    feedback: list[dict[str, Any]] = field(default_factory=list)
-    attachments: list[Attachment] = field(default_factory=list)
-
-    @property
-    def run_ids(self) -> set[str]:
-        """Every run id the request mentions."""
-        return {op.run_id for op in self.ops}
-
-
-def read_multipart(parts: Iterable[Part]) -> ReadResult:
-    """Assemble multipart parts into run ops, checking 4.4's part rules and 2.3's run rules.
-
-    Parts that cannot be used (bad name, bad JSON) are left out of the ops, so a
-    lenient service stores the rest.
-    """
-    result = ReadResult()
-    mains: dict[tuple[str, str], tuple[dict[str, Any], Loc]] = {}
-    fields: list[tuple[PartName, Any, Loc]] = []
-    attachments: list[tuple[PartName, Part, Loc]] = []
-    for part in parts:
-        loc: Loc = ("body", part.name)
-        parsed, errors = check_part_name(part.name, loc)
-        result.violations += errors
-        if parsed is None:
-            continue
-        result.violations += check_part_content_type(part, parsed, loc)
-        result.violations += check_part_length(part, parsed.run_id, loc)
-        if parsed.kind == "attachment":
-            attachments.append((parsed, part, loc))
-            continue
-        value, errors = check_part_json(part, parsed.run_id, loc)
-        result.violations += errors
-        if errors:
-            continue
-        if parsed.kind == "feedback":
-            result.feedback.append({"run_id": parsed.run_id, **(value if isinstance(value, dict) else {})})
-            continue
-        result.violations += check_field_types(parsed.run_id, parsed.field or "main", value, loc)
-        if parsed.field is None:
-            if not isinstance(value, dict):
-                continue
-            key = (parsed.kind, parsed.run_id)
-            if key in mains:
-                result.violations.append(
-                    Violation(parsed.run_id, "part_name", f"part {part.name!r} appears twice", loc)
-                )
-                continue
-            mains[key] = (value, loc)
-        else:
-            fields.append((parsed, value, loc))
-
-    for (kind, run_id), (run, loc) in mains.items():
-        result.violations += check_split_fields(run_id, run, loc)
-        result.violations += check_run(kind, run_id, run, loc, require_ids=True)  # type: ignore[arg-type]
-    for parsed, value, loc in fields:
-        main = mains.get((parsed.kind, parsed.run_id))
-        if main is None:
-            result.violations.append(
-                Violation(
-                    parsed.run_id,
-                    "part_without_run",
-                    f"part {parsed.kind}.{parsed.run_id}.{parsed.field} has no {parsed.kind}.{parsed.run_id} part "
-                    "in this request",
-                    loc,
-                )
-            )
-            continue
-        main[0][parsed.field] = value  # type: ignore[index]
-    for parsed, part, loc in attachments:
-        owner = mains.get(("post", parsed.run_id)) or mains.get(("patch", parsed.run_id))
-        if owner is None:
-            result.violations.append(
-                Violation(parsed.run_id, "part_without_run", f"attachment {parsed.field!r} has no run in this request", loc)
-            )
-            continue
-        owner[0].setdefault("attachments", {})[parsed.field] = {
-            "content_type": part.content_type,
-            "size": len(part.content),
-        }
-        assert parsed.field is not None
-        media_type = part.media_type or "application/octet-stream"
-        result.attachments.append(Attachment(parsed.run_id, parsed.field, media_type, part.content))
-    for (kind, run_id), (run, loc) in mains.items():
-        _normalize_ids(run)
-        run["id"] = run_id
-        result.ops.append(RunOp(kind, run_id, run, loc))  # type: ignore[arg-type]
-    return result
-
-
-def read_batch(body: Any) -> ReadResult:
-    """``POST /runs/batch``: ``{"post": [...], "patch": [...]}``, each run carrying trace_id and dotted_order."""
-    result = ReadResult()
-    if not isinstance(body, dict):
-        result.violations.append(Violation(None, "field_types", "batch body must be an object with post and patch lists"))
-        return result
-    for kind in ("post", "patch"):
-        runs = body.get(kind) or []
-        if not isinstance(runs, list):
-            result.violations.append(Violation(None, "field_types", f"{kind} must be a list", ("body", kind)))
-            continue
-        for index, run in enumerate(runs):
-            loc: Loc = ("body", kind, index)
-            if not isinstance(run, dict):
-                result.violations += check_field_types(None, "main", run, loc)
-                continue
-            run_id = canonical_id(run.get("id"))
-            if run_id is None:
-                result.violations.append(Violation(None, "uuid", f"{kind}[{index}] has no UUID id", (*loc, "id")))
-                continue
-            for name in ("inputs", "outputs", "events", "extra"):
-                result.violations += check_field_types(run_id, name, run.get(name), (*loc, name))
-            result.violations += check_run(kind, run_id, run, loc, require_ids=True)  # type: ignore[arg-type]
-            run = dict(run)
-            _normalize_ids(run)
-            result.ops.append(RunOp(kind, run_id, run, loc))  # type: ignore[arg-type]
-    return result
-
-
-ParentLookup = Callable[[str], "Mapping[str, Any] | None"]
-
-
-def _parent_ids(parent: Mapping[str, Any]) -> RunIds | None:
-    dotted = parent.get("dotted_order")
-    if not dotted:
-        return None
-    try:
-        entries = parse_dotted_order(dotted)
-    except DottedOrderError:
-        return None
-    return RunIds(
-        str(parent["id"]),
-        str(entries[0][1]),
-        str(entries[-2][1]) if len(entries) > 1 else None,
-        dotted,
-        _ns(entries[-1][0]),
-        depth=len(entries),
-    )
-
-
-def read_basic_post(body: Any, parent_lookup: ParentLookup) -> ReadResult:
-    """``POST /runs``: one run; trace_id and dotted_order are computed when not sent (2.3 rule 4).
-
-    ``parent_lookup`` returns the stored parent run (or None) so the child's
-    dotted_order can extend the parent's.
-    """
-    result = ReadResult()
-    loc: Loc = ("body",)
-    if not isinstance(body, dict):
-        result.violations += check_field_types(None, "main", body, loc)
-        return result
-    run_id = canonical_id(body.get("id"))
-    if run_id is None:
-        result.violations.append(Violation(None, "required_fields", "POST /runs needs a UUID id", ("body", "id")))
-        return result
-    for name in ("inputs", "outputs", "events", "extra"):
-        result.violations += check_field_types(run_id, name, body.get(name), ("body", name))
-    result.violations += check_run("post", run_id, body, loc, require_ids=False)
-    run = dict(body)
-    _normalize_ids(run)
-    if _present(run, "dotted_order"):
-        if not _present(run, "trace_id"):
-            entries, _ = check_dotted_order_format(run_id, run, loc)
-            if entries:
-                run["trace_id"] = str(entries[0][1])
-    else:
-        _compute_ids(run_id, run, parent_lookup, result)
-    result.ops.append(RunOp("post", run_id, run, loc))
-    return result
-
-
-def _compute_ids(run_id: str, run: dict[str, Any], parent_lookup: ParentLookup, result: ReadResult) -> None:
-    start = parse_timestamp(run.get("start_time"))
-    if start is None:
-        if not _present(run, "start_time"):
-            result.violations.append(
-                Violation(run_id, "required_fields", "missing start_time, needed to compute dotted_order", ("body",))
-            )
-        return
-    parent_id = run.get("parent_run_id")
-    if parent_id is None:
-        ids = root_ids(run_id, _ns(start))
-    else:
-        parent = parent_lookup(parent_id)
-        stored = parent.get("dotted_order") if parent is not None else None
-        # Counted, not parsed: a database written before the limit may hold a parent deeper than it.
-        depth = stored.count(".") + 1 if isinstance(stored, str) and stored else 0
-        if depth >= MAX_DEPTH:
-            result.violations.append(
-                Violation(
-                    run_id,
-                    "dotted_order_depth",
-                    f"parent run {parent_id} is {depth} deep in its trace; the limit is {MAX_DEPTH} "
-                    f"entries ({MAX_DOTTED_ORDER_CHARS} characters) of dotted_order, so a child of it cannot be "
-                    "stored: post it as the root of a new trace",
-                    ("body", "parent_run_id"),
-                )
-            )
-            return
-        parent_ids = _parent_ids(parent) if parent is not None else None
-        if parent_ids is None:
-            result.violations.append(
-                Violation(
-                    run_id,
-                    "parent_known",
-                    f"parent run {parent_id} is not stored, so dotted_order cannot be computed; "
-                    "post the parent first or send trace_id and dotted_order",
-                    ("body", "parent_run_id"),
-                )
-            )
-            return
-        ids = child_ids(parent_ids, run_id, _ns(start))
-    if _present(run, "trace_id") and run["trace_id"] != ids.trace_id:
-        result.violations.append(
-            Violation(
-                run_id,
-                "trace_id_first",
-                f"trace_id {run['trace_id']} is not the trace's root {ids.trace_id} (from the parent's dotted_order)",
-                ("body", "trace_id"),
-            )
-        )
-    run["trace_id"] = ids.trace_id
-    run["dotted_order"] = ids.dotted_order
-
-
-def read_basic_patch(path_run_id: str, body: Any) -> ReadResult:
-    """``PATCH /runs/{run_id}``: outputs and end_time for one run; ids are checked when sent."""
-    result = ReadResult()
-    loc: Loc = ("body",)
-    run_id = canonical_id(path_run_id)
-    if run_id is None:
-        result.violations.append(Violation(None, "uuid", f"path run id {path_run_id[:80]!r} is not a UUID", ("path",)))
-        return result
-    if not isinstance(body, dict):
-        result.violations += check_field_types(run_id, "main", body, loc)
-        return result
-    for name in ("inputs", "outputs", "events", "extra"):
-        result.violations += check_field_types(run_id, name, body.get(name), ("body", name))
-    result.violations += check_run("patch", run_id, body, loc, require_ids=False, where="path")
-    run = dict(body)
-    _normalize_ids(run)
-    run["id"] = run_id
-    result.ops.append(RunOp("patch", run_id, run, loc))
-    return result
