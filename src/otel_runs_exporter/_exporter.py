@@ -20,18 +20,18 @@ import threading
 import time
 import weakref
 from collections import OrderedDict, deque
-from typing import Any, Iterable, Sequence
+from typing import Iterable, Sequence
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ._arguments import SettingsArguments, Unpack
 from ._clock import SYSTEM_CLOCK, Clock
-from ._convert import ConvertOptions, given_ids, log_convert_error, span_ids, span_to_run
+from ._convert import ConvertOptions, given_ids, log_convert_error, span_ids
 from ._delivery import Delivery
 from ._encode import encode_run
 from ._fork import renew_in_child
-from ._genai_events import EventJoin, late_patches
+from ._genai_events import EventJoin, ended_run, late_patches
 from ._ids import RunIds
 from ._logging import RateLimitedLog
 from ._settings import Settings, check_usable, resolve
@@ -275,13 +275,8 @@ class RunsSpanExporter(SpanExporter):
         limit = self._settings.max_value_chars
         for span, ids in ready:
             try:
-                malformed: list[str] = []
-                events = self._events.take(span, ids) if self._events is not None else []
-                encoded = encode_run(
-                    "post", span_to_run(span, ids, self._opts, malformed=malformed, log_events=events), limit,
-                    completes=True,
-                )
-                self._ledger.malformed(len(malformed))
+                full = ended_run(span, ids, self._opts, self._events, self._ledger)
+                encoded = encode_run("post", full, limit, completes=True)
                 if ids.depth_limit_parent is not None:
                     self._ledger.depth_limited()
             except Exception as exc:  # noqa: BLE001 - one bad span must not stop the others

@@ -84,9 +84,9 @@ from ._fork import ForkSafeLock, WeakRegistry, renew_in_child
 from ._ids import RunIds
 from ._logging import RateLimitedLog
 from ._semconv import GENAI_EVENT_PREFIX, SpanEvent
-from ._stats import LogEventCounts
+from ._stats import Ledger, LogEventCounts
 
-__all__ = ["GenAIEventProcessor", "EventJoin", "install_log_processor", "late_patches"]
+__all__ = ["GenAIEventProcessor", "EventJoin", "install_log_processor", "ended_run", "late_patches"]
 
 logger = logging.getLogger(__name__)
 _rl = RateLimitedLog(logger)
@@ -433,7 +433,20 @@ def install_log_processor() -> GenAIEventProcessor | None:
         return processor
 
 
-# --- late patches -----------------------------------------------------------------------------
+# --- ended runs and late patches ---------------------------------------------------------------
+
+
+def ended_run(span: Any, ids: RunIds, opts: ConvertOptions, join: EventJoin | None, ledger: Ledger) -> dict[str, Any]:
+    """The run of an ended span, with the log events joined to it so far; attributes kept as text counted.
+
+    The one way both paths (the worker's and the exporter's) turn an ended span into
+    the run they complete, so a run as stored does not depend on which path sent it.
+    """
+    malformed: list[str] = []
+    events = join.take(span, ids) if join is not None else []
+    run = span_to_run(span, ids, opts, malformed=malformed, log_events=events)
+    ledger.malformed(len(malformed))
+    return run
 
 
 def late_patches(join: EventJoin, opts: ConvertOptions, max_value_chars: int) -> list[EncodedRun]:

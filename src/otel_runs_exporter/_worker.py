@@ -55,7 +55,7 @@ from ._convert import (
 from ._delivery import Delivery
 from ._encode import EncodedRun, encode_run
 from ._fork import renew_in_child
-from ._genai_events import EventJoin, late_patches
+from ._genai_events import EventJoin, ended_run, late_patches
 from ._ids import RunIds
 from ._logging import RateLimitedLog
 from ._pacing import Pacer
@@ -490,13 +490,8 @@ class Worker:
             if node.state == RunNode.ENDED:
                 # Its patch is queued already: one post carries the whole run, the patch is
                 # skipped. Marked only once encoded: if this raises, the patch still counts.
-                malformed: list[str] = []
-                events = self._events.take(span, ids) if self._events is not None else []
-                merged = encode_run(
-                    "post", span_to_run(span, ids, self._opts, malformed=malformed, log_events=events), limit,
-                    completes=True,
-                )
-                self._ledger.malformed(len(malformed))
+                full = ended_run(span, ids, self._opts, self._events, self._ledger)
+                merged = encode_run("post", full, limit, completes=True)
                 self._completed(ids)
                 node.state = RunNode.MERGED
                 return merged
@@ -510,10 +505,7 @@ class Worker:
         if node.state == RunNode.MERGED:
             return None
         summary = self._forget_early(ids.run_id)
-        malformed: list[str] = []
-        events = self._events.take(span, ids) if self._events is not None else []
-        full = span_to_run(span, ids, self._opts, malformed=malformed, log_events=events)
-        self._ledger.malformed(len(malformed))
+        full = ended_run(span, ids, self._opts, self._events, self._ledger)
         if summary is None:
             # Its post never went out (dropped, or refused while the queue was full): send the whole run.
             encoded = encode_run("post", full, limit, completes=True)

@@ -232,7 +232,9 @@ def test_app_never_sees_our_errors(service, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("bug in conversion")
 
+    # Both ways the worker converts: an early post (its own call) and an ended run (the one the exporter shares).
     monkeypatch.setattr("otel_runs_exporter._worker.span_to_run", broken)
+    monkeypatch.setattr("otel_runs_exporter._genai_events.span_to_run", broken)
     with provider.get_tracer("t").start_as_current_span("fine"):
         pass
     processor.force_flush(2000)
