@@ -323,6 +323,35 @@ class RunStore:
         rows = self._rows("WHERE id = ? AND posted = 1", (run_id,))
         return self._public(rows[0]) if rows else None
 
+    def _select_in(self, sql: str, values: Sequence[str]) -> list[Any]:
+        """The rows of ``sql`` whose ``IN ({})`` takes ``values``, each bound as a parameter; none for no values."""
+        if not values:
+            return []
+        with self._lock:
+            return self._db.execute(sql.format(", ".join("?" * len(values))), list(values)).fetchall()
+
+    def _page(
+        self,
+        sql: str,
+        args: list[Any],
+        key: tuple[str, str],
+        order: str,
+        after: Sequence[Any] | None,
+        limit: int,
+    ) -> list[Any]:
+        """One keyset page of ``sql`` ordered by the two ``key`` expressions, past ``after``.
+
+        Keyset paging, not offsets: rows that arrive between pages neither repeat nor
+        shift what comes next. ``sql`` ends in a WHERE or HAVING clause that the bound continues.
+        """
+        direction, beyond = ("DESC", "<") if order == "desc" else ("ASC", ">")
+        if after is not None:
+            sql += f" AND ({key[0]}, {key[1]}) {beyond} (?, ?)"
+            args = [*args, after[0], after[1]]
+        sql += f" ORDER BY {key[0]} {direction}, {key[1]} {direction} LIMIT ?"
+        with self._lock:
+            return self._db.execute(sql, [*args, limit]).fetchall()
+
     def query_runs(
         self,
         where: str,
@@ -339,19 +368,11 @@ class RunStore:
         ``position`` of the last run of the previous page: keyset paging, so runs
         that arrive between pages neither repeat nor shift what comes next.
         """
-        direction, beyond = ("DESC", "<") if order == "desc" else ("ASC", ">")
         sql = (
             "SELECT r.id, r.post_data, r.patch_data, r.project_id, COALESCE(r.start_time, ''), r.seq"
             f" FROM runs AS r WHERE r.posted = 1 AND ({where})"
         )
-        args = list(params)
-        if after is not None:
-            sql += f" AND (COALESCE(r.start_time, ''), r.seq) {beyond} (?, ?)"
-            args += [after[0], after[1]]
-        sql += f" ORDER BY COALESCE(r.start_time, '') {direction}, r.seq {direction} LIMIT ?"
-        args.append(limit)
-        with self._lock:
-            rows = self._db.execute(sql, args).fetchall()
+        rows = self._page(sql, list(params), ("COALESCE(r.start_time, '')", "r.seq"), order, after, limit)
         out = []
         for run_id, post_data, patch_data, project_id, start, seq in rows:
             run = merge_run(
@@ -431,14 +452,11 @@ class RunStore:
 
     def project_stats(self, project_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """project id -> run_count and last_run_start_time, for the projects that have runs."""
-        if not project_ids:
-            return {}
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT project_id, COUNT(*), MAX(start_time) FROM runs"
-                f" WHERE posted = 1 AND project_id IN ({', '.join('?' * len(project_ids))}) GROUP BY project_id",
-                list(project_ids),
-            ).fetchall()
+        sql = (
+            "SELECT project_id, COUNT(*), MAX(start_time) FROM runs"
+            " WHERE posted = 1 AND project_id IN ({}) GROUP BY project_id"
+        )
+        rows = self._select_in(sql, project_ids)
         return {r[0]: {"run_count": r[1], "last_run_start_time": r[2]} for r in rows}
 
     def create_project(
@@ -586,14 +604,11 @@ class RunStore:
     def attachments_of(self, run_ids: Sequence[str]) -> dict[str, list[tuple[str, str, int]]]:
         """run id -> ``(name, content type, size)`` of each of its stored attachments, by name."""
         out: dict[str, list[tuple[str, str, int]]] = {}
-        if not run_ids:
-            return out
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT run_id, name, content_type, length(data) FROM attachments"
-                f" WHERE run_id IN ({', '.join('?' * len(run_ids))}) ORDER BY run_id, name",
-                list(run_ids),
-            ).fetchall()
+        sql = (
+            "SELECT run_id, name, content_type, length(data) FROM attachments"
+            " WHERE run_id IN ({}) ORDER BY run_id, name"
+        )
+        rows = self._select_in(sql, run_ids)
         for run_id, name, content_type, size in rows:
             out.setdefault(run_id, []).append((name, content_type, int(size)))
         return out
@@ -660,14 +675,7 @@ class RunStore:
             f" FROM runs AS r WHERE r.posted = 1 AND r.parent_run_id IS NULL AND ({where}) AND {key_sql} IS NOT NULL"
             f" GROUP BY thread HAVING ({having})"
         )
-        args = [*params, *having_params]
-        if after is not None:
-            sql += f" AND ({latest}, thread) < (?, ?)"
-            args += [after[0], after[1]]
-        sql += f" ORDER BY {latest} DESC, thread DESC LIMIT ?"
-        args.append(limit)
-        with self._lock:
-            rows = self._db.execute(sql, args).fetchall()
+        rows = self._page(sql, [*params, *having_params], (latest, "thread"), "desc", after, limit)
         return [ThreadRow(str(r[0]), int(r[1]), r[2], r[3]) for r in rows]
 
     def aggregate(self, columns: str, where: str, params: Sequence[Any]) -> tuple[Any, ...]:

@@ -31,16 +31,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ._query import FIELDS, QueryError, Where, parse_filter
-from ._v2 import (
-    check_body,
-    decode_cursor,
-    one_id,
-    page_size_of,
-    parse_params,
-    preview,
-    selects_of,
-    time_window,
-)
+from ._v2 import check_body, one_id, page_of, parse_params, preview, selects_of, time_window
 
 __all__ = [
     "thread_key",
@@ -199,6 +190,22 @@ def _one(values: Mapping[str, Any], where: str, key: str) -> str | None:
     return _text(values[key], (where, key)) if key in values else None
 
 
+def _project_roots(body: Mapping[str, Any], purpose: str, now: datetime | None) -> RootsWhere:
+    """The root runs of a project's threads that a threads body names: its window and its three filters."""
+    if "project_id" not in body:
+        raise QueryError(("body", "project_id"), f"project_id is required: the project whose threads to {purpose}")
+    low, high, _ = time_window("body", body.get("min_start_time"), body.get("max_start_time"), now=now or _now())
+    roots = RootsWhere(
+        one_id(body["project_id"], ("body", "project_id")),
+        window=(low, high, False),
+        root_filters=_filters(body, "body", ("filter",)),
+        trace_filter=_one(body, "body", "trace_filter"),
+        tree_filter=_one(body, "body", "tree_filter"),
+    )
+    _check_filters(roots)
+    return roots
+
+
 def parse_threads_query(body: Any, *, now: datetime | None = None) -> ThreadsQuery:
     """Check a ``POST /api/v2/threads/query`` body.
 
@@ -210,20 +217,9 @@ def parse_threads_query(body: Any, *, now: datetime | None = None) -> ThreadsQue
         "project_id", "filter", "trace_filter", "tree_filter", "min_start_time", "max_start_time", "page_size", "cursor",
     )
     body = check_body(body, allowed)
-    if "project_id" not in body:
-        raise QueryError(("body", "project_id"), "project_id is required: the project whose threads to list")
-    low, high, _ = time_window("body", body.get("min_start_time"), body.get("max_start_time"), now=now or _now())
-    roots = RootsWhere(
-        one_id(body["project_id"], ("body", "project_id")),
-        window=(low, high, False),
-        root_filters=_filters(body, "body", ("filter",)),
-        trace_filter=_one(body, "body", "trace_filter"),
-        tree_filter=_one(body, "body", "tree_filter"),
-    )
-    _check_filters(roots)
-    after = decode_cursor(body["cursor"], "threads", (str, str), ("body", "cursor")) if "cursor" in body else None
-    page_size = page_size_of(body.get("page_size"), ("body", "page_size"), 20, 100)
-    return ThreadsQuery(roots, page_size, after)  # type: ignore[arg-type]
+    roots = _project_roots(body, "list", now)
+    page_size, after = page_of(body, "body", "threads", (str, str))
+    return ThreadsQuery(roots, page_size, after)
 
 
 def _check_filters(roots: RootsWhere) -> None:
@@ -264,14 +260,9 @@ def parse_thread_traces(thread_id: str, query: str) -> ThreadTraces:
         tree_filters=_filters(params, "query", ("tree_filter",)),
     )
     _check_filters(listed)
-    after = decode_cursor(params["cursor"], "thread-traces", (str, int), ("query", "cursor")) if "cursor" in params else None
-    return ThreadTraces(
-        thread,
-        listed,
-        selects_of(params.get("selects"), ("query", "selects"), TRACE_SELECTS),
-        page_size_of(params.get("page_size"), ("query", "page_size"), 20, 100),
-        after,  # type: ignore[arg-type]
-    )
+    page_size, after = page_of(params, "query", "thread-traces", (str, int))
+    selects = selects_of(params.get("selects"), ("query", "selects"), TRACE_SELECTS)
+    return ThreadTraces(thread, listed, selects, page_size, after)
 
 
 @dataclass(frozen=True)
@@ -312,21 +303,10 @@ def parse_aggregate_stats(body: Any, *, now: datetime | None = None) -> Aggregat
     """Check a ``POST /api/v2/threads/stats`` body."""
     allowed = ("project_id", "select", "filter", "trace_filter", "tree_filter", "min_start_time", "max_start_time")
     body = check_body(body, allowed)
-    if "project_id" not in body:
-        raise QueryError(("body", "project_id"), "project_id is required: the project whose threads to summarize")
     select = selects_of(body.get("select"), ("body", "select"), AGGREGATE_STATS_SELECTS)
     if not select:
         raise QueryError(("body", "select"), f"select is required: one or more of {', '.join(AGGREGATE_STATS_SELECTS)}")
-    low, high, _ = time_window("body", body.get("min_start_time"), body.get("max_start_time"), now=now or _now())
-    roots = RootsWhere(
-        one_id(body["project_id"], ("body", "project_id")),
-        window=(low, high, False),
-        root_filters=_filters(body, "body", ("filter",)),
-        trace_filter=_one(body, "body", "trace_filter"),
-        tree_filter=_one(body, "body", "tree_filter"),
-    )
-    _check_filters(roots)
-    return AggregateStatsQuery(roots, select)
+    return AggregateStatsQuery(_project_roots(body, "summarize", now), select)
 
 
 def _now() -> datetime:

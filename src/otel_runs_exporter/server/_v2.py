@@ -47,8 +47,7 @@ from ._validate import canonical_id, parse_timestamp
 __all__ = [
     "RUN_SELECTS",
     "AGGREGATE_SELECTS",
-    "RunsQuery",
-    "TracesQuery",
+    "PagedQuery",
     "TraceRuns",
     "Params",
     "parse_params",
@@ -67,6 +66,7 @@ __all__ = [
     "time_window",
     "selects_of",
     "page_size_of",
+    "page_of",
     "one_id",
 ]
 
@@ -243,6 +243,14 @@ def page_size_of(value: Any, loc: Sequence[str], default: int, highest: int) -> 
     return number
 
 
+def page_of(
+    values: Mapping[str, Any], where: str, kind: str, shape: tuple[type, ...], default: int = 20, highest: int = 100
+) -> tuple[int, tuple[Any, ...] | None]:
+    """A listing's page size and the position its ``cursor`` names (None on the first page)."""
+    after = decode_cursor(values["cursor"], kind, shape, (where, "cursor")) if "cursor" in values else None
+    return page_size_of(values.get("page_size"), (where, "page_size"), default, highest), after
+
+
 def _run_type(value: Any, loc: Sequence[str]) -> str:
     if not isinstance(value, str) or not value.strip():
         raise QueryError(loc, "run_type must be a run type such as \"LLM\" or \"CHAIN\"")
@@ -294,8 +302,11 @@ _RUNS_PAGE_MAX = 1000
 
 
 @dataclass(frozen=True)
-class RunsQuery:
-    """A checked ``POST /api/v2/runs/query``: newest first, keyset-paged on (start time, arrival)."""
+class PagedQuery:
+    """A checked ``POST /api/v2/runs/query`` or ``/api/v2/traces/query`` (the latter's runs are roots).
+
+    Newest first, keyset-paged on (start time, arrival).
+    """
 
     where: Where
     selects: tuple[str, ...]
@@ -303,7 +314,7 @@ class RunsQuery:
     after: tuple[str, int] | None
 
 
-def parse_runs_query(body: Any, *, now: datetime | None = None) -> RunsQuery:
+def parse_runs_query(body: Any, *, now: datetime | None = None) -> PagedQuery:
     """Check a ``POST /api/v2/runs/query`` body.
 
     >>> q = parse_runs_query({"project_ids": ["0190b3c5f1b87a3e9c1d2e3f4a5b6c7d"], "is_root": True,
@@ -331,15 +342,9 @@ def parse_runs_query(body: Any, *, now: datetime | None = None) -> RunsQuery:
     parts.append(
         time_window("body", body.get("min_start_time"), body.get("max_start_time"), now=now or _now())[2]
     )
-    after = None
-    if "cursor" in body:
-        after = decode_cursor(body["cursor"], "runs", (str, int), ("body", "cursor"))
-    return RunsQuery(
-        Where.all_of(parts),
-        selects_of(body.get("selects"), ("body", "selects")),
-        page_size_of(body.get("page_size"), ("body", "page_size"), _RUNS_PAGE, _RUNS_PAGE_MAX),
-        after,  # type: ignore[arg-type]
-    )
+    page_size, after = page_of(body, "body", "runs", (str, int), _RUNS_PAGE, _RUNS_PAGE_MAX)
+    selects = selects_of(body.get("selects"), ("body", "selects"))
+    return PagedQuery(Where.all_of(parts), selects, page_size, after)
 
 
 def parse_run_retrieve(query: str) -> tuple[str, tuple[str, ...]]:
@@ -360,17 +365,7 @@ _TRACES_KEYS = (
 )
 
 
-@dataclass(frozen=True)
-class TracesQuery:
-    """A checked ``POST /api/v2/traces/query``: root runs, newest first."""
-
-    where: Where
-    selects: tuple[str, ...]
-    page_size: int
-    after: tuple[str, int] | None
-
-
-def parse_traces_query(body: Any, *, now: datetime | None = None) -> TracesQuery:
+def parse_traces_query(body: Any, *, now: datetime | None = None) -> PagedQuery:
     """Check a ``POST /api/v2/traces/query`` body (``trace_filter`` applies to the root runs themselves)."""
     body = check_body(body, _TRACES_KEYS)
     if "project_id" not in body:
@@ -387,13 +382,9 @@ def parse_traces_query(body: Any, *, now: datetime | None = None) -> TracesQuery
             "body", body.get("min_start_time"), body.get("max_start_time"), now=now or _now(), upper_inclusive=False
         )[2]
     )
-    after = decode_cursor(body["cursor"], "traces", (str, int), ("body", "cursor")) if "cursor" in body else None
-    return TracesQuery(
-        Where.all_of(parts),
-        selects_of(body.get("selects"), ("body", "selects")),
-        page_size_of(body.get("page_size"), ("body", "page_size"), 20, 100),
-        after,  # type: ignore[arg-type]
-    )
+    page_size, after = page_of(body, "body", "traces", (str, int))
+    selects = selects_of(body.get("selects"), ("body", "selects"))
+    return PagedQuery(Where.all_of(parts), selects, page_size, after)
 
 
 @dataclass(frozen=True)
