@@ -200,6 +200,34 @@ def tool_definitions(tools: Any) -> str | None:
     return json_attr(list(tools)) if tools else None
 
 
+# Rows every provider's tables share, named once: what a request's model, sampling, stream flag
+# and tools become, and a response's model and id.
+REQUEST_MODEL = Attr("model", "gen_ai.request.model")
+SAMPLING = (Attr("temperature", "gen_ai.request.temperature"), Attr("top_p", "gen_ai.request.top_p"))
+STREAM = Attr("stream", "gen_ai.request.stream", flag)
+TOOLS = Attr("tools", "gen_ai.tool.definitions", tool_definitions, content=True)
+RESPONSE_MODEL = Attr("model", "gen_ai.response.model")
+RESPONSE_ID = Attr("id", "gen_ai.response.id")
+
+
+_USAGE_ATTRIBUTES = {
+    "input": "gen_ai.usage.input_tokens",
+    "output": "gen_ai.usage.output_tokens",
+    "cache_read": "gen_ai.usage.cache_read.input_tokens",
+    "cache_write": "gen_ai.usage.cache_creation.input_tokens",
+    "reasoning": "gen_ai.usage.reasoning.output_tokens",
+}
+
+
+def usage_rows(**paths: str) -> tuple[Attr, ...]:
+    """The token-count rows of a response table: each keyword names where a provider puts one count.
+
+    >>> [row.attribute for row in usage_rows(input="usage.prompt_tokens", reasoning="usage.r")]
+    ['gen_ai.usage.input_tokens', 'gen_ai.usage.reasoning.output_tokens']
+    """
+    return tuple(Attr(path, _USAGE_ATTRIBUTES[kind], count) for kind, path in paths.items())
+
+
 def server_attributes(instance: Any) -> dict[str, Any]:
     """``server.address`` / ``server.port`` from the resource's client ``base_url``."""
     try:

@@ -35,6 +35,12 @@ from opentelemetry import trace
 
 from . import _genai
 from ._genai import (
+    REQUEST_MODEL,
+    RESPONSE_ID,
+    RESPONSE_MODEL,
+    SAMPLING,
+    STREAM,
+    TOOLS,
     AsyncStreamProxy,
     Attr,
     GenAICall,
@@ -44,7 +50,6 @@ from ._genai import (
     Switch,
     SyncStreamProxy,
     count,
-    flag,
     get,
     json_attr,
     json_of,
@@ -52,8 +57,8 @@ from ._genai import (
     read_attributes,
     text_part,
     tool_call_part,
-    tool_definitions,
     tool_response_part,
+    usage_rows,
 )
 
 __all__ = ["RunsAnthropicInstrumentor"]
@@ -135,28 +140,29 @@ def _finish_reasons(stop_reason: Any) -> list[Any] | None:
 
 
 _REQUEST = (
-    Attr("model", "gen_ai.request.model"),
+    REQUEST_MODEL,
     Attr("max_tokens", "gen_ai.request.max_tokens"),
-    Attr("temperature", "gen_ai.request.temperature"),
-    Attr("top_p", "gen_ai.request.top_p"),
+    *SAMPLING,
     Attr("top_k", "gen_ai.request.top_k"),
     Attr("stop_sequences", "gen_ai.request.stop_sequences"),
-    Attr("stream", "gen_ai.request.stream", flag),
+    STREAM,
     Attr("system", "gen_ai.system_instructions", json_of(system_instructions), content=True),
     # Written even when empty: the run's inputs are the messages.
     Attr("messages", "gen_ai.input.messages", json_of(input_messages), content=True),
-    Attr("tools", "gen_ai.tool.definitions", tool_definitions, content=True),
+    TOOLS,
 )
 
 _RESPONSE = (
-    Attr("model", "gen_ai.response.model"),
-    Attr("id", "gen_ai.response.id"),
+    RESPONSE_MODEL,
+    RESPONSE_ID,
     Attr("stop_reason", "gen_ai.response.finish_reasons", _finish_reasons),
     Attr("usage", "gen_ai.usage.input_tokens", _input_tokens),
-    Attr("usage.output_tokens", "gen_ai.usage.output_tokens", count),
-    Attr("usage.cache_read_input_tokens", "gen_ai.usage.cache_read.input_tokens", count),
-    Attr("usage.cache_creation_input_tokens", "gen_ai.usage.cache_creation.input_tokens", count),
-    Attr("usage.output_tokens_details.thinking_tokens", "gen_ai.usage.reasoning.output_tokens", count),
+    *usage_rows(
+        output="usage.output_tokens",
+        cache_read="usage.cache_read_input_tokens",
+        cache_write="usage.cache_creation_input_tokens",
+        reasoning="usage.output_tokens_details.thinking_tokens",
+    ),
 )
 
 

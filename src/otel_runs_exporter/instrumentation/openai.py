@@ -26,14 +26,18 @@ from typing import Any, Collection, Mapping
 
 from . import _genai
 from ._genai import (
+    REQUEST_MODEL,
+    RESPONSE_ID,
+    RESPONSE_MODEL,
+    SAMPLING,
+    STREAM,
+    TOOLS,
     Attr,
     GenAICall,
     GenAIInstrumentor,
     Operation,
     StreamAccumulator,
     as_list,
-    count,
-    flag,
     get,
     image_url_part,
     json_attr,
@@ -42,8 +46,8 @@ from ._genai import (
     read_attributes,
     text_part,
     tool_call_part,
-    tool_definitions,
     tool_response_part,
+    usage_rows,
 )
 
 __all__ = ["RunsOpenAIInstrumentor"]
@@ -215,9 +219,8 @@ def _dimension_count(data: Any) -> int | None:
 
 
 _CHAT_REQUEST = (
-    Attr("model", "gen_ai.request.model"),
-    Attr("temperature", "gen_ai.request.temperature"),
-    Attr("top_p", "gen_ai.request.top_p"),
+    REQUEST_MODEL,
+    *SAMPLING,
     Attr("max_completion_tokens", "gen_ai.request.max_tokens"),  # the newer name wins over ...
     Attr("max_tokens", "gen_ai.request.max_tokens"),  # ... the one it deprecates
     Attr("frequency_penalty", "gen_ai.request.frequency_penalty"),
@@ -226,24 +229,26 @@ _CHAT_REQUEST = (
     Attr("stop", "gen_ai.request.stop_sequences", as_list),
     Attr("n", "gen_ai.request.choice.count", _choice_count),
     Attr("response_format", "gen_ai.output.type", _output_type),
-    Attr("stream", "gen_ai.request.stream", flag),
+    STREAM,
     # Written even when empty: the run's inputs are the messages.
     Attr("messages", "gen_ai.input.messages", json_of(chat_input_messages), content=True),
-    Attr("tools", "gen_ai.tool.definitions", tool_definitions, content=True),
+    TOOLS,
 )
 
 _CHAT_RESPONSE = (
-    Attr("model", "gen_ai.response.model"),
-    Attr("id", "gen_ai.response.id"),
+    RESPONSE_MODEL,
+    RESPONSE_ID,
     Attr("choices", "gen_ai.response.finish_reasons", _finish_reasons),
-    Attr("usage.prompt_tokens", "gen_ai.usage.input_tokens", count),
-    Attr("usage.completion_tokens", "gen_ai.usage.output_tokens", count),
-    Attr("usage.prompt_tokens_details.cached_tokens", "gen_ai.usage.cache_read.input_tokens", count),
-    Attr("usage.completion_tokens_details.reasoning_tokens", "gen_ai.usage.reasoning.output_tokens", count),
+    *usage_rows(
+        input="usage.prompt_tokens",
+        output="usage.completion_tokens",
+        cache_read="usage.prompt_tokens_details.cached_tokens",
+        reasoning="usage.completion_tokens_details.reasoning_tokens",
+    ),
 )
 
 _EMBEDDINGS_REQUEST = (
-    Attr("model", "gen_ai.request.model"),
+    REQUEST_MODEL,
     Attr("dimensions", "gen_ai.embeddings.dimension.count"),
     Attr("encoding_format", "gen_ai.request.encoding_formats", _one_format),
     # The conventions name no attribute for embedding inputs; ``input.value`` is what the
@@ -252,33 +257,34 @@ _EMBEDDINGS_REQUEST = (
 )
 
 _EMBEDDINGS_RESPONSE = (
-    Attr("model", "gen_ai.response.model"),
+    RESPONSE_MODEL,
     Attr("data", "gen_ai.embeddings.dimension.count", _dimension_count),
-    Attr("usage.prompt_tokens", "gen_ai.usage.input_tokens", count),
+    *usage_rows(input="usage.prompt_tokens"),
 )
 
 _RESPONSES_REQUEST = (
-    Attr("model", "gen_ai.request.model"),
-    Attr("temperature", "gen_ai.request.temperature"),
-    Attr("top_p", "gen_ai.request.top_p"),
+    REQUEST_MODEL,
+    *SAMPLING,
     Attr("max_output_tokens", "gen_ai.request.max_tokens"),
     Attr("conversation", "gen_ai.conversation.id", _conversation_id),
     Attr("text.format", "gen_ai.output.type", _output_type),
-    Attr("stream", "gen_ai.request.stream", flag),
+    STREAM,
     Attr("instructions", "gen_ai.system_instructions", json_of(_instruction_parts), content=True),
     Attr("input", "gen_ai.input.messages", json_of(responses_input_messages), content=True),
-    Attr("tools", "gen_ai.tool.definitions", tool_definitions, content=True),
+    TOOLS,
 )
 
 _RESPONSES_RESPONSE = (
-    Attr("model", "gen_ai.response.model"),
-    Attr("id", "gen_ai.response.id"),
+    RESPONSE_MODEL,
+    RESPONSE_ID,
     # Drawn from the status and the output items together, so the row reads the whole response.
     Attr("", "gen_ai.response.finish_reasons", _responses_finish_reasons),
-    Attr("usage.input_tokens", "gen_ai.usage.input_tokens", count),
-    Attr("usage.output_tokens", "gen_ai.usage.output_tokens", count),
-    Attr("usage.input_tokens_details.cached_tokens", "gen_ai.usage.cache_read.input_tokens", count),
-    Attr("usage.output_tokens_details.reasoning_tokens", "gen_ai.usage.reasoning.output_tokens", count),
+    *usage_rows(
+        input="usage.input_tokens",
+        output="usage.output_tokens",
+        cache_read="usage.input_tokens_details.cached_tokens",
+        reasoning="usage.output_tokens_details.reasoning_tokens",
+    ),
 )
 
 
