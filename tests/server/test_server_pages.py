@@ -187,6 +187,8 @@ def test_every_other_page_is_403_on_every_route_whatever_it_sends(origin: str) -
             assert r.status_code == 403, (origin, method, path, r.status_code, r.text)
             assert "may not call" in r.json()["detail"], r.text
             assert cors_headers(r) == {}
+            # No flag can allow an opaque origin: the answer must not suggest one (it said --cors-origin null).
+            assert "--cors-origin null" not in r.text, r.text
         body = multipart(run_parts("post", trace.root_post()))
         r = call(service, "POST", "/runs/multipart", {**headers, "Content-Type": f"multipart/form-data; boundary={BOUNDARY}"}, body)
         assert r.status_code == 403

@@ -166,3 +166,83 @@ def test_stream_slots_are_counted_apart_from_request_slots() -> None:
         for a, b in pairs:
             a.close()
             b.close()
+
+
+def test_a_body_kept_just_above_the_minimum_rate_gives_up_its_slot_when_all_are_taken() -> None:
+    """Found by an audit: 600 bodies of 20 MB at 1.5 KB/s (the minimum is 1 KB/s) held every slot for hours.
+
+    Here 8 slots, 8 bodies at ~200 bytes/s against a minimum of 100: a new request takes
+    the slowest body's slot once its grace period is over, and the others keep going.
+    """
+    with LocalService(max_connections=8, body_grace_s=0.3, min_body_rate=100) as svc:
+        slow = [_connect(svc) for _ in range(8)]
+        stop = threading.Event()
+
+        def trickle() -> None:
+            while not stop.wait(0.25):
+                for conn in slow:
+                    try:
+                        conn.sendall(b" " * 50)
+                    except OSError:
+                        pass
+
+        try:
+            for conn in slow:
+                conn.sendall(
+                    b"POST /runs/batch HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: 1000000\r\n\r\n{"
+                )
+            feeder = threading.Thread(target=trickle, daemon=True)
+            feeder.start()
+            time.sleep(0.8)  # past the grace period, every body above the minimum rate
+            assert svc.limits.max_connections == 8
+            statuses = [requests.get(svc.url + "/ok", timeout=5).status_code for _ in range(2)]
+            assert statuses == [200, 200]
+            readable, _, _ = select.select(slow, [], [], 5)
+            closed = [conn for conn in readable if conn.recv(100) == b""]
+            assert 1 <= len(closed) <= 2  # one slot per new connection, never more
+        finally:
+            stop.set()
+            for conn in slow:
+                conn.close()
+
+
+def test_a_fast_body_is_never_cut_to_make_room() -> None:
+    """The slowest body gives up its slot only when it is slow: under fast_body_rate on average."""
+    limits = ConnectionLimits(max_connections=1, body_grace_s=0.1, min_body_rate=10, fast_body_rate=1000)
+    slots = ConnectionSlots(limits)
+    pairs = [socket.socketpair() for _ in range(2)]
+    try:
+        body = slots.admit(pairs[0][0])
+        assert body is not None
+        body.reading_body()
+        body.since -= 1.0  # a second into its body ...
+        body.got(5000, time.monotonic())  # ... at 5,000 bytes/s: fast
+        assert slots.admit(pairs[1][0]) is None
+        body.received = 500  # 500 bytes/s: slow
+        assert slots.admit(pairs[1][0]) is not None and body.closing
+    finally:
+        for a, b in pairs:
+            a.close()
+            b.close()
+
+
+def test_a_long_poll_waits_in_a_slot_of_its_own() -> None:
+    """Two auth waits on a 2-slot service held both request slots: GET /ok got 503 until they ended."""
+    with LocalService(max_connections=2, clock_speed=1) as svc:
+        waits = [svc.control.auth.start(complete_after_s=None, expires_after_s=None) for _ in range(2)]
+        answers: list[int] = []
+
+        def wait(auth_id: str) -> None:
+            answers.append(requests.get(f"{svc.url}/v2/auth/wait/{auth_id}?timeout=2", timeout=10).status_code)
+
+        threads = [threading.Thread(target=wait, args=(a,)) for a in waits]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        try:
+            assert requests.get(svc.url + "/ok", timeout=5).status_code == 200
+        finally:
+            for t in threads:
+                t.join(10)
+        assert answers == [200, 200]

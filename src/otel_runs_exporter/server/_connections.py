@@ -108,8 +108,12 @@ class ConnectionLimits:
     and headers) has ``head_timeout_s`` in all, however the bytes trickle in. A body
     must keep coming: no pause longer than ``body_grace_s``, and after that grace
     period at least ``min_body_rate`` bytes/s on average since the head ended (else
-    408 and the connection is closed). ``max_streams`` long-lived answers (server-sent
-    events) are counted apart from the request slots.
+    408 and the connection is closed). A body that keeps just above that minimum is
+    still slow: with every slot taken, the slowest body under ``fast_body_rate``
+    bytes/s past its grace period gives up its slot to a new connection (see
+    :class:`ConnectionSlots`), so trickled bodies cannot hold the service for hours.
+    ``max_streams`` long-lived answers (a long poll such as the auth wait) are counted
+    apart from the request slots.
     """
 
     max_connections: int = 512
@@ -117,13 +121,14 @@ class ConnectionLimits:
     head_timeout_s: float = 5.0
     min_body_rate: int = 1024
     body_grace_s: float = 5.0
+    fast_body_rate: int = 64 * 1024
     max_streams: int = 32
 
     def __post_init__(self) -> None:
-        for name in ("max_connections", "max_streams", "min_body_rate"):
+        for name in ("max_connections", "max_streams", "min_body_rate", "fast_body_rate"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "min_body_rate" else 1):
-                raise ValueError(f"{name} must be a whole number of at least {0 if name == 'min_body_rate' else 1}, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name.endswith("_rate") else 1):
+                raise ValueError(f"{name} must be a whole number of at least {0 if name.endswith('_rate') else 1}, got {value!r}")
         for name in ("idle_timeout_s", "head_timeout_s", "body_grace_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
@@ -193,10 +198,12 @@ class ConnectionSlots:
 
     A connection takes a request slot when accepted (:meth:`admit`). With every slot
     taken, a new connection closes the one whose unfinished head is oldest, else the
-    connection idle longest, and takes its slot: slow clients cannot keep new ones
-    out, and a connection in the middle of a body or an answer is never cut. A
-    long-lived answer moves its connection to a stream slot (:meth:`open_stream`),
-    capped apart, so streams never use up request slots nor request slots streams.
+    connection idle longest, else the one sending its body slowest (under
+    ``fast_body_rate`` on average, past its grace period), and takes its slot: slow
+    clients cannot keep new ones out. A body at a fast rate, and a request whose
+    body is read and is being answered, are never cut. A long-lived answer moves its
+    connection to a stream slot (:meth:`open_stream`), capped apart, so streams never
+    use up request slots nor request slots streams.
     """
 
     def __init__(self, limits: ConnectionLimits) -> None:
@@ -212,7 +219,7 @@ class ConnectionSlots:
         now = time.monotonic()
         with self._lock:
             if self._requests >= self.limits.max_connections:
-                victim = self._victim() if self._closing < _MAX_CLOSING else None
+                victim = self._victim(now) if self._closing < _MAX_CLOSING else None
                 if victim is None:
                     return None
                 victim.closing = True
@@ -228,9 +235,11 @@ class ConnectionSlots:
             self._requests += 1
             return conn
 
-    def _victim(self) -> Connection | None:
+    def _victim(self, now: float) -> Connection | None:
         oldest_head: Connection | None = None
         oldest_idle: Connection | None = None
+        slowest_body: Connection | None = None
+        slowest_rate = float(self.limits.fast_body_rate)
         for conn in self._live.values():
             if conn.closing or conn.stream:
                 continue
@@ -238,7 +247,11 @@ class ConnectionSlots:
                 oldest_head = conn
             elif conn.phase == IDLE and (oldest_idle is None or conn.since < oldest_idle.since):
                 oldest_idle = conn
-        return oldest_head or oldest_idle
+            elif conn.phase == BODY and now - conn.since > self.limits.body_grace_s:
+                rate = conn.received / (now - conn.since)
+                if rate < slowest_rate:
+                    slowest_body, slowest_rate = conn, rate
+        return oldest_head or oldest_idle or slowest_body
 
     def get(self, sock: socket.socket) -> Connection | None:
         with self._lock:

@@ -218,6 +218,12 @@ class Dispatcher:
             injected = service.control.take_injected()
             if injected is not None:
                 return injected
+        if route.streams and not exchange.hold():
+            return Reply(
+                503,
+                detail("the local service is holding as many long-lived answers as it can; try again shortly"),
+                {"Retry-After": "1"},
+            )
         request = Request(exchange, match, data, self.stopping)
         return route.handler(request, service)
 
@@ -256,7 +262,10 @@ def _check_page(browsers: tuple[str, ...], caller: Caller, origin: str | None, m
         why = f"{method} {path} is not for the service's own pages"
     else:
         why = f"{who} may not call {method} {path}: other sites must not read or write this service's runs"
-    if "cors" in browsers:
+    if "cors" in browsers and origin == "null":
+        # An opaque origin (a sandboxed frame, a file: page) names no site, so no flag can allow it.
+        how = "a page with an opaque origin (null: a sandboxed frame or a file: page) cannot be allowed; serve it over http"
+    elif "cors" in browsers:
         origin_hint = origin or "ORIGIN"
         how = (
             f"to let a web app you trust call it, start the service with --cors-origin {origin_hint} "

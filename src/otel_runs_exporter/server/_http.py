@@ -355,6 +355,40 @@ class Exchange:
 
     def read_body(self, limit: int | None) -> bytes:
         """The body as sent (still encoded): 411 without a length on POST/PATCH/PUT, 413 past ``limit``, 408 too slow."""
+        data = self._read_body(limit)
+        self._body_done()
+        return data
+
+    def discard_body(self) -> None:
+        """Throw the body away unread by anything: read up to 64 KiB of it, else close after answering.
+
+        Reading an early-refused request's body keeps the connection usable; a body
+        too large to bother with closes the connection instead. Malformed framing
+        is a 400 here too, whatever the route.
+        """
+        self._discard_body()
+        self._body_done()
+
+    def _body_done(self) -> None:
+        # From here the request is being answered: however long its handler takes, it is not a slow body.
+        slot = self._handler.slot
+        if slot is not None:
+            slot.answering()
+
+    def hold(self) -> bool:
+        """Count this connection apart, as a long-lived answer (a long poll); False when those are at their cap.
+
+        A held connection closes after its answer, so its slot is never a request slot again.
+        """
+        slot = self._handler.slot
+        if slot is None:
+            return True
+        if not self._handler.server.slots.open_stream(slot):
+            return False
+        self._handler.close_connection = True
+        return True
+
+    def _read_body(self, limit: int | None) -> bytes:
         chunked, length = self._framing()
         try:
             if chunked:
@@ -400,13 +434,7 @@ class Exchange:
                 raise Refuse(400, detail("malformed chunked body: a chunk is shorter than its size"), close=True)
             out += chunk
 
-    def discard_body(self) -> None:
-        """Throw the body away unread by anything: read up to 64 KiB of it, else close after answering.
-
-        Reading an early-refused request's body keeps the connection usable; a body
-        too large to bother with closes the connection instead. Malformed framing
-        is a 400 here too, whatever the route.
-        """
+    def _discard_body(self) -> None:
         chunked, length = self._framing()
         if chunked:
             try:
@@ -537,7 +565,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(payload)))
         for name, value in reply.headers.items():
             self.send_header(name, value)
-        if reply.close:
+        if reply.close or self.close_connection:
             self.send_header("Connection", "close")
             self.close_connection = True
         self.end_headers()

@@ -147,6 +147,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "/v2/auth/wait/{auth_id}", wait_for_auth, methods=GET, auth="key-or-bearer", faults="control", api_v1=False,
+        streams=True,
     ),
 )
 """Every route of the local service but the viewer's files, in the order paths are tried."""

@@ -181,7 +181,9 @@ class Route:
     (:mod:`._origins`): ``SAME_ORIGIN``, the viewer's own page; ``CORS_ORIGINS``, pages
     of the origins named with ``--cors-origin``; empty, no page at all (clients only).
     Any other page is refused with 403 before the rate limits, auth and the body.
-    ``streams`` is for an answer sent in pieces (none yet). ``enabled_by`` names a
+    ``streams`` marks a long-lived answer (a long poll): its connection leaves its
+    request slot for one of ``max_streams`` (503 when those are taken) and closes
+    after the answer, so waiting clients never use up the request slots. ``enabled_by`` names a
     boolean attribute of the service that turns the route on; while it is off, the
     path answers 404 to every method.
     """
