@@ -5,6 +5,7 @@ a chain of d runs cost ~59·d²/2 bytes wherever it was held. These are the big
 versions of the suite's small checks (``tests/reliability/test_rel_deep.py``)::
 
     python bench/deep_trees.py exporter --spans 5000            # both paths
+    python bench/deep_trees.py exporter --max-rss-mb 400        # CI's check: exit 1 past 400 MB or a span uncounted
     python bench/deep_trees.py service --trees 2000,2000,1000
 
 ``exporter``: a local service in its own process (``otel-runs serve``, in memory);
@@ -126,7 +127,9 @@ def _nest(path: str, spans: int, url: str) -> None:
     print(json.dumps(out), flush=True)
 
 
-def exporter(spans: int, paths: list[str]) -> None:
+def exporter(spans: int, paths: list[str], max_rss_mb: float | None = None) -> bool:
+    """Each path's figures; False when a path failed, lost a span uncounted or peaked past ``max_rss_mb``."""
+    good = True
     proc, url = _serve(":memory:")
     try:
         for path in paths:
@@ -136,12 +139,15 @@ def exporter(spans: int, paths: list[str]) -> None:
             result = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
             if done.returncode != 0 or not result:
                 print(json.dumps({"path": path, "error": done.stderr[-2000:]}))
+                good = False
                 continue
             out = json.loads(result)
             out["accounted"] = out["created"] == spans == out["delivered"] + sum(out["dropped"].values())
+            good = good and out["accounted"] and (max_rss_mb is None or out["peak_rss_mb"] <= max_rss_mb)
             print(json.dumps(out), flush=True)
     finally:
         _stop(proc)
+    return good
 
 
 def service(trees: list[int]) -> None:
@@ -184,11 +190,14 @@ def main() -> None:
     e = sub.add_parser("exporter", help="peak RSS of the exporter nesting --spans spans")
     e.add_argument("--spans", type=int, default=5000)
     e.add_argument("--path", choices=("processor", "exporter", "both"), default="both")
+    e.add_argument("--max-rss-mb", type=float, help="exit 1 if a path peaks past this (CI: 400, issue 23's bound)")
     s = sub.add_parser("service", help="database size and time for chains of the given depths")
     s.add_argument("--trees", default="2000,2000,1000", help="comma-separated chain depths")
     args = parser.parse_args()
     if args.what == "exporter":
-        exporter(args.spans, ["processor", "exporter"] if args.path == "both" else [args.path])
+        paths = ["processor", "exporter"] if args.path == "both" else [args.path]
+        if not exporter(args.spans, paths, args.max_rss_mb):
+            sys.exit(1)
     else:
         service([int(d) for d in args.trees.split(",")])
 
