@@ -258,14 +258,20 @@ class EventJoin:
             return LogEventCounts(self._joined, dict(self._dropped), self._pending_events)
 
     def close(self) -> None:
-        """Stop taking events (the path shut down); what is still pending is counted as ``shutdown``."""
+        """Stop taking events (the path shut down, having converted every run it could).
+
+        What still waits for a run is ``unmatched``: no run of this path took it (its
+        span was never seen here, or never ended), which a short-lived app finds out
+        only now, not after :data:`HOLD_S`. Events of converted runs whose late patch
+        was not sent are ``shutdown``.
+        """
         _joins.discard(self)
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             if self._pending_events:
-                self._drop("shutdown", self._pending_events)
+                self._drop("unmatched", self._pending_events, at_shutdown=True)
             late = sum(kept.new for kept in self._kept.values())
             if late:
                 self._drop("shutdown", late)
@@ -276,7 +282,7 @@ class EventJoin:
 
     # --- under the lock ----------------------------------------------------------------
 
-    def _drop(self, reason: str, n: int) -> None:
+    def _drop(self, reason: str, n: int, at_shutdown: bool = False) -> None:
         self._dropped[reason] = self._dropped.get(reason, 0) + n
         if reason in ("events_full", "events_bytes_full"):
             _rl.warning(
@@ -284,6 +290,13 @@ class EventJoin:
                 "GenAI log events waiting for their runs reached the cap (%d events, %d bytes); dropping new ones",
                 MAX_EVENTS,
                 MAX_BYTES,
+            )
+        elif reason == "unmatched" and at_shutdown:
+            _rl.warning(
+                "unmatched_at_shutdown",
+                "%d GenAI log events dropped at shutdown: no run took them (their span was not seen by this path, "
+                "or had not ended)",
+                n,
             )
         elif reason == "unmatched":
             _rl.warning(

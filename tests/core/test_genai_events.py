@@ -166,13 +166,15 @@ def test_kept_runs_are_bounded_the_oldest_forgotten(join, monkeypatch):
     assert join.late() == [] and dict(join.counts().dropped) == {"unmatched": 1}
 
 
-def test_close_counts_what_waits_and_stops_taking(join):
+def test_close_counts_what_waits_as_unmatched_says_so_and_stops_taking(join, caplog):
+    """A short-lived app's event for a span no run took: it was counted as a shutdown loss, with no warning."""
     span = ended_span()
     join.offer(key(span), event(), 10)
     join.close()
     join.offer(key(span), event(), 10)
     counts = join.counts()
-    assert (counts.held, dict(counts.dropped)) == (0, {"shutdown": 1})
+    assert (counts.held, dict(counts.dropped)) == (0, {"unmatched": 1})
+    assert "1 GenAI log events dropped at shutdown: no run took them" in caplog.text
     assert join not in _genai_events._joins.live()
 
 
