@@ -27,6 +27,22 @@ settings.register_profile(
 settings.load_profile("suite")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Every run draws from a seed it prints, so a failing draw is rerun as it was.
+
+    Chosen here, before hypothesis's own plugin reads the option, and handed to the
+    xdist workers with the other options; ``--hypothesis-seed=N`` still chooses it.
+    """
+    if getattr(config.option, "hypothesis_seed", "absent") is None:
+        config.option.hypothesis_seed = int.from_bytes(os.urandom(4), "big")
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    seed = getattr(config.option, "hypothesis_seed", None)
+    return f"hypothesis seed {seed}: rerun a failing draw with --hypothesis-seed={seed}" if seed is not None else None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The heaviest modules first, so the workers finish together.
 

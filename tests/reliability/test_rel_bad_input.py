@@ -279,9 +279,12 @@ def _coerced(value, limit):
 # _semconv: a streaming first-token marker becomes the run's one leading ``new_token`` event; a
 # GenAI message or choice event becomes inputs or outputs; the first ``exception`` event of a
 # span whose status is not an error becomes the run's error. Drawn often enough to be exercised.
-_FIRST_TOKEN_NAMES = ("new_token", "first_token", "gen_ai.first_token", "First Token Stream Event")
+# OpenLLMetry's per-chunk events of a stream mark the first token the same way and are consumed;
+# the GenAI conventions' one-event form of a call (inputs and outputs) is consumed like a message.
+_FIRST_TOKEN_NAMES = ("new_token", "first_token", "gen_ai.first_token", "First Token Stream Event",
+                      "gen_ai.content.completion.chunk", "llm.content.completion.chunk")
 _MESSAGE_NAMES = ("gen_ai.system.message", "gen_ai.user.message", "gen_ai.assistant.message", "gen_ai.tool.message",
-                  "gen_ai.choice")
+                  "gen_ai.choice", "gen_ai.client.inference.operation.details")
 _event_names = st.one_of(_texts.filter(bool), st.sampled_from(_FIRST_TOKEN_NAMES + _MESSAGE_NAMES + ("exception",)))
 
 
