@@ -667,7 +667,7 @@ def resolve(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] |
             if isinstance(raw, str) and decl.parse is not _str:
                 values[name] = _parse(decl, raw, f"argument {name}")
             else:
-                values[name] = raw
+                values[name] = _typed(decl, name, raw)
             continue
         values[name] = _from_env(decl, env)
     eu = values["region"] == "eu"
@@ -681,6 +681,52 @@ def resolve(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] |
             values[name] = _parse(_DECLS[name], str(values[name]), name)
     settings = Settings(**values)
     return settings
+
+
+def _real(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
+def _typed(decl: _Decl, name: str, value: Any) -> Any:
+    """An argument given as a value, not text: held to the range its variable's text is.
+
+    ``max_queue_size=0`` or ``timeout_s=-1`` passed in code skipped the parsers, and the
+    exporter then dropped every run or lost it in a traceback from ``requests``.
+    Seconds are seconds here, whatever unit the variable spells them in.
+
+    >>> _typed(_DECLS["timeout_s"], "timeout_s", 2)
+    2
+    >>> _typed(_DECLS["max_queue_size"], "max_queue_size", 0)
+    Traceback (most recent call last):
+    ...
+    otel_runs_exporter._errors.ConfigError: argument max_queue_size=0 is not valid: expected a whole number greater than 0
+    """
+    parse = decl.parse
+    if parse is _positive_int or parse is _non_negative_int:
+        least = 1 if parse is _positive_int else 0
+        good = isinstance(value, int) and not isinstance(value, bool) and value >= least
+        expected = "a whole number greater than 0" if least else "a whole number of 0 or more"
+    elif parse is _seconds or parse is _millis_to_seconds:
+        good = _real(value) and (0 < value if parse is _seconds else 0 <= value) and value < float("inf")
+        expected = "seconds, greater than 0" if parse is _seconds else "seconds, 0 or more"
+    elif parse is _backoff:
+        expected = "two numbers of seconds, (first, cap), with 0 < first <= cap"
+        good = (
+            isinstance(value, (tuple, list)) and len(value) == 2 and all(_real(v) for v in value)
+            and 0 < value[0] <= value[1] < float("inf")
+        )
+    elif parse is _bool:
+        # hide_inputs / hide_outputs also take a function, as the service's SDK's do.
+        callable_ok = name in ("hide_inputs", "hide_outputs")
+        good = isinstance(value, bool) or (callable_ok and callable(value))
+        expected = "true, false or a function" if callable_ok else "true or false"
+    elif isinstance(decl.default, str):  # a choice or a name: text only
+        good, expected = isinstance(value, str), "text"
+    else:
+        return value  # a callable (mask), a mapping (headers), a path: checked where they are used
+    if not good:
+        raise ConfigError(f"argument {name}={value!r} is not valid: expected {expected}")
+    return tuple(value) if parse is _backoff else value
 
 
 def _from_env(decl: _Decl, env: Mapping[str, str]) -> Any:

@@ -138,6 +138,26 @@ def test_a_malformed_essential_variable_is_a_config_error_naming_it_and_what_is_
         ("max_queue_size", "0", "a whole number greater than 0"),
         ("mode", "fast", "one of auto, multipart, basic"),
         ("schedule_delay_s", "-5", "milliseconds, 0 or more"),
+        # Typed values were stored as given: max_queue_size=0 dropped every run, timeout_s=-1 lost
+        # its run in a traceback from requests, max_export_batch_size=-3 made every flush fail.
+        ("max_queue_size", 0, "a whole number greater than 0"),
+        ("max_queue_size", -1, "a whole number greater than 0"),
+        ("max_export_batch_size", -3, "a whole number greater than 0"),
+        ("max_queue_size", 2.5, "a whole number greater than 0"),
+        ("max_queue_size", True, "a whole number greater than 0"),
+        ("max_value_chars", -1, "a whole number of 0 or more"),
+        ("timeout_s", -1.0, "seconds, greater than 0"),
+        ("timeout_s", 0, "seconds, greater than 0"),
+        ("timeout_s", float("nan"), "seconds, greater than 0"),
+        ("timeout_s", float("inf"), "seconds, greater than 0"),
+        ("export_timeout_s", -5.0, "seconds, 0 or more"),
+        ("schedule_delay_s", -1.0, "seconds, 0 or more"),
+        ("retry_backoff", (2.0, 1.0), "two numbers of seconds, (first, cap), with 0 < first <= cap"),
+        ("retry_backoff", (0, 1.0), "two numbers of seconds, (first, cap), with 0 < first <= cap"),
+        ("hide_inputs", "maybe", "true or false"),
+        ("hide_inputs", 1, "true, false or a function"),
+        ("scrub_secrets", 1, "true or false"),
+        ("mode", 3, "text"),
     ],
 )
 def test_a_malformed_tuning_argument_is_still_a_config_error(name, value, expected):
@@ -147,6 +167,16 @@ def test_a_malformed_tuning_argument_is_still_a_config_error(name, value, expect
     assert f"argument {name}={value!r} is not valid: expected {expected}" == str(info.value)
     with pytest.raises(ConfigError, match=f"argument {name}="):
         RunsSpanProcessor(endpoint="http://127.0.0.1:9", **{name: value})
+
+
+def test_typed_arguments_in_range_are_taken_as_given():
+    settings = resolve(
+        {"max_queue_size": 5, "max_value_chars": 0, "timeout_s": 0.5, "export_timeout_s": 0, "schedule_delay_s": 0.05,
+         "retry_backoff": [0.1, 2], "hide_inputs": True, "mode": "basic"},
+        env={},
+    )
+    assert (settings.max_queue_size, settings.max_value_chars, settings.timeout_s, settings.export_timeout_s) == (5, 0, 0.5, 0)
+    assert (settings.schedule_delay_s, settings.retry_backoff, settings.hide_inputs) == (0.05, (0.1, 2), True)
 
 
 def test_a_malformed_secret_is_refused_without_being_shown():
