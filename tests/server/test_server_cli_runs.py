@@ -209,3 +209,9 @@ def test_relative_and_iso_times() -> None:
     assert _time("2025-03-01") == datetime(2025, 3, 1, tzinfo=timezone.utc)  # no offset: UTC
     assert _time("2025-03-01T13:00:00+01:00") == datetime(2025, 3, 1, 12, tzinfo=timezone.utc)
     assert _time("2025-03-01T12:00:00Z") == datetime(2025, 3, 1, 12, tzinfo=timezone.utc)
+
+
+def test_tree_counts_one_run_as_one_run(filled: Filled, capsys: pytest.CaptureFixture[str]) -> None:
+    """It said "(1 runs)"; ``runs list`` already said "(1 run)"."""
+    assert cli.main(["runs", "tree", filled.id("orphan"), "--db", str(filled.db)]) == 0
+    assert capsys.readouterr().out.startswith(f"trace {filled.id('orphan')}  (1 run)\n")

@@ -31,6 +31,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from .._logging import n_runs
 from . import _output as output
 from ._local import DB_ERRORS, add_db, default_db_path
 
@@ -411,7 +412,7 @@ def cmd_runs_tree(args: argparse.Namespace) -> int:
             for run in _tree_order(runs):
                 _json_line(run)
         else:
-            output.say(f"trace {trace_id}  ({len(runs)} runs)")
+            output.say(f"trace {trace_id}  ({n_runs(len(runs))})")
             output.say(render_tree(runs))
         if args.url:
             # With --json the link goes to stderr, so stdout stays one JSON object a line.
