@@ -106,3 +106,19 @@ def test_the_license_file_is_the_one_pyproject_declares_and_ships() -> None:
     # What pip installed says so too, and names the file it carries.
     installed = metadata("otel-runs-exporter")
     assert installed["License-Expression"] == "MIT" and "LICENSE" in (installed.get_all("License-File") or [])
+
+
+def test_the_compared_with_figures_are_the_benchmarks() -> None:
+    """'Figures only where we measured them': every number in the comparison is one BENCHMARKS.md reports."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    benchmarks = (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Compared with") :]
+    table = section[: section.index("\n\n", section.index("| |"))]
+    figures = set()
+    for row in table.splitlines()[2:]:
+        for cell in row.split("|")[2:]:
+            cell = re.sub(r"`[^`]*`", "", cell)  # names such as /otel/v1/traces are not figures
+            figures |= {f for f in re.findall(r"\d[\d,.]*\d|\d", cell) if f not in {"0", "100"}}
+    assert {"71", "82", "1,752", "98,974", "2,560", "2,558"} <= figures  # the parse still finds the table
+    missing = sorted(f for f in figures if not re.search(rf"(?<![\d,.]){re.escape(f)}(?![\d,])", benchmarks))
+    assert missing == [], f"figures in README's 'Compared with' that BENCHMARKS.md does not report: {missing}"
