@@ -3,6 +3,7 @@
     python bench/run.py                     # full run (~12 min on 2 cores), rewrites the results in BENCHMARKS.md
     python bench/run.py --smoke             # seconds: every installed contender, tiny counts, no charts
     python bench/run.py --out other.md --json results.json --scale 0.5
+    python bench/run.py --rounds 3 --skip latency,memory,waker   # interleaved rounds: every headline with its spread
 
 Starts the sink (``sink.py``) as its own process, checks it can absorb more
 than any contender produces, computes the "limit" row, then runs every
@@ -251,6 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=None, help="Markdown file whose results block is rewritten (default: BENCHMARKS.md unless --smoke)")
     p.add_argument("--json", default=None, help="where to write all measurements (default: bench/results.json unless --smoke)")
     p.add_argument("--scale", type=float, default=1.0, help="multiply span counts (e.g. 0.25 for a quicker look)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="throughput rounds, interleaved: each round runs every workload's contenders in turn, in an order "
+                        "rotated per round, so a slow spell of the machine falls on all of them; ratios are taken within a "
+                        "round and reported as the median and spread over rounds")
     p.add_argument("--contenders", default=",".join(CONTENDERS), help="comma-separated subset")
     p.add_argument("--workloads", default=None, help="comma-separated subset of throughput workloads")
     p.add_argument("--skip", default="", help="comma-separated phases to skip: throughput,latency,memory,waker")
@@ -296,7 +301,10 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {
         "machine": machine(),
         "code": measured_code(),
-        "command": "python bench/run.py" + (" --smoke" if a.smoke else "") + (f" --scale {a.scale}" if a.scale != 1.0 else ""),
+        "command": "python bench/run.py" + (" --smoke" if a.smoke else "") + (f" --scale {a.scale}" if a.scale != 1.0 else "")
+        + (f" --rounds {a.rounds}" if a.rounds != 1 else "") + (f" --skip {a.skip}" if a.skip else "")
+        + (f" --workloads {a.workloads}" if a.workloads else "") + (f" --contenders {a.contenders}" if a.contenders != ",".join(CONTENDERS) else ""),
+        "rounds": max(1, a.rounds),
         "spans": sizes,
         "missing": missing,
         "missing_why": why_missing,
@@ -325,11 +333,15 @@ def main(argv: list[str] | None = None) -> int:
                 # Every contender once, rotating through payloads, shapes and thread counts.
                 plan = [(c, workloads[(i * 5) % len(workloads)]) for i, c in enumerate(contenders)]
             else:
-                plan = [(c, w) for w in workloads for c in contenders]
-            for c, w in plan:
+                plan = []
+                for rnd in range(max(1, a.rounds)):
+                    turn = contenders[rnd % len(contenders):] + contenders[: rnd % len(contenders)]
+                    plan += [(c, w, rnd) for w in workloads for c in turn]
+            for c, w, *rnd in plan:
                 r = run_one(sink, c, w.name, sizes[w.payload], "throughput")
+                r["round"] = rnd[0] if rnd else 0
                 results["throughput"].append(r)
-                print(_line(r), flush=True)
+                print(f"r{r['round']} " + _line(r), flush=True)
 
         delivering = [c for c in contenders if c != "floor"]
         if "latency" not in skip:
