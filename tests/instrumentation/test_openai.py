@@ -484,3 +484,11 @@ def test_content_keywords_become_attributes_only_when_capturing(op, kwargs, expe
     with_content = op.request_attributes(None, kwargs, capture=True)
     assert {k: v for k, v in with_content.items() if k not in without} == expected
     assert not set(expected) & set(without)
+
+
+def test_the_shared_table_helpers_doctests():
+    import doctest
+
+    from otel_runs_exporter.instrumentation import _genai
+
+    assert doctest.testmod(_genai).failed == 0

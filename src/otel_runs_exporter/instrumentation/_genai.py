@@ -228,6 +228,16 @@ def usage_rows(**paths: str) -> tuple[Attr, ...]:
     return tuple(Attr(path, _USAGE_ATTRIBUTES[kind], count) for kind, path in paths.items())
 
 
+def response_rows(finish_reasons: Attr, *more: Attr, **usage: str) -> tuple[Attr, ...]:
+    """A chat response's table: its model and id, ``finish_reasons``, any ``more`` rows, then its token counts.
+
+    >>> [row.attribute for row in response_rows(Attr("choices", "gen_ai.response.finish_reasons"),
+    ...                                          output="usage.completion_tokens")]
+    ['gen_ai.response.model', 'gen_ai.response.id', 'gen_ai.response.finish_reasons', 'gen_ai.usage.output_tokens']
+    """
+    return (RESPONSE_MODEL, RESPONSE_ID, finish_reasons, *more, *usage_rows(**usage))
+
+
 def server_attributes(instance: Any) -> dict[str, Any]:
     """``server.address`` / ``server.port`` from the resource's client ``base_url``."""
     try:

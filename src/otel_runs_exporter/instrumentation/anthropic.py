@@ -36,8 +36,6 @@ from opentelemetry import trace
 from . import _genai
 from ._genai import (
     REQUEST_MODEL,
-    RESPONSE_ID,
-    RESPONSE_MODEL,
     SAMPLING,
     STREAM,
     TOOLS,
@@ -55,10 +53,10 @@ from ._genai import (
     json_of,
     message,
     read_attributes,
+    response_rows,
     text_part,
     tool_call_part,
     tool_response_part,
-    usage_rows,
 )
 
 __all__ = ["RunsAnthropicInstrumentor"]
@@ -152,17 +150,14 @@ _REQUEST = (
     TOOLS,
 )
 
-_RESPONSE = (
-    RESPONSE_MODEL,
-    RESPONSE_ID,
+_RESPONSE = response_rows(
     Attr("stop_reason", "gen_ai.response.finish_reasons", _finish_reasons),
+    # The conventions count every input token; Anthropic's input_tokens leaves the cached ones out.
     Attr("usage", "gen_ai.usage.input_tokens", _input_tokens),
-    *usage_rows(
-        output="usage.output_tokens",
-        cache_read="usage.cache_read_input_tokens",
-        cache_write="usage.cache_creation_input_tokens",
-        reasoning="usage.output_tokens_details.thinking_tokens",
-    ),
+    output="usage.output_tokens",
+    cache_read="usage.cache_read_input_tokens",
+    cache_write="usage.cache_creation_input_tokens",
+    reasoning="usage.output_tokens_details.thinking_tokens",
 )
 
 

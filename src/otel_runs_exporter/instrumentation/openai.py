@@ -27,7 +27,6 @@ from typing import Any, Collection, Mapping
 from . import _genai
 from ._genai import (
     REQUEST_MODEL,
-    RESPONSE_ID,
     RESPONSE_MODEL,
     SAMPLING,
     STREAM,
@@ -44,6 +43,7 @@ from ._genai import (
     json_of,
     message,
     read_attributes,
+    response_rows,
     text_part,
     tool_call_part,
     tool_response_part,
@@ -235,16 +235,12 @@ _CHAT_REQUEST = (
     TOOLS,
 )
 
-_CHAT_RESPONSE = (
-    RESPONSE_MODEL,
-    RESPONSE_ID,
+_CHAT_RESPONSE = response_rows(
     Attr("choices", "gen_ai.response.finish_reasons", _finish_reasons),
-    *usage_rows(
-        input="usage.prompt_tokens",
-        output="usage.completion_tokens",
-        cache_read="usage.prompt_tokens_details.cached_tokens",
-        reasoning="usage.completion_tokens_details.reasoning_tokens",
-    ),
+    input="usage.prompt_tokens",
+    output="usage.completion_tokens",
+    cache_read="usage.prompt_tokens_details.cached_tokens",
+    reasoning="usage.completion_tokens_details.reasoning_tokens",
 )
 
 _EMBEDDINGS_REQUEST = (
@@ -274,17 +270,13 @@ _RESPONSES_REQUEST = (
     TOOLS,
 )
 
-_RESPONSES_RESPONSE = (
-    RESPONSE_MODEL,
-    RESPONSE_ID,
+_RESPONSES_RESPONSE = response_rows(
     # Drawn from the status and the output items together, so the row reads the whole response.
     Attr("", "gen_ai.response.finish_reasons", _responses_finish_reasons),
-    *usage_rows(
-        input="usage.input_tokens",
-        output="usage.output_tokens",
-        cache_read="usage.input_tokens_details.cached_tokens",
-        reasoning="usage.output_tokens_details.reasoning_tokens",
-    ),
+    input="usage.input_tokens",
+    output="usage.output_tokens",
+    cache_read="usage.input_tokens_details.cached_tokens",
+    reasoning="usage.output_tokens_details.reasoning_tokens",
 )
 
 
