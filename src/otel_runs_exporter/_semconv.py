@@ -774,6 +774,27 @@ def _anthropic_content(content: Any, tool_calls: list[dict[str, Any]], results: 
     return rest or None
 
 
+def _plain_text_message(raw: dict[str, Any]) -> dict[str, Any] | None:
+    """The commonest GenAI message, ``{"role", "parts": [{"type": "text", "content"}]}`` with one text part, read
+    in one step; None for any other shape, which :func:`_message` reads in full.
+
+    The result is what the full reading (:func:`_read_message`) gives for it; a test compares the two.
+    """
+    if len(raw) != 2:
+        return None
+    speaker = raw.get("role")
+    parts = raw.get("parts")
+    if not isinstance(speaker, str) or not speaker or type(parts) is not list or len(parts) != 1:
+        return None
+    part = parts[0]
+    if type(part) is not dict or len(part) != 2 or part.get("type") != "text":
+        return None
+    text = part.get("content")
+    if type(text) is not str:
+        return None
+    return {"role": speaker, "content": text}
+
+
 def _message(raw: Any, role: str | None = None) -> list[dict[str, Any]]:
     """Normalize one message of any convention; may yield several (tool results).
 
@@ -786,6 +807,14 @@ def _message(raw: Any, role: str | None = None) -> list[dict[str, Any]]:
         return [{"role": role or "user", "content": raw}]
     if not isinstance(raw, dict):
         return []
+    simple = _plain_text_message(raw)
+    if simple is not None:
+        return [simple]
+    return _read_message(raw, role)
+
+
+def _read_message(raw: dict[str, Any], role: str | None) -> list[dict[str, Any]]:
+    """:func:`_message`'s full reading of a message object, whatever its convention."""
     if "role" not in raw and "type" in raw:
         raw = _langchain_message(raw) or raw
     if isinstance(raw.get("message"), (dict, str)) and "role" not in raw and "content" not in raw:

@@ -1753,3 +1753,28 @@ def test_tool_call_arguments_orjson_cannot_write_are_kept_as_text():
     m = map_span({"llm.input_messages.0.message.tool_calls.0.tool_call": {"arguments": -(2**63) - 1}})
     assert m.inputs == {"messages": [{"role": "user", "content": None, "tool_calls": [
         {"type": "function", "function": {"name": None, "arguments": str(-(2**63) - 1)}}]}]}
+
+
+@_given(
+    role=_st.one_of(_st.sampled_from(["user", "assistant", "system", "tool", ""]), _st.text(max_size=8), _st.none(),
+                    _st.integers()),
+    text=_st.one_of(
+        _st.text(max_size=20), _st.sampled_from(["[1]", '[{"type": "text"}]', "{}", " padded ", ""]), _st.none(),
+        _st.integers(),
+    ),
+    extra=_st.dictionaries(_st.sampled_from(["type", "id", "finish_reason", "name"]), _st.text(max_size=5), max_size=2),
+    part_type=_st.sampled_from(["text", "tool_call", "image"]),
+)
+def test_the_plain_text_message_fast_path_reads_as_the_full_path(role, text, extra, part_type):
+    """Performance round 3's shortcut for the commonest GenAI message gives what the full reading gives."""
+    from otel_runs_exporter._semconv import _plain_text_message, _read_message
+
+    for raw in (
+        {"role": role, "parts": [{"type": part_type, "content": text}]},
+        {"role": role, "parts": [{"type": part_type, "content": text, **extra}]},
+        {"role": role, "parts": [{"type": part_type, "content": text}], **extra},
+        {"role": role, "parts": [{"type": "text", "content": text}, {"type": "text", "content": "b"}]},
+    ):
+        fast = _plain_text_message(raw)
+        if fast is not None:
+            assert [fast] == _read_message(raw, None), raw
