@@ -80,6 +80,9 @@ class Choice:
         self._skipped_ended: OrderedDict[int, tuple[RunNode | None, RunIds | None]] = OrderedDict()
         self._waiting: dict[RunNode, _Waiting] = {}
         self._left_out: OrderedDict[RunNode, _Waiting] = OrderedDict()  # roots left out, for late children
+        # Open runs of a kept trace whose early post was refused at the byte bound (counted there):
+        # like a span refused at its start, their end is not queued.
+        self._refused: set[RunNode] = set()
         renew_in_child(self)
 
     @classmethod
@@ -181,6 +184,9 @@ class Choice:
             entry = self._waiting.get(node)
             if entry is not None and self._leave_out(entry, node):
                 return False
+        if self._refused and node in self._refused:
+            self._refused.discard(node)
+            return False
         tail = self._tail
         if tail is None:
             return True
@@ -245,8 +251,10 @@ class Choice:
         if not decision.keep:
             return  # open runs of the trace are sampled out at their end
         for span, node in decision.open:
-            if node not in self._waiting:  # a root still waiting is posted when a kept descendant comes
-                worker.submit("post", span, node)  # early: its held children are about to arrive under it
+            # Early, as their held children are about to arrive under them; a root still waiting is
+            # posted when a kept descendant comes.
+            if node not in self._waiting and not worker.submit("post", span, node):
+                self._refused.add(node)
         # Parents first: a run whose post never went out goes whole, with its end.
         for span, node in sorted(decision.ended, key=lambda item: item[0].start_time or 0):
             worker.submit("patch", span, node)
@@ -257,7 +265,9 @@ class Choice:
         A left-out span hands on its place; a waiting root is kept, since its run now has a child.
         """
         if node is None:
-            return self.spliced(span_id)
+            node, remote = self.spliced(span_id)
+            if node is None:
+                return None, remote
         entry = self._waiting.get(node) or self._left_out.get(node)
         if entry is not None and not self._keep_waiting(entry, node):
             return None, entry.remote

@@ -109,6 +109,9 @@ class RunsSpanExporter(SpanExporter):
         self._held_parent: dict[_Key, _Key] = {}  # held span -> its parent's key
         self._held_count = 0
         self._hold = TraceHold.from_settings(self._settings)  # traces waiting for their sampling decision
+        # OTel trace ids of the local roots placed since the last _sample: their traces are decided
+        # there (a span sent as a root only because the hold above ran out of patience is not one).
+        self._roots: list[int] = []
         self._delivery = Delivery(self._settings, Transport(self._settings, clock=self._clock))
         self._send_lock = threading.Lock()  # export() and force_flush() may race; one sender at a time
 
@@ -203,6 +206,7 @@ class RunsSpanExporter(SpanExporter):
             parent = span.parent
             if parent is None or not parent.is_valid:
                 self._resolve(span, None, ready)
+                self._roots.append(ctx.trace_id)
                 continue
             key = (ctx.trace_id, parent.span_id)
             parent_ids = self._resolved.get(key, _UNKNOWN)
@@ -215,6 +219,7 @@ class RunsSpanExporter(SpanExporter):
                 # open spans: Logfire re-attaches a propagated copy of the context for
                 # the log it writes when a stream ends.
                 self._resolve(span, None, ready)
+                self._roots.append(ctx.trace_id)
             else:
                 self._held.setdefault(key, {})[ctx.span_id] = span
                 self._held_order.append((key, ctx.span_id, now))
@@ -316,12 +321,12 @@ class RunsSpanExporter(SpanExporter):
     def _sample(self, ready: list[tuple[ReadableSpan, RunIds]], closing: bool = False) -> list[tuple[ReadableSpan, RunIds]]:
         """The runs to send now: a trace the rate does not keep waits for its root (or an error, a slow run)."""
         tail, hold = self._tail, self._hold
+        roots, self._roots = self._roots, []
         if tail is None or hold is None:
             return ready
         ledger = self._ledger
         now = time.monotonic()
         send: list[tuple[ReadableSpan, RunIds]] = []
-        roots: list[int] = []
         for span, ids in ready:
             trace_id = span.context.trace_id
             decided = True if tail.rate_keeps(trace_id) else hold.decision(trace_id)
@@ -336,10 +341,9 @@ class RunsSpanExporter(SpanExporter):
             why = tail.rescues(span) if decision is None else None
             if why is not None:
                 decision = hold.decide(trace_id, True, why)
-            elif span.parent is None or (ids.parent_run_id is None and ids.depth_limit_parent is None):
-                roots.append(trace_id)  # decided once the spans held under it in this batch are in too
             if decision is not None:
                 self._settle(decision, send)
+        # A root decides its trace once the spans held under it, placed with it, are in too.
         for trace_id in roots:
             root_decision = hold.decide(trace_id, False, "root")
             if root_decision is not None:

@@ -67,6 +67,7 @@ GENAI_SCOPES: Final[tuple[tuple[str, str], ...]] = (
     ("openinference.instrumentation.", "OpenInference: openai, langchain and every other framework of theirs"),
     ("opentelemetry.instrumentation.openai", "OpenLLMetry openai, and OpenTelemetry's openai-v2 (openai_v2)"),
     ("opentelemetry.instrumentation.anthropic", "OpenLLMetry anthropic"),
+    ("opentelemetry.util.genai", "OpenTelemetry's GenAI utilities, which openai-v2 traces through in its latest mode"),
     ("pydantic-ai", "pydantic-ai's Instrumentation"),
     ("logfire.openai", "Logfire's instrument_openai"),
     ("logfire.anthropic", "Logfire's instrument_anthropic"),
