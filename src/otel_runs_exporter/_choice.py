@@ -83,6 +83,12 @@ class Choice:
         # Open runs of a kept trace whose early post was refused at the byte bound (counted there):
         # like a span refused at its start, their end is not queued.
         self._refused: set[RunNode] = set()
+        # Nodes of held runs that ended, then of kept ones, by span id, for children that start later.
+        # The processor does not remember these: a node of a run never converted keeps its span alive,
+        # which for a trace sampled out would be memory held past its decision.
+        self._held_nodes: dict[int, RunNode] = {}
+        self._kept_ended: OrderedDict[int, RunNode] = OrderedDict()
+        self._ended = 0  # held runs ended, to look at the hold's ages every so many
         renew_in_child(self)
 
     @classmethod
@@ -98,8 +104,13 @@ class Choice:
     # --- on_start -------------------------------------------------------------------
 
     def spliced(self, span_id: int) -> tuple[RunNode | None, RunIds | None]:
-        """The place a child of ``span_id`` takes when that span was left out; (None, None) otherwise."""
-        return self._skipped.get(span_id) or self._skipped_ended.get(span_id) or _NOWHERE
+        """Where a child of ``span_id`` goes when the processor does not know that span as a run:
+        a left-out span's place, or a held (or just kept) run that ended; (None, None) otherwise."""
+        place = self._skipped.get(span_id) or self._skipped_ended.get(span_id)
+        if place is not None:
+            return place
+        node = self._held_nodes.get(span_id) or self._kept_ended.get(span_id)
+        return (node, None) if node is not None else _NOWHERE
 
     def started(self, span: Any, span_id: int, trace_id: int, parent: RunNode | None, remote: RunIds | None) -> RunNode | None:
         """Decide a starting span; its node for the processor to keep, or None when it has no run.
@@ -111,16 +122,37 @@ class Choice:
             # Left out: its children take its place, under its nearest kept ancestor.
             self._skipped[span_id] = (parent, remote)
             return None
+        tail = self._tail
+        held = tail is not None and not tail.rate_keeps(trace_id)
+        if held and self._out(trace_id):
+            return None  # its trace is not sent: no node, no work (sampled out at its end)
+        # else held: a trace the rate does not keep, which an error or a slow run may still keep
         if parent is not None and (self._waiting or self._left_out):
             entry = self._waiting.get(parent) or self._left_out.get(parent)
             if entry is not None and not self._keep_waiting(entry, parent):
                 parent, remote = None, entry.remote  # its root was left out: this run starts the tree here
         node = RunNode(span, parent, remote)
-        if verdict == ROOT:
-            self._waiting[node] = _Waiting(span, remote)
-            self._hold_start(span, span_id, trace_id, node, root=True, post=False)
-            return node
-        return node if self._hold_start(span, span_id, trace_id, node, root=parent is None, post=True) else None
+        root = verdict == ROOT
+        if root:
+            self._waiting[node] = _Waiting(span, remote)  # its post waits for a kept descendant
+        if not held:
+            return node if root or self._worker.submit("post", span, node) else None
+        hold = self._worker.hold
+        assert hold is not None  # made with the tail rule, from the same setting
+        with self._lock:
+            decided = hold.decision(trace_id)
+            if decided is None:
+                self._apply(hold.start(trace_id, span_id, (span, node, span_id), root or parent is None))
+            elif decided and not root and not self._worker.submit("post", span, node):
+                return None  # kept meanwhile, and refused at the byte bound (counted there)
+        return node
+
+    def _out(self, trace_id: int) -> bool:
+        """For a trace the rate does not keep: whether it is sure not to be sent (nothing could keep it,
+        or it was decided)."""
+        assert self._tail is not None
+        hold = self._worker.hold
+        return hold is None or not self._tail.can_rescue or hold.decision(trace_id) is False
 
     def _keep_waiting(self, entry: _Waiting, node: RunNode) -> bool:
         """A kept run is about to hang under a waiting root: queue the root's post first. False when the
@@ -146,43 +178,37 @@ class Choice:
         hold = self._worker.hold
         return hold is not None and hold.decision(trace_id) is True
 
-    def _hold_start(self, span: Any, span_id: int, trace_id: int, node: RunNode, root: bool, post: bool) -> bool:
-        """Queue the run's early post (``post``), or hold it with its trace. False: refused at the byte bound."""
-        tail = self._tail
-        if tail is None or tail.rate_keeps(trace_id):
-            return self._worker.submit("post", span, node) if post else True
-        hold = self._worker.hold
-        if hold is None or not tail.can_rescue:
-            return True  # dropped by the rate, and nothing could keep it: sampled out at its end
-        with self._lock:
-            decided = hold.decision(trace_id)
-            if decided is True:
-                return self._worker.submit("post", span, node) if post else True
-            if decided is None:
-                decision = hold.start(trace_id, span_id, (span, node), root, time.monotonic())
-                if decision is not None:
-                    self._apply(decision)
-        return True
-
     # --- on_end ---------------------------------------------------------------------
 
     def ended_without_run(self, span: Any) -> None:
-        """A span with no node ended: one left out is counted, and remembered for late children."""
-        span_id = span.context.span_id
+        """A span with no node ended: one left out or sampled out at its start is counted."""
+        ctx = span.context
+        span_id = ctx.span_id
         place = self._skipped.pop(span_id, None)
-        if place is None:
-            return  # not sampled, started before the processor, or refused at the door (counted there)
+        if place is not None:
+            ended = self._skipped_ended
+            ended[span_id] = place
+            if len(ended) > _ENDED_MAX:
+                ended.popitem(last=False)
+            self._worker.ledger.filtered()
+            return
+        tail = self._tail
+        if tail is not None and ctx.trace_flags.sampled and not tail.rate_keeps(ctx.trace_id) and self._out(ctx.trace_id):
+            self._worker.ledger.sampled_out()
+        # else: not sampled, started before the processor, or refused at the door (counted there)
+
+    def _remember_skipped(self, span_id: int, place: tuple[RunNode | None, RunIds | None]) -> None:
         ended = self._skipped_ended
         ended[span_id] = place
         if len(ended) > _ENDED_MAX:
             ended.popitem(last=False)
-        self._worker.ledger.filtered()
 
     def ended(self, span: Any, node: RunNode) -> bool:
-        """A span with a node ended: True when its end is to be queued now (the processor's patch)."""
+        """A span with a node ended: True when it is a run to remember and whose end is queued now
+        (the processor's patch); False when it is left out, held, or sampled out."""
         if self._waiting:
             entry = self._waiting.get(node)
-            if entry is not None and self._leave_out(entry, node):
+            if entry is not None and self._leave_out(entry, node, span.context.span_id):
                 return False
         if self._refused and node in self._refused:
             self._refused.discard(node)
@@ -194,70 +220,81 @@ class Choice:
         trace_id = ctx.trace_id
         if tail.rate_keeps(trace_id):
             return True
-        ledger = self._worker.ledger
         hold = self._worker.hold
-        if hold is None or not tail.can_rescue:
-            ledger.sampled_out()
-            return False
-        why = tail.rescues(span)
-        size = span_bytes(span)
+        assert hold is not None  # made with the tail rule, from the same setting
+        span_id = ctx.span_id
+        events = span.events
+        why = tail.rescues(span, events)
+        size = span_bytes(span, events)
         with self._lock:
-            decided = hold.decision(trace_id)
-            if decided is not None or not hold.holds(trace_id):
-                if decided is True:
+            last_root = hold.end(trace_id, span_id, size)
+            if last_root is None:  # its trace was decided without it
+                if hold.decision(trace_id) is True:
                     return True
-                ledger.sampled_out()  # its trace was decided without it (or before this processor knew it)
+                self._worker.ledger.sampled_out()
                 return False
-            last_root = hold.end(trace_id, ctx.span_id, size)
-            ledger.hold()
+            self._held_nodes[span_id] = node
             if why is not None:
-                decision = hold.decide(trace_id, True, why)
-            else:
-                decision = hold.decide(trace_id, False, "root") if last_root else None
-            if decision is not None:
-                self._apply(decision)
-            for expired in hold.expire(time.monotonic()):
-                self._apply(expired)
+                self._apply(hold.decide(trace_id, True, why))
+            elif last_root:
+                self._apply(hold.decide(trace_id, False, "root"))
+            self._ended += 1
+            if not self._ended & 255 or hold.bytes > hold.max_bytes:
+                # Ages are looked at every 256 ends (and at each flush): the bound is minutes.
+                for expired in hold.expire(time.monotonic()):
+                    self._apply(expired)
         return False
 
-    def _leave_out(self, entry: _Waiting, node: RunNode) -> bool:
+    def _leave_out(self, entry: _Waiting, node: RunNode, span_id: int) -> bool:
         """A waiting root ended: with no kept descendant it is left out (True); else it is a run (False)."""
         with self._lock:
             if entry.state == _Waiting.KEPT:
                 return False
             self._waiting.pop(node, None)
+            # For children that start after it ended: those that found its node, and those that will not.
             left = self._left_out
-            left[node] = entry  # for children that start after it ended
+            left[node] = entry
             if len(left) > _ENDED_MAX:
                 left.popitem(last=False)
+            self._remember_skipped(span_id, (None, entry.remote))
             if entry.state == _Waiting.REFUSED:
                 return True  # counted as dropped when its post was refused
             entry.state = _Waiting.LEFT_OUT
             self._worker.ledger.filtered()
             hold = self._worker.hold
-            ctx = entry.span.get_span_context()
-            if hold is not None and hold.holds(ctx.trace_id) and hold.end(ctx.trace_id, ctx.span_id, 0, keep_item=False):
-                decision = hold.decide(ctx.trace_id, False, "root")
+            trace_id = entry.span.get_span_context().trace_id
+            if hold is not None and hold.holds(trace_id) and hold.end(trace_id, span_id, 0, keep_item=False):
+                decision = hold.decide(trace_id, False, "root")
                 if decision is not None:
                     self._apply(decision)
             return True
 
     # --- decisions ------------------------------------------------------------------
 
-    def _apply(self, decision: Decision) -> None:
+    def _apply(self, decision: Decision | None) -> None:
         """Count a held trace's decision, and queue it when kept. Called under the lock."""
+        if decision is None:
+            return
         worker = self._worker
+        held_nodes = self._held_nodes
         worker.ledger.decided(len(decision.ended), decision.keep, decision.reason if decision.reason in BOUNDS else None)
         if not decision.keep:
+            for _, _, span_id in decision.ended:
+                held_nodes.pop(span_id, None)
             return  # open runs of the trace are sampled out at their end
-        for span, node in decision.open:
+        for span, node, _ in decision.open:
             # Early, as their held children are about to arrive under them; a root still waiting is
             # posted when a kept descendant comes.
             if node not in self._waiting and not worker.submit("post", span, node):
                 self._refused.add(node)
         # Parents first: a run whose post never went out goes whole, with its end.
-        for span, node in sorted(decision.ended, key=lambda item: item[0].start_time or 0):
+        kept = self._kept_ended
+        for span, node, span_id in sorted(decision.ended, key=lambda item: item[0].start_time or 0):
             worker.submit("patch", span, node)
+            held_nodes.pop(span_id, None)
+            kept[span_id] = node
+            if len(kept) > _ENDED_MAX:
+                kept.popitem(last=False)
 
     def handed_on(self, span_id: int, node: RunNode | None) -> tuple[RunNode | None, RunIds | None]:
         """The run a child of ``span_id`` in another process (or of the langsmith SDK) hangs under.

@@ -191,7 +191,9 @@ class RunsSpanExporter(SpanExporter):
 
     def stats(self) -> ExporterStats:
         events = self._events.counts() if self._events is not None else None
-        return self._ledger.snapshot(self._delivery.transport.counts, held=self._held_count, log_events=events)
+        held = self._hold.runs if self._hold is not None else 0
+        return self._ledger.snapshot(self._delivery.transport.counts, held=self._held_count, log_events=events,
+                                     sampling_held=held)
 
     # --- the holding area ----------------------------------------------------------
 
@@ -336,7 +338,6 @@ class RunsSpanExporter(SpanExporter):
             if decided is False or not tail.can_rescue:
                 ledger.sampled_out()
                 continue
-            ledger.hold()
             decision = hold.add(trace_id, (span, ids), span_bytes(span), now)
             why = tail.rescues(span) if decision is None else None
             if why is not None:

@@ -35,35 +35,34 @@ plain structure: its user serializes the calls (the processor path's
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from typing import Any, NamedTuple
 
+from ._convert import snapshot_attributes
 from ._settings import Settings
 
 __all__ = ["TraceHold", "Decision", "span_bytes"]
 
 # Decisions remembered for spans that end after their trace was decided (~100 B each).
 _DECIDED_MAX = 65_536
-# What a held ended span costs besides its strings: the SDK span, its context, attribute
-# mapping and our node (~1.6 KB measured with tracemalloc for a small span, as _worker's _OP_BYTES).
-_SPAN_BYTES = 1600
+# What a held ended span costs besides its strings: the SDK span, its context, attribute mapping,
+# our node and the hold's entries: ~3.1 KB for a small span, measured with tracemalloc
+# (bench/selection.py, "hold"), as _worker's comment on _OP_BYTES measured for a queued span.
+_SPAN_BYTES = 3100
 _EVENT_BYTES = 200
 
 
-def span_bytes(span: Any) -> int:
+def span_bytes(span: Any, events: Any = None) -> int:
     """What holding this ended span costs, estimated: a fixed part plus its string attributes.
 
     Strings counted at their length, as payloads (prompts, documents) are what make a span large.
+    ``events``: the span's events when the caller has read them already.
     """
-    size = _SPAN_BYTES
-    attributes = span.attributes
-    if attributes:
-        for value in attributes.values():
-            if type(value) is str:
-                size += len(value)
-    events = span.events
-    if events:
-        size += _EVENT_BYTES * len(events)
+    size = _SPAN_BYTES + _EVENT_BYTES * len(span.events if events is None else events)
+    for value in snapshot_attributes(span).values():
+        if type(value) is str:
+            size += len(value)
     return size
 
 
@@ -93,8 +92,9 @@ class _Held:
     def __init__(self, since: float) -> None:
         self.since = since
         self.ended: list[Any] = []
-        self.open: dict[int, tuple[Any, bool]] = {}  # span id -> (item, is a local root)
-        self.roots = 0  # local roots still open (processor path): the trace is decided when the last ends
+        self.open: dict[int, Any] = {}  # span id -> item, while the span is open (processor path)
+        # Span ids of the local roots still open (processor path): the trace is decided when the last ends.
+        self.roots: set[int] = set()
         self.bytes = 0
 
 
@@ -128,54 +128,54 @@ class TraceHold:
     def holds(self, trace_id: int) -> bool:
         return trace_id in self._traces
 
-    def _held(self, trace_id: int, now: float) -> _Held:
-        held = self._traces.get(trace_id)
-        if held is None:
-            held = self._traces[trace_id] = _Held(now)
-        return held
-
-    def start(self, trace_id: int, span_id: int, item: Any, root: bool, now: float) -> Decision | None:
+    def start(self, trace_id: int, span_id: int, item: Any, root: bool, now: float | None = None) -> Decision | None:
         """A span of a held (or newly held) trace started (processor path); ``root``: no parent run here.
+        ``now``: the monotonic clock, read here when not given (only a new trace needs it).
 
         A decision when the trace passes ``max_spans`` with it."""
-        held = self._held(trace_id, now)
-        held.open[span_id] = (item, root)
+        held = self._traces.get(trace_id)
+        if held is None:
+            held = self._traces[trace_id] = _Held(time.monotonic() if now is None else now)
+        held.open[span_id] = item
         if root:
-            held.roots += 1
+            held.roots.add(span_id)
         if len(held.open) + len(held.ended) > self.max_spans:
             return self._decide(trace_id, False, "spans")
         return None
 
-    def end(self, trace_id: int, span_id: int, size: int, keep_item: bool = True) -> bool:
+    def end(self, trace_id: int, span_id: int, size: int, keep_item: bool = True) -> bool | None:
         """A span of a held trace ended (processor path), held until the decision unless ``keep_item`` is
         False (a root the span filter left out after all). True when it was the last open local root:
-        the trace is to be decided now."""
+        the trace is to be decided now; None when the trace is not held (decided, or never held)."""
         held = self._traces.get(trace_id)
         if held is None:
-            return False
-        item, root = held.open.pop(span_id, (None, False))
+            return None
+        item = held.open.pop(span_id, None)
         if keep_item and item is not None:
-            self._keep_ended(held, item, size)
-        if root:
-            held.roots -= 1
-            return held.roots <= 0
+            held.ended.append(item)
+            held.bytes += size
+            self.runs += 1
+            self.bytes += size
+        roots = held.roots
+        if span_id in roots:
+            roots.discard(span_id)
+            return not roots
         return False
 
     def add(self, trace_id: int, item: Any, size: int, now: float) -> Decision | None:
         """An ended span of a held (or newly held) trace (exporter path), kept until decided.
 
         A decision when the trace passes ``max_spans`` with it."""
-        held = self._held(trace_id, now)
-        self._keep_ended(held, item, size)
-        if len(held.ended) > self.max_spans:
-            return self._decide(trace_id, False, "spans")
-        return None
-
-    def _keep_ended(self, held: _Held, item: Any, size: int) -> None:
+        held = self._traces.get(trace_id)
+        if held is None:
+            held = self._traces[trace_id] = _Held(now)
         held.ended.append(item)
         held.bytes += size
         self.runs += 1
         self.bytes += size
+        if len(held.ended) > self.max_spans:
+            return self._decide(trace_id, False, "spans")
+        return None
 
     def decide(self, trace_id: int, keep: bool, reason: str) -> Decision | None:
         """Decide a held trace now; None if it is not held."""
@@ -191,7 +191,7 @@ class TraceHold:
         decided[trace_id] = keep
         if len(decided) > _DECIDED_MAX:
             decided.popitem(last=False)
-        return Decision(trace_id, keep, held.ended, [item for item, _ in held.open.values()], reason)
+        return Decision(trace_id, keep, held.ended, list(held.open.values()), reason)
 
     def over_bytes(self, room: int = 0) -> list[Decision]:
         """Decide the oldest traces by the rate alone while the held bytes pass ``max_bytes - room``."""

@@ -163,6 +163,8 @@ class RunsSpanProcessor(SpanProcessor):
                 if choice is not None:
                     choice.ended_without_run(span)
                 return  # not sampled, started before this processor was added, dropped at its start, or left out
+            if choice is not None and not choice.ended(span, node):
+                return  # left out, held for its trace's sampling decision, or sampled out
             ids = node.ids
             if (ids.depth if ids is not None else node.depth) <= _RECENT_DEEP:
                 recent, most = self._recent, _RECENT_MAX
@@ -174,8 +176,6 @@ class RunsSpanProcessor(SpanProcessor):
                     recent.popitem(last=False)
                 except KeyError:
                     pass
-            if choice is not None and not choice.ended(span, node):
-                return  # left out, held for its trace's sampling decision, or sampled out
             batcher.submit("patch", span, node)
         except Exception:  # noqa: BLE001
             _rl.error("on_end", "could not record the end of span %r", getattr(span, "name", "?"), exc_info=True)

@@ -158,15 +158,14 @@ class SpanFilter:
         return cls(settings.spans == "genai", settings.blocked_scopes, settings.should_export)
 
     def _by_scope(self, name: str) -> int:
-        found = self._scopes.get(name)
-        if found is None:
-            if self._blocked and name.startswith(self._blocked):
-                found = SKIP
-            else:
-                found = KEEP if genai_scope(name) else ROOT
-            if len(self._scopes) >= _SCOPE_CACHE_MAX:
-                self._scopes.clear()
-            self._scopes[name] = found
+        """What the scope alone says (cached): SKIP (blocked), KEEP (a GenAI producer's), ROOT (ask the span)."""
+        if self._blocked and name.startswith(self._blocked):
+            found = SKIP
+        else:
+            found = KEEP if genai_scope(name) else ROOT
+        if len(self._scopes) >= _SCOPE_CACHE_MAX:
+            self._scopes.clear()
+        self._scopes[name] = found
         return found
 
     def verdict(self, span: Any) -> int:
@@ -176,7 +175,11 @@ class SpanFilter:
         given) decides the rest instead of ``spans``, and an exception it raises
         keeps the span (logged once).
         """
-        by_scope = self._by_scope(_scope_name(span))
+        scope = span.instrumentation_scope
+        name = scope.name if scope is not None and scope.name else ""
+        by_scope = self._scopes.get(name)
+        if by_scope is None:
+            by_scope = self._by_scope(name)
         if by_scope == SKIP:
             return SKIP
         should_export = self._should_export
@@ -202,7 +205,7 @@ _TRACE_ID_LIMIT: Final = (1 << 64) - 1
 class TailRule:
     """``sample_rate``, ``keep_errors`` and ``keep_slower_than_s``, resolved once."""
 
-    __slots__ = ("bound", "keep_errors", "slower_than_ns")
+    __slots__ = ("bound", "keep_errors", "slower_than_ns", "can_rescue")
 
     def __init__(self, rate: float, keep_errors: bool = True, slower_than_s: float = 0.0) -> None:
         # TraceIdRatioBased's bound, on the same 64 low bits of the trace id: a head sampler
@@ -210,6 +213,8 @@ class TailRule:
         self.bound = round(rate * (_TRACE_ID_LIMIT + 1))
         self.keep_errors = keep_errors
         self.slower_than_ns = int(slower_than_s * 1e9) if slower_than_s > 0 else 0
+        # Whether anything but the rate can keep a trace (else a trace the rate drops is dropped at once).
+        self.can_rescue = keep_errors or self.slower_than_ns > 0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "TailRule | None":
@@ -217,11 +222,6 @@ class TailRule:
         if settings.sample_rate >= 1:
             return None
         return cls(settings.sample_rate, settings.keep_errors, settings.keep_slower_than_s)
-
-    @property
-    def can_rescue(self) -> bool:
-        """Whether anything but the rate can keep a trace (else a trace the rate drops is dropped at once)."""
-        return self.keep_errors or self.slower_than_ns > 0
 
     def rate_keeps(self, trace_id: int) -> bool:
         """Whether the rate alone sends the trace ``trace_id`` (an OTel trace id).
@@ -231,16 +231,17 @@ class TailRule:
         """
         return (trace_id & _TRACE_ID_LIMIT) < self.bound
 
-    def rescues(self, span: Any) -> str | None:
+    def rescues(self, span: Any, events: Any = None) -> str | None:
         """Why this ended span keeps its trace whatever the rate (``"error"``, ``"slow"``), or None.
 
         An error is what the run's ``error`` is made from: an ERROR status or an exception event.
+        ``events``: the span's events when the caller has read them already (the SDK copies them per read).
         """
         if self.keep_errors:
             status = span.status
             if status is not None and status.status_code is StatusCode.ERROR:
                 return "error"
-            for event in span.events:
+            for event in span.events if events is None else events:
                 if event.name == "exception":
                     return "error"
         slower = self.slower_than_ns

@@ -186,7 +186,6 @@ class Ledger:
         self._depth_limited = 0
         self._filtered = 0
         self._sampled_out = 0
-        self._sampling_held = 0
         self._sampled_at_bound: dict[str, int] = {}
         self._dropped: dict[str, int] = {}
         self._spool_dropped: dict[str, int] = {}
@@ -284,16 +283,11 @@ class Ledger:
         with self._lock:
             self._filtered += spans
 
-    def hold(self, runs: int = 1) -> None:
-        """Runs whose end came, held for their trace's sampling decision (not created yet)."""
-        with self._lock:
-            self._sampling_held += runs
-
     def decided(self, held: int, keep: bool, bound: str | None = None) -> None:
-        """A held trace was decided: its ``held`` runs stop waiting. Kept, each is created as it is
-        queued (``admit``); not, they are sampled out. ``bound``: the hold bound that decided it."""
+        """A held trace was decided (its runs were counted as held by the hold, ``_hold``). Kept, each
+        run is created as it is queued (``admit``); not, they are sampled out. ``bound``: the hold
+        bound that decided it by the rate alone."""
         with self._lock:
-            self._sampling_held -= held
             if not keep:
                 self._sampled_out += held
             if bound is not None:
@@ -320,6 +314,7 @@ class Ledger:
         requests: RequestCounts | None = None,
         held: int = 0,
         interval_s: float | None = None,
+        sampling_held: int = 0,
         log_events: LogEventCounts | None = None,
     ) -> ExporterStats:
         """The one place an :class:`ExporterStats` is built."""
@@ -346,7 +341,7 @@ class Ledger:
                 depth_limited=self._depth_limited,
                 filtered=self._filtered,
                 sampled_out=self._sampled_out,
-                sampling_held=self._sampling_held,
+                sampling_held=sampling_held,
                 sampled_at_bound=MappingProxyType(dict(self._sampled_at_bound)),
                 log_events_joined=e.joined,
                 log_events_dropped=MappingProxyType(dict(e.dropped)),

@@ -277,7 +277,7 @@ class Worker:
     def stats(self) -> ExporterStats:
         events = self._events.counts() if self._events is not None else None
         return self._ledger.snapshot(self._delivery.transport.counts, interval_s=self._pacer.interval,
-                                     log_events=events)
+                                     log_events=events, sampling_held=self.hold.runs if self.hold is not None else 0)
 
     # --- shutdown ------------------------------------------------------------------
 
