@@ -371,6 +371,7 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true", help="print, leave BENCHMARKS.md alone")
     parser.add_argument("--src", help="import otel_runs_exporter from this directory")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--only", help="measure only the modes whose names start with this (say, 'small'); nothing written")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--sink", help=argparse.SUPPRESS)
     parser.add_argument("--hold", action="store_true", help=argparse.SUPPRESS)
@@ -386,7 +387,7 @@ def main() -> int:
 
     sink = SinkProcess()
     rounds: list[dict[str, dict]] = []
-    names = list(MODES)
+    names = [name for name in MODES if not a.only or name.startswith(a.only)]
     try:
         for r in range(a.rounds):
             order = names[r % len(names):] + names[: r % len(names)]
@@ -397,6 +398,13 @@ def main() -> int:
             rounds.append(got)
     finally:
         sink.close()
+    if a.only:
+        for name, (measured, baseline, floor, _) in RATIOS.items():
+            if measured in names:
+                ratios = [(r[measured]["cpu_us_per_span"] - r[floor]["cpu_us_per_span"])
+                          / (r[baseline]["cpu_us_per_span"] - r[floor]["cpu_us_per_span"]) for r in rounds]
+                print(f"{name}: {_spread(ratios)}")
+        return 0
     hold = subprocess.run([sys.executable, __file__, "--hold"], capture_output=True, text=True, check=True, timeout=900)
     results = {
         "rounds": rounds,

@@ -123,10 +123,10 @@ class Choice:
             self._skipped[span_id] = (parent, remote)
             return None
         tail = self._tail
+        # Held: a trace the rate does not keep, which an error or a slow run may still keep.
         held = tail is not None and not tail.rate_keeps(trace_id)
         if held and self._out(trace_id):
             return None  # its trace is not sent: no node, no work (sampled out at its end)
-        # else held: a trace the rate does not keep, which an error or a slow run may still keep
         if parent is not None and (self._waiting or self._left_out):
             entry = self._waiting.get(parent) or self._left_out.get(parent)
             if entry is not None and not self._keep_waiting(entry, parent):
@@ -142,7 +142,9 @@ class Choice:
         with self._lock:
             decided = hold.decision(trace_id)
             if decided is None:
-                self._apply(hold.start(trace_id, span_id, (span, node, span_id), root or parent is None))
+                decision = hold.start(trace_id, span_id, (span, node, span_id), root or parent is None)
+                if decision is not None:
+                    self._apply(decision)
             elif decided and not root and not self._worker.submit("post", span, node):
                 return None  # kept meanwhile, and refused at the byte bound (counted there)
         return node
@@ -234,10 +236,8 @@ class Choice:
                 self._worker.ledger.sampled_out()
                 return False
             self._held_nodes[span_id] = node
-            if why is not None:
-                self._apply(hold.decide(trace_id, True, why))
-            elif last_root:
-                self._apply(hold.decide(trace_id, False, "root"))
+            if why is not None or last_root:
+                self._apply(hold.decide(trace_id, why is not None, why or "root"))
             self._ended += 1
             if not self._ended & 255 or hold.bytes > hold.max_bytes:
                 # Ages are looked at every 256 ends (and at each flush): the bound is minutes.
