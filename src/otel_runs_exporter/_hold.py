@@ -152,10 +152,7 @@ class TraceHold:
             return None
         item = held.open.pop(span_id, None)
         if keep_item and item is not None:
-            held.ended.append(item)
-            held.bytes += size
-            self.runs += 1
-            self.bytes += size
+            self._keep_ended(held, item, size)
         roots = held.roots
         if span_id in roots:
             roots.discard(span_id)
@@ -169,13 +166,16 @@ class TraceHold:
         held = self._traces.get(trace_id)
         if held is None:
             held = self._traces[trace_id] = _Held(now)
+        self._keep_ended(held, item, size)
+        if len(held.ended) > self.max_spans:
+            return self._decide(trace_id, False, "spans")
+        return None
+
+    def _keep_ended(self, held: _Held, item: Any, size: int) -> None:
         held.ended.append(item)
         held.bytes += size
         self.runs += 1
         self.bytes += size
-        if len(held.ended) > self.max_spans:
-            return self._decide(trace_id, False, "spans")
-        return None
 
     def decide(self, trace_id: int, keep: bool, reason: str) -> Decision | None:
         """Decide a held trace now; None if it is not held."""

@@ -50,6 +50,14 @@ def _edges(runs):
     return sorted((r["name"], by_id[r["parent_run_id"]]["name"] if r.get("parent_run_id") else None) for r in runs)
 
 
+def _sent(service, path, runs, **settings):
+    """The FastAPI-style request sent down ``path`` with ``settings``: the ``runs`` stored, and the sender."""
+    provider, sender = PATHS[path](service.url, **settings)
+    fastapi_style(provider)
+    assert provider.force_flush(5000)
+    return service.wait_for_runs(runs), sender
+
+
 def _clean(service):
     report = service.check()
     assert {k: v for k, v in report.items() if v} == {}, report
@@ -58,10 +66,7 @@ def _clean(service):
 
 @pytest.mark.parametrize("path", PATHS)
 def test_a_fastapi_style_tree_under_genai_arrives_as_agent_tool_llm_under_the_kept_root(service, path):
-    provider, sender = PATHS[path](service.url, spans="genai")
-    fastapi_style(provider)
-    assert provider.force_flush(5000)
-    runs = service.wait_for_runs(4)
+    runs, sender = _sent(service, path, 4, spans="genai")
     assert set(_edges(runs)) == {
         ("POST /chat", None),
         ("invoke_agent support", "POST /chat"),
@@ -171,10 +176,7 @@ def test_a_left_out_span_under_a_remote_run_hands_the_remote_run_to_its_children
 
 @pytest.mark.parametrize("path", PATHS)
 def test_blocked_scopes_are_prefixes_and_win_over_the_genai_rule(service, path):
-    provider, sender = PATHS[path](service.url, blocked_scopes="pydantic-ai, opentelemetry.instrumentation.sql")
-    fastapi_style(provider)
-    assert provider.force_flush(5000)
-    runs = service.wait_for_runs(5)
+    runs, sender = _sent(service, path, 5, blocked_scopes="pydantic-ai, opentelemetry.instrumentation.sql")
     assert _edges(runs) == [
         ("POST /chat", None),
         ("POST /chat http receive", "POST /chat"),
@@ -223,8 +225,6 @@ def test_a_span_that_becomes_genai_after_its_start_is_judged_when_each_path_deci
 
 
 def test_by_default_every_span_is_a_run_and_nothing_is_asked(service):
-    provider, processor = processor_provider(service.url)
+    runs, processor = _sent(service, "processor", 11)
     assert processor._choice is None  # the default path never calls the filter's hooks
-    fastapi_style(provider)
-    assert provider.force_flush(5000)
-    assert len(service.wait_for_runs(11)) == 11 and processor.stats().filtered == 0
+    assert len(runs) == 11 and processor.stats().filtered == 0
