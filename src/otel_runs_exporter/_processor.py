@@ -90,12 +90,16 @@ class RunsSpanProcessor(SpanProcessor):
         """
         batcher = self._worker
         node = self._open.get(span_id) or self._recent.get(span_id) or self._recent_deep.get(span_id)
-        remote = None
+        ids = None
         if self._choice is not None:
-            node, remote = self._choice.handed_on(span_id, node)
-        if batcher is None or (node is None and remote is None):
+            # A span left out hands on its nearest kept ancestor's run (or the remote run above it).
+            node, ids = self._choice.handed_on(span_id, node)
+        if batcher is None:
             return None
-        ids = node.resolve(batcher.options.id_scheme) if node is not None else remote
+        if node is not None:
+            ids = node.resolve(batcher.options.id_scheme)
+        if ids is None:
+            return None
         if ids.project is None and ids.project_id is None and not self._settings.project_id:
             ids = ids._replace(project=self._settings.project)
         return ids
