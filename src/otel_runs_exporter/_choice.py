@@ -26,7 +26,8 @@ runs get nodes but no early post, and its ended spans wait, unconverted, until
 an error or a slow run keeps it (everything held is queued at once, the
 trace's open runs as early posts) or its last local root ends (sampled out).
 Queued under the same lock as the decision, so a run's post is always queued
-before its end.
+before its end. A span of a trace already sampled out, or that nothing could
+keep (``keep_errors`` off and no slowness rule), gets no node at all.
 """
 
 from __future__ import annotations
@@ -99,7 +100,10 @@ class Choice:
         return cls(settings, worker)
 
     def _after_fork_in_child(self) -> None:
+        # The worker's hold starts empty in the child (the parent's held runs are the parent's to send).
         self._lock = threading.Lock()
+        self._held_nodes.clear()
+        self._refused.clear()
 
     # --- on_start -------------------------------------------------------------------
 
