@@ -24,6 +24,7 @@ from ._errors import *  # noqa: F403 - the names _errors lists, added to __all__
 from ._exporter import RunsSpanExporter
 from ._genai_events import GenAIEventProcessor
 from ._processor import RunsSpanProcessor
+from ._select import is_genai_span
 from ._settings import Settings, resolve as resolve_settings
 from ._stats import ExporterStats
 from .instrumentation import traceable
@@ -35,6 +36,7 @@ __all__ = [
     "RunsSpanProcessor",
     "RunsSpanExporter",
     "GenAIEventProcessor",
+    "is_genai_span",
     "ExporterStats",
     "build_info",
     "Settings",

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Callable, Literal, Mapping, TypedDict
+from typing import Any, Callable, Literal, Mapping, Sequence, TypedDict
+
+from opentelemetry.sdk.trace import ReadableSpan
 
 if sys.version_info >= (3, 11):
     from typing import Unpack
@@ -60,6 +62,15 @@ class SettingsArguments(TypedDict, total=False):
     max_value_chars: int | None
     hold_max_spans: int | None
     hold_max_s: float | None
+    spans: Literal["all", "genai"] | None
+    blocked_scopes: Sequence[str] | str | None
+    should_export: Callable[[ReadableSpan], bool] | None
+    sample_rate: float | None
+    keep_errors: bool | None
+    keep_slower_than_s: float | None
+    sample_hold_max_spans: int | None
+    sample_hold_max_s: float | None
+    sample_hold_max_bytes: int | None
     certificate: str | os.PathLike[str] | None
     client_certificate: str | os.PathLike[str] | None
     client_key: str | os.PathLike[str] | None

@@ -5,7 +5,15 @@ only its parent's OTel ids. A run's dotted_order needs every ancestor's start
 time, so spans wait in a holding area until their parent's run ids are known.
 The holding area is bounded in spans and in time; past the bound a span is
 sent as the root of its own tree with its OTel parent ids in metadata and
-counted as ``orphaned``. ``shutdown`` delivers whatever is held.
+counted as ``orphaned``. ``shutdown`` delivers whatever is held. A span
+counts as created once it leaves the holding area to be sent.
+
+The span filter (``_select``) judges each span here at its end, whole: a span
+left out is resolved to its parent's ids, so its children nest under its
+nearest kept ancestor; a root that is not a GenAI span (``spans=genai``) is
+sent only when a span held under it is kept. With tail sampling, the runs of
+a trace the rate does not keep wait in a ``_hold.TraceHold`` until its root
+comes (or an error or a slow run keeps it).
 
 Sending happens inside ``export()``: there is no second queue or thread on top
 of the BatchSpanProcessor's. A batch that could not be delivered within the
@@ -32,8 +40,10 @@ from ._delivery import Delivery
 from ._encode import encode_run
 from ._fork import renew_in_child
 from ._genai_events import EventJoin, ended_run, late_patches
+from ._hold import BOUNDS, Decision, TraceHold, span_bytes
 from ._ids import RunIds
 from ._logging import RateLimitedLog
+from ._select import KEEP, ROOT, SpanFilter, TailRule
 from ._settings import Settings, check_usable, resolve
 from ._stats import ExporterStats, Ledger
 from ._transport import Transport
@@ -51,6 +61,8 @@ _RESOLVED_MAX = 100_000
 _RESOLVED_MAX_BYTES = 32 * 1024 * 1024
 _RESOLVED_ENTRY_BYTES = 300  # the ids and the map entry, besides the dotted_order
 _Key = tuple[int, int]  # (otel trace id, otel span id)
+# What _resolved answers for a span it does not know (None: a span left out with no kept ancestor).
+_UNKNOWN = RunIds("", "", None, "", 0)
 
 
 class RunsSpanExporter(SpanExporter):
@@ -71,6 +83,8 @@ class RunsSpanExporter(SpanExporter):
         self._settings = settings if settings is not None else resolve(overrides)
         check_usable(self._settings)
         self._opts = ConvertOptions.from_settings(self._settings)
+        self._filter = SpanFilter.from_settings(self._settings)
+        self._tail = TailRule.from_settings(self._settings)
         self._clock = clock
         # GenAI log events wait here for their span's run (it renews itself after fork).
         self._events = EventJoin() if self._settings.capture_log_events and not self._settings.disabled else None
@@ -86,13 +100,18 @@ class RunsSpanExporter(SpanExporter):
     def _init_state(self) -> None:
         self._ledger = Ledger()
         self._lock = threading.Lock()
-        self._resolved: OrderedDict[_Key, RunIds] = OrderedDict()
+        # A left-out span's key maps to its nearest kept ancestor's ids (None: it has none).
+        self._resolved: OrderedDict[_Key, RunIds | None] = OrderedDict()
         self._resolved_bytes = 0  # written under self._lock only
         # parent key -> {child span id: child}; the deque keeps arrival order for the time bound
         self._held: dict[_Key, dict[int, ReadableSpan]] = {}
         self._held_order: deque[tuple[_Key, int, float]] = deque()
         self._held_parent: dict[_Key, _Key] = {}  # held span -> its parent's key
         self._held_count = 0
+        self._hold = TraceHold.from_settings(self._settings)  # traces waiting for their sampling decision
+        # OTel trace ids of the local roots placed since the last _sample: their traces are decided
+        # there (a span sent as a root only because the hold above ran out of patience is not one).
+        self._roots: list[int] = []
         self._delivery = Delivery(self._settings, Transport(self._settings, clock=self._clock))
         self._send_lock = threading.Lock()  # export() and force_flush() may race; one sender at a time
 
@@ -114,7 +133,7 @@ class RunsSpanExporter(SpanExporter):
             with self._lock:
                 ready = self._place(spans)
                 ready.extend(self._release(time.monotonic(), everything=False))
-                self._enqueue(ready)
+                self._enqueue(self._sample(ready))
                 self._enqueue_late()
             ok = self._deliver(self._clock.now() + self._settings.export_timeout_s)
             return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
@@ -156,7 +175,7 @@ class RunsSpanExporter(SpanExporter):
         interrupted = False
         try:
             with self._lock:
-                self._enqueue(self._release(time.monotonic(), everything=True))
+                self._enqueue(self._sample(self._release(time.monotonic(), everything=True), closing=True))
                 self._enqueue_late()
             self._deliver(self._clock.now() + timeout_s)
             self._ledger.record(self._delivery.spool_all())
@@ -172,7 +191,9 @@ class RunsSpanExporter(SpanExporter):
 
     def stats(self) -> ExporterStats:
         events = self._events.counts() if self._events is not None else None
-        return self._ledger.snapshot(self._delivery.transport.counts, held=self._held_count, log_events=events)
+        held = self._hold.runs if self._hold is not None else 0
+        return self._ledger.snapshot(self._delivery.transport.counts, held=self._held_count, log_events=events,
+                                     sampling_held=held)
 
     # --- the holding area ----------------------------------------------------------
 
@@ -184,14 +205,14 @@ class RunsSpanExporter(SpanExporter):
             ctx = span.context
             if ctx is None or not ctx.trace_flags.sampled:
                 continue
-            self._ledger.admit()
             parent = span.parent
             if parent is None or not parent.is_valid:
                 self._resolve(span, None, ready)
+                self._roots.append(ctx.trace_id)
                 continue
             key = (ctx.trace_id, parent.span_id)
-            parent_ids = self._resolved.get(key)
-            if parent_ids is not None:
+            parent_ids = self._resolved.get(key, _UNKNOWN)
+            if parent_ids is not _UNKNOWN:
                 self._resolve(span, parent_ids, ready)
             elif parent.is_remote and key not in self._held:
                 # A parent in another process: this span starts its tree here. A "remote"
@@ -200,6 +221,7 @@ class RunsSpanExporter(SpanExporter):
                 # open spans: Logfire re-attaches a propagated copy of the context for
                 # the log it writes when a stream ends.
                 self._resolve(span, None, ready)
+                self._roots.append(ctx.trace_id)
             else:
                 self._held.setdefault(key, {})[ctx.span_id] = span
                 self._held_order.append((key, ctx.span_id, now))
@@ -215,33 +237,60 @@ class RunsSpanExporter(SpanExporter):
             ctx = current.context
             key = (ctx.trace_id, ctx.span_id)
             self._held_parent.pop(key, None)
-            # An exporter sees only ended spans: ids given at any time are honoured, and
-            # the children held for this span are placed under whatever it resolves to.
-            try:
-                ids = span_ids(current, pids, self._opts.id_scheme, given_ids(current.attributes))
-            except Exception as exc:  # noqa: BLE001 - one bad span must not fail the others' export
-                # Its children stay held, and go out as roots when the hold ends (counted as orphans).
-                log_convert_error(current, exc)
-                self._ledger.drop("convert_error")
-                continue
+            ids: RunIds | None
+            if self._filter is not None and not self._kept(current, pids, key):
+                ids = pids  # left out (counted): its children take its place, under its nearest kept ancestor
+            else:
+                # An exporter sees only ended spans: ids given at any time are honoured, and
+                # the children held for this span are placed under whatever it resolves to.
+                try:
+                    ids = span_ids(current, pids, self._opts.id_scheme, given_ids(current.attributes))
+                except Exception as exc:  # noqa: BLE001 - one bad span must not fail the others' export
+                    # Its children stay held, and go out as roots when the hold ends (counted as orphans).
+                    log_convert_error(current, exc)
+                    self._ledger.refuse("convert_error")
+                    continue
+                ready.append((current, ids))
             self._remember(key, ids)
-            ready.append((current, ids))
             children = self._held.pop(key, None)
             if children:
                 self._held_count -= len(children)
                 stack.extend((child, ids) for child in children.values())
 
-    def _remember(self, key: _Key, ids: RunIds) -> None:
+    def _kept(self, span: ReadableSpan, parent_ids: RunIds | None, key: _Key) -> bool:
+        """Whether the span filter makes this whole span a run; counts it when not.
+
+        A root that is not a GenAI span (``spans=genai``) is one when a span held under it is.
+        """
+        assert self._filter is not None
+        verdict = self._filter.verdict(span)
+        if verdict == KEEP or (verdict == ROOT and parent_ids is None and self._kept_below(key)):
+            return True
+        self._ledger.filtered()
+        return False
+
+    def _kept_below(self, key: _Key) -> bool:
+        assert self._filter is not None
+        stack = [key]
+        while stack:
+            children = self._held.get(stack.pop())
+            for child in children.values() if children else ():
+                if self._filter.verdict(child) == KEEP:
+                    return True
+                stack.append((child.context.trace_id, child.context.span_id))
+        return False
+
+    def _remember(self, key: _Key, ids: RunIds | None) -> None:
         """Keep ``ids`` for children that come later, within the count and byte bounds."""
         resolved = self._resolved
-        old = resolved.pop(key, None)
-        if old is not None:
-            self._resolved_bytes -= _RESOLVED_ENTRY_BYTES + len(old.dotted_order)
+        old = resolved.pop(key, _UNKNOWN)
+        if old is not _UNKNOWN:
+            self._resolved_bytes -= _RESOLVED_ENTRY_BYTES + (len(old.dotted_order) if old is not None else 0)
         resolved[key] = ids
-        self._resolved_bytes += _RESOLVED_ENTRY_BYTES + len(ids.dotted_order)
+        self._resolved_bytes += _RESOLVED_ENTRY_BYTES + (len(ids.dotted_order) if ids is not None else 0)
         while len(resolved) > _RESOLVED_MAX or self._resolved_bytes > _RESOLVED_MAX_BYTES:
             _, gone = resolved.popitem(last=False)
-            self._resolved_bytes -= _RESOLVED_ENTRY_BYTES + len(gone.dotted_order)
+            self._resolved_bytes -= _RESOLVED_ENTRY_BYTES + (len(gone.dotted_order) if gone is not None else 0)
 
     def _release(self, now: float, everything: bool) -> list[tuple[ReadableSpan, RunIds]]:
         """Send as roots the spans held too long, or too many, or all at shutdown."""
@@ -269,9 +318,52 @@ class RunsSpanExporter(SpanExporter):
             self._resolve(span, None, ready)
         return ready
 
+    # --- tail sampling ---------------------------------------------------------------
+
+    def _sample(self, ready: list[tuple[ReadableSpan, RunIds]], closing: bool = False) -> list[tuple[ReadableSpan, RunIds]]:
+        """The runs to send now: a trace the rate does not keep waits for its root (or an error, a slow run)."""
+        tail, hold = self._tail, self._hold
+        roots, self._roots = self._roots, []
+        if tail is None or hold is None:
+            return ready
+        ledger = self._ledger
+        now = time.monotonic()
+        send: list[tuple[ReadableSpan, RunIds]] = []
+        for span, ids in ready:
+            trace_id = span.context.trace_id
+            decided = True if tail.rate_keeps(trace_id) else hold.decision(trace_id)
+            if decided is True:
+                send.append((span, ids))
+                continue
+            if decided is False or not tail.can_rescue:
+                ledger.sampled_out()
+                continue
+            decision = hold.add(trace_id, (span, ids), span_bytes(span), now)
+            why = tail.rescues(span) if decision is None else None
+            if why is not None:
+                decision = hold.decide(trace_id, True, why)
+            if decision is not None:
+                self._settle(decision, send)
+        # A root decides its trace once the spans held under it, placed with it, are in too.
+        for trace_id in roots:
+            root_decision = hold.decide(trace_id, False, "root")
+            if root_decision is not None:
+                self._settle(root_decision, send)
+        for decision in hold.close() if closing else hold.expire(now, room=self._delivery.bytes_held):
+            self._settle(decision, send)
+        return send
+
+    def _settle(self, decision: Decision, send: list[tuple[ReadableSpan, RunIds]]) -> None:
+        bound = decision.reason if decision.reason in BOUNDS else None
+        self._ledger.decided(len(decision.ended), decision.keep, bound)
+        if decision.keep:
+            send.extend(decision.ended)
+
     # --- delivery ------------------------------------------------------------------
 
     def _enqueue(self, ready: list[tuple[ReadableSpan, RunIds]]) -> None:
+        if ready:
+            self._ledger.admit(len(ready))  # created: sure to be sent (their parents known, their trace kept)
         limit = self._settings.max_value_chars
         for span, ids in ready:
             try:

@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from . import _registry, _sdk_bridge
 from ._arguments import SettingsArguments, Unpack
+from ._choice import Choice
 from ._clock import SYSTEM_CLOCK, Clock
 from ._convert import RunNode
 from ._ids import IdScheme, RunIds
@@ -68,6 +69,8 @@ class RunsSpanProcessor(SpanProcessor):
         self._recent: OrderedDict[int, RunNode] = OrderedDict()
         self._recent_deep: OrderedDict[int, RunNode] = OrderedDict()
         self._worker: Worker | None = None if self._settings.disabled else Worker(self._settings, clock=clock)
+        # The span filter and tail sampling (_choice); None, and never asked, when every span is sent.
+        self._choice = Choice.for_settings(self._settings, self._worker) if self._worker is not None else None
         if self._worker is not None:
             _registry.register(self)
 
@@ -87,9 +90,16 @@ class RunsSpanProcessor(SpanProcessor):
         """
         batcher = self._worker
         node = self._open.get(span_id) or self._recent.get(span_id) or self._recent_deep.get(span_id)
-        if node is None or batcher is None:
+        ids = None
+        if self._choice is not None:
+            # A span left out hands on its nearest kept ancestor's run (or the remote run above it).
+            node, ids = self._choice.handed_on(span_id, node)
+        if batcher is None:
             return None
-        ids = node.resolve(batcher.options.id_scheme)
+        if node is not None:
+            ids = node.resolve(batcher.options.id_scheme)
+        if ids is None:
+            return None
         if ids.project is None and ids.project_id is None and not self._settings.project_id:
             ids = ids._replace(project=self._settings.project)
         return ids
@@ -104,9 +114,12 @@ class RunsSpanProcessor(SpanProcessor):
                 return  # sampling keeps or drops whole traces; never export what was not sampled
             parent_node = remote = None
             parent = span.parent
+            choice = self._choice
             if parent is not None:
                 key = parent.span_id
                 parent_node = self._open.get(key) or self._recent.get(key) or self._recent_deep.get(key)
+                if parent_node is None and choice is not None:
+                    parent_node, remote = choice.spliced(key)  # a parent left out: its nearest kept ancestor
                 if parent_node is None and parent.is_remote:
                     remote = _registry.remote_run(parent_context)
             if self._bridge:
@@ -115,6 +128,11 @@ class RunsSpanProcessor(SpanProcessor):
                     sdk = self._sdk_parent(run_helpers, parent_node, remote, batcher.options.id_scheme)
                     if sdk is not None:
                         parent_node, remote = None, sdk
+            if choice is not None:
+                kept = choice.started(span, ctx.span_id, ctx.trace_id, parent_node, remote)
+                if kept is not None:
+                    self._open[ctx.span_id] = kept
+                return
             # Only a link to the parent here: ids are computed on the worker thread.
             node = RunNode(span, parent_node, remote)
             if batcher.submit("post", span, node):
@@ -144,8 +162,13 @@ class RunsSpanProcessor(SpanProcessor):
         try:
             span_id = span.context.span_id
             node = self._open.pop(span_id, None)
+            choice = self._choice
             if node is None:
-                return  # not sampled, started before this processor was added, or dropped at its start
+                if choice is not None:
+                    choice.ended_without_run(span)
+                return  # not sampled, started before this processor was added, dropped at its start, or left out
+            if choice is not None and not choice.ended(span, node):
+                return  # left out, held for its trace's sampling decision, or sampled out
             ids = node.ids
             if (ids.depth if ids is not None else node.depth) <= _RECENT_DEEP:
                 recent, most = self._recent, _RECENT_MAX
@@ -169,6 +192,8 @@ class RunsSpanProcessor(SpanProcessor):
         """
         if self._worker is None:
             return True
+        if self._choice is not None:
+            self._choice.expire()
         return self._worker.force_flush(timeout_millis / 1000.0)
 
     def shutdown(self, timeout_millis: int | None = None) -> None:
@@ -177,6 +202,8 @@ class RunsSpanProcessor(SpanProcessor):
             return
         timeout_s = self._settings.export_timeout_s if timeout_millis is None else timeout_millis / 1000.0
         _registry.unregister(self)
+        if self._choice is not None:
+            self._choice.close()
         self._worker.shutdown(timeout_s)
 
     def stats(self) -> ExporterStats:

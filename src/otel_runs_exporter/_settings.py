@@ -112,6 +112,19 @@ def _seconds(raw: str) -> float:
     return _number(raw, float, lambda v: 0 < v < float("inf"), "seconds, greater than 0")
 
 
+def _seconds_or_off(raw: str) -> float:
+    return _number(raw, float, lambda v: 0 <= v < float("inf"), "seconds, 0 or more (0: off)")
+
+
+def _ratio(raw: str) -> float:
+    return _number(raw, float, lambda v: 0 <= v <= 1, "a number from 0 to 1")
+
+
+def _scopes(raw: str) -> tuple[str, ...]:
+    # Instrumentation scope names, comma-separated; any text is a name, so none is malformed.
+    return tuple(part.strip() for part in str(raw).split(",") if part.strip())
+
+
 def _backoff(raw: str) -> tuple[float, float]:
     expected = "two numbers of seconds, first,cap, with 0 < first <= cap"
     first, sep, cap = str(raw).partition(",")
@@ -464,6 +477,81 @@ _DECLS: dict[str, _Decl] = {
         "Exporter path: longest a span is held waiting for its ancestors.",
         kind=TUNING,
     ),
+    "spans": _Decl(
+        (ev.OTEL_EXPORTER_RUNS_SPANS,),
+        "all",
+        _choice("all", "genai"),
+        "all: every sampled span becomes a run. genai: only GenAI spans (a known GenAI producer's "
+        "instrumentation scope, or gen_ai.*, llm.*, openinference.span.kind, traceloop.* or langsmith.* "
+        "attributes) and the root of each trace that has some; a span left out is spliced out, its kept "
+        "children nest under its nearest kept ancestor. Counted in stats().filtered.",
+        kind=TUNING,
+    ),
+    "blocked_scopes": _Decl(
+        (ev.OTEL_EXPORTER_RUNS_BLOCKED_SCOPES,),
+        (),
+        _scopes,
+        "Instrumentation scope names, comma-separated, matched as prefixes: spans of these scopes are "
+        "left out (spliced out like spans=genai's, counted in stats().filtered), whatever spans says.",
+        kind=TUNING,
+    ),
+    "should_export": _Decl(
+        (),
+        None,
+        _str,
+        "Argument only: a callable span -> bool that decides which spans become runs, instead of spans=... "
+        "(blocked_scopes still apply). On the processor path it is called at span start, on the exporter "
+        "path at span end. An exception keeps the span, and is logged once.",
+        kind=TUNING,
+    ),
+    "sample_rate": _Decl(
+        (ev.OTEL_EXPORTER_RUNS_SAMPLE_RATE,),
+        1.0,
+        _ratio,
+        "Share of ordinary traces sent, 0 to 1, decided from the OTel trace id as TraceIdRatioBased "
+        "decides (the same in every process of a distributed trace). Below 1, a trace the rate would "
+        "not send is held until its root ends, and sent whole if keep_errors or keep_slower_than_s keep it.",
+        kind=TUNING,
+    ),
+    "keep_errors": _Decl(
+        (ev.OTEL_EXPORTER_RUNS_KEEP_ERRORS,),
+        True,
+        _bool,
+        "With sample_rate below 1: a trace with an errored run is sent whole, whatever the rate.",
+        kind=TUNING,
+    ),
+    "keep_slower_than_s": _Decl(
+        (ev.OTEL_EXPORTER_RUNS_KEEP_SLOWER_THAN,),
+        0.0,
+        _seconds_or_off,
+        "With sample_rate below 1: a trace with a run that took longer than this many seconds is sent "
+        "whole, whatever the rate. 0: off.",
+        kind=TUNING,
+    ),
+    "sample_hold_max_spans": _Decl(
+        (ev.OTEL_EXPORTER_RUNS_SAMPLE_HOLD_MAX_SPANS,),
+        10_000,
+        _positive_int,
+        "With sample_rate below 1: most spans of one trace held for its decision; past it the trace is "
+        "decided by the rate alone (counted in stats().sampled_at_bound).",
+        kind=TUNING,
+    ),
+    "sample_hold_max_s": _Decl(
+        (ev.OTEL_EXPORTER_RUNS_SAMPLE_HOLD_MAX_SECONDS,),
+        600.0,
+        _seconds,
+        "With sample_rate below 1: longest a trace is held for its decision (long enough for an agent "
+        "run); past it the trace is decided by the rate alone.",
+        kind=TUNING,
+    ),
+    "sample_hold_max_bytes": _Decl(
+        (ev.OTEL_EXPORTER_RUNS_SAMPLE_HOLD_MAX_BYTES,),
+        16 * MiB,
+        _positive_int,
+        "With sample_rate below 1: most bytes (estimated) held by all traces waiting for their decision, "
+        "counted in max_queue_bytes too; past it the oldest held trace is decided by the rate alone.",
+        kind=TUNING,
+    ),
     "certificate": _Decl(
         (ev.OTEL_EXPORTER_RUNS_CERTIFICATE,),
         None,
@@ -610,6 +698,15 @@ class Settings:
     max_value_chars: int
     hold_max_spans: int
     hold_max_s: float
+    spans: str
+    blocked_scopes: tuple[str, ...]
+    should_export: Any
+    sample_rate: float
+    keep_errors: bool
+    keep_slower_than_s: float
+    sample_hold_max_spans: int
+    sample_hold_max_s: float
+    sample_hold_max_bytes: int
     certificate: str | None
     client_certificate: str | None
     client_key: str | None = field(repr=False)
@@ -709,6 +806,15 @@ def _typed(decl: _Decl, name: str, value: Any) -> Any:
     elif parse is _seconds or parse is _millis_to_seconds:
         good = _real(value) and (0 < value if parse is _seconds else 0 <= value) and value < float("inf")
         expected = "seconds, greater than 0" if parse is _seconds else "seconds, 0 or more"
+    elif parse is _seconds_or_off:
+        good, expected = _real(value) and 0 <= value < float("inf"), "seconds, 0 or more (0: off)"
+    elif parse is _ratio:
+        good, expected = _real(value) and 0 <= value <= 1, "a number from 0 to 1"
+    elif parse is _scopes:
+        good = isinstance(value, (tuple, list)) and all(isinstance(v, str) for v in value)
+        expected = "scope names, as a list or comma-separated text"
+    elif name == "should_export":
+        good, expected = callable(value), "a function span -> bool"
     elif parse is _backoff:
         expected = "two numbers of seconds, (first, cap), with 0 < first <= cap"
         good = (
@@ -726,7 +832,7 @@ def _typed(decl: _Decl, name: str, value: Any) -> Any:
         return value  # a callable (mask), a mapping (headers), a path: checked where they are used
     if not good:
         raise ConfigError(f"argument {name}={value!r} is not valid: expected {expected}")
-    return tuple(value) if parse is _backoff else value
+    return tuple(value) if parse is _backoff or parse is _scopes else value
 
 
 def _from_env(decl: _Decl, env: Mapping[str, str]) -> Any:

@@ -10,7 +10,12 @@ The identity, true at any moment because each move is one step under one lock::
     created == delivered + sum(dropped.values()) + spooled + queued
 
 and, once everything has settled (after ``force_flush`` or ``shutdown``),
-``queued == 0``. What happens to runs after they reach the spool is counted on
+``queued == 0``. A run is created when it is sure to be sent: a span the span
+filter leaves out is never one (``filtered``), and with tail sampling a run
+waits outside the identity (``sampling_held``) until its trace is decided:
+kept, it is created then; not, it is ``sampled_out``. So beside the identity,
+every ended span is exactly one of created, sampling_held, sampled_out or
+filtered, and none of these three is ever a loss. What happens to runs after they reach the spool is counted on
 the spool's side: ``replayed`` (delivered from spool files by this process,
 whoever wrote them) and ``spool_dropped`` (files evicted from a full spool,
 ``spool_full``; entries set aside unread or unreplayable, ``spool_corrupt``,
@@ -60,6 +65,15 @@ class ExporterStats:
     (malformed JSON, a wrong type), kept as text in their run's metadata: no run
     is lost for them, so they are not among the drops.
 
+    ``filtered`` counts spans the span filter left out (``spans``,
+    ``blocked_scopes``, ``should_export``), spliced out of their trees: not runs,
+    so not in ``created``. With tail sampling (``sample_rate`` below 1),
+    ``sampling_held`` counts runs that ended and wait for their trace's decision,
+    ``sampled_out`` runs of traces not sent, and ``sampled_at_bound`` maps a hold
+    bound (``spans``, ``seconds``, ``bytes``, ``shutdown``) to the traces it
+    decided by the rate alone; none of these is in ``created`` (a held run enters
+    it when its trace is kept), and none is a loss.
+
     ``log_events_joined`` counts GenAI events written as OTel log records that
     reached their span's run (``_genai_events``); ``log_events_dropped`` maps a
     reason (``no_span``, ``not_sampled``, ``unmatched``, ``events_full``,
@@ -86,6 +100,10 @@ class ExporterStats:
     interval_s: float | None = None
     malformed: int = 0
     depth_limited: int = 0
+    filtered: int = 0
+    sampled_out: int = 0
+    sampling_held: int = 0
+    sampled_at_bound: Mapping[str, int] = field(default_factory=dict)
     log_events_joined: int = 0
     log_events_dropped: Mapping[str, int] = field(default_factory=dict)
     log_events_held: int = 0
@@ -166,6 +184,9 @@ class Ledger:
         self._orphaned = 0
         self._malformed = 0
         self._depth_limited = 0
+        self._filtered = 0
+        self._sampled_out = 0
+        self._sampled_at_bound: dict[str, int] = {}
         self._dropped: dict[str, int] = {}
         self._spool_dropped: dict[str, int] = {}
         self._gave_up: str | None = None  # the reason, once give_up() has run
@@ -255,6 +276,28 @@ class Ledger:
         with self._lock:
             self._depth_limited += runs
 
+    # --- spans that are not runs, runs that wait for their trace's decision ------
+
+    def filtered(self, spans: int = 1) -> None:
+        """Spans the span filter left out: never runs, never in ``created``."""
+        with self._lock:
+            self._filtered += spans
+
+    def decided(self, held: int, keep: bool, bound: str | None = None) -> None:
+        """A held trace was decided (its runs were counted as held by the hold, ``_hold``). Kept, each
+        run is created as it is queued (``admit``); not, they are sampled out. ``bound``: the hold
+        bound that decided it by the rate alone."""
+        with self._lock:
+            if not keep:
+                self._sampled_out += held
+            if bound is not None:
+                self._sampled_at_bound[bound] = self._sampled_at_bound.get(bound, 0) + 1
+
+    def sampled_out(self, runs: int = 1) -> None:
+        """Runs that ended after their trace was decided not to be sent."""
+        with self._lock:
+            self._sampled_out += runs
+
     # --- reading ---------------------------------------------------------------
 
     @property
@@ -271,6 +314,7 @@ class Ledger:
         requests: RequestCounts | None = None,
         held: int = 0,
         interval_s: float | None = None,
+        sampling_held: int = 0,
         log_events: LogEventCounts | None = None,
     ) -> ExporterStats:
         """The one place an :class:`ExporterStats` is built."""
@@ -295,6 +339,10 @@ class Ledger:
                 interval_s=interval_s,
                 malformed=self._malformed,
                 depth_limited=self._depth_limited,
+                filtered=self._filtered,
+                sampled_out=self._sampled_out,
+                sampling_held=sampling_held,
+                sampled_at_bound=MappingProxyType(dict(self._sampled_at_bound)),
                 log_events_joined=e.joined,
                 log_events_dropped=MappingProxyType(dict(e.dropped)),
                 log_events_held=e.held,

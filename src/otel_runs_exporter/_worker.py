@@ -23,7 +23,8 @@ Memory is bounded twice: the queue of span operations in items
 size each, the open runs (early post sent, end not yet converted) at an
 estimated size each plus their dotted_order, and the encoded backlog awaiting
 delivery (which also holds what failed and waits to be retried) at its exact
-size. Past either bound the newest are dropped and counted. Open runs count
+size, and the traces held for their tail-sampling decision (``_hold``) at their
+estimated size. Past either bound the newest are dropped and counted. Open runs count
 against new spans, not against their own ends: converting an end frees more than
 it queues. While the service is down everything queued is
 converted at once and sealed by :class:`Delivery` into compressed batches, so a
@@ -56,6 +57,7 @@ from ._delivery import Delivery
 from ._encode import EncodedRun, encode_run
 from ._fork import renew_in_child
 from ._genai_events import EventJoin, ended_run, late_patches
+from ._hold import TraceHold
 from ._ids import RunIds
 from ._logging import RateLimitedLog
 from ._pacing import Pacer
@@ -111,6 +113,11 @@ class Worker:
         self._start_worker()
 
     @property
+    def ledger(self) -> Ledger:
+        """The counts, for what the processor decides above the queue (spans filtered, traces held)."""
+        return self._ledger
+
+    @property
     def options(self) -> ConvertOptions:
         """What conversion takes from the settings, resolved once; the processor resolves ids with its ``id_scheme`` too."""
         return self._opts
@@ -128,6 +135,9 @@ class Worker:
         self._open_bytes = 0
         # Nodes whose end was refused at the door: the worker forgets their early post.
         self._released: deque[RunNode] = deque()
+        # Traces held for their tail-sampling decision (the processor's _choice fills it):
+        # what they hold counts against max_queue_bytes with the rest. None: no sampling.
+        self.hold = TraceHold.from_settings(self._settings)
         self._stopping = False
         self._stopped = False
         self._stop_deadline = 0.0
@@ -181,6 +191,8 @@ class Worker:
             )
             return True
         held = (waiting + 1) * _OP_BYTES + self._delivery.bytes_held
+        if self.hold is not None:
+            held += self.hold.bytes
         if kind == "post":
             # Open runs count against new spans, not against their own ends: converting
             # an end frees more than it queues.
@@ -265,7 +277,7 @@ class Worker:
     def stats(self) -> ExporterStats:
         events = self._events.counts() if self._events is not None else None
         return self._ledger.snapshot(self._delivery.transport.counts, interval_s=self._pacer.interval,
-                                     log_events=events)
+                                     log_events=events, sampling_held=self.hold.runs if self.hold is not None else 0)
 
     # --- shutdown ------------------------------------------------------------------
 

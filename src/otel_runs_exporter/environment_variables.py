@@ -186,6 +186,73 @@ Setting ``hold_max_s``: on the exporter path, the longest a span is held waiting
 Default: ``30``.
 """
 
+OTEL_EXPORTER_RUNS_SPANS = "OTEL_EXPORTER_RUNS_SPANS"
+"""
+.. envvar:: OTEL_EXPORTER_RUNS_SPANS
+
+Setting ``spans``: ``all`` (every sampled span becomes a run) or ``genai`` (GenAI spans, by their
+instrumentation scope or their ``gen_ai.*``, ``llm.*``, ``openinference.span.kind``, ``traceloop.*`` or
+``langsmith.*`` attributes, and each trace's root when it has some); a span left out is spliced out of
+the tree, never leaving orphans. Default: ``all``.
+"""
+
+OTEL_EXPORTER_RUNS_BLOCKED_SCOPES = "OTEL_EXPORTER_RUNS_BLOCKED_SCOPES"
+"""
+.. envvar:: OTEL_EXPORTER_RUNS_BLOCKED_SCOPES
+
+Setting ``blocked_scopes``: instrumentation scope names, comma-separated, matched as prefixes, whose
+spans are left out (spliced out of the tree). Default: none.
+"""
+
+OTEL_EXPORTER_RUNS_SAMPLE_RATE = "OTEL_EXPORTER_RUNS_SAMPLE_RATE"
+"""
+.. envvar:: OTEL_EXPORTER_RUNS_SAMPLE_RATE
+
+Setting ``sample_rate``: the share of ordinary traces sent, 0 to 1, decided from the OTel trace id
+(as ``TraceIdRatioBased``, so every process of a distributed trace decides alike). Default: ``1``.
+"""
+
+OTEL_EXPORTER_RUNS_KEEP_ERRORS = "OTEL_EXPORTER_RUNS_KEEP_ERRORS"
+"""
+.. envvar:: OTEL_EXPORTER_RUNS_KEEP_ERRORS
+
+Setting ``keep_errors``: with :envvar:`OTEL_EXPORTER_RUNS_SAMPLE_RATE` below 1, a trace with an errored
+run is sent whole, whatever the rate. Default: ``true``.
+"""
+
+OTEL_EXPORTER_RUNS_KEEP_SLOWER_THAN = "OTEL_EXPORTER_RUNS_KEEP_SLOWER_THAN"
+"""
+.. envvar:: OTEL_EXPORTER_RUNS_KEEP_SLOWER_THAN
+
+Setting ``keep_slower_than_s``: seconds; with :envvar:`OTEL_EXPORTER_RUNS_SAMPLE_RATE` below 1, a trace
+with a run that took longer is sent whole, whatever the rate. Default: ``0`` (off).
+"""
+
+OTEL_EXPORTER_RUNS_SAMPLE_HOLD_MAX_SPANS = "OTEL_EXPORTER_RUNS_SAMPLE_HOLD_MAX_SPANS"
+"""
+.. envvar:: OTEL_EXPORTER_RUNS_SAMPLE_HOLD_MAX_SPANS
+
+Setting ``sample_hold_max_spans``: most spans of one trace held while it waits for its sampling
+decision; past it the trace is decided by the rate alone. Default: ``10000``.
+"""
+
+OTEL_EXPORTER_RUNS_SAMPLE_HOLD_MAX_SECONDS = "OTEL_EXPORTER_RUNS_SAMPLE_HOLD_MAX_SECONDS"
+"""
+.. envvar:: OTEL_EXPORTER_RUNS_SAMPLE_HOLD_MAX_SECONDS
+
+Setting ``sample_hold_max_s``: the longest a trace is held for its sampling decision; past it the
+trace is decided by the rate alone. Default: ``600``.
+"""
+
+OTEL_EXPORTER_RUNS_SAMPLE_HOLD_MAX_BYTES = "OTEL_EXPORTER_RUNS_SAMPLE_HOLD_MAX_BYTES"
+"""
+.. envvar:: OTEL_EXPORTER_RUNS_SAMPLE_HOLD_MAX_BYTES
+
+Setting ``sample_hold_max_bytes``: most bytes (estimated) held by all traces waiting for their sampling
+decision, counted in :envvar:`OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES` too; past it the oldest held trace is
+decided by the rate alone. Default: 16 MiB.
+"""
+
 OTEL_EXPORTER_RUNS_CERTIFICATE = "OTEL_EXPORTER_RUNS_CERTIFICATE"
 """
 .. envvar:: OTEL_EXPORTER_RUNS_CERTIFICATE

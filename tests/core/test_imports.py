@@ -23,12 +23,16 @@ FLOW = [
     {"_ids"},
     {"_settings"},
     {"_semconv", "_convert"},
+    # Which spans become runs and which traces are sent (pure rules), then the traces held for it.
+    {"_select"},
+    {"_hold"},
     {"_encode"},
     {"_stats"},
     {"_http"},
     {"_transport"},
     {"_delivery"},
     {"_worker"},
+    {"_choice"},
     {"_processor", "_exporter"},
 ]
 

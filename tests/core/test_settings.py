@@ -82,7 +82,9 @@ def _tuning_with_a_variable() -> list[str]:
     from otel_runs_exporter._settings import _DECLS, TUNING
 
     # spool_dir is tuning too; a malformed directory is made by test_worker (this value would be created here).
-    return [n for n, d in _DECLS.items() if d.kind == TUNING and d.env and d.read is None and n != "spool_dir"]
+    # blocked_scopes is a list of scope names, and any text is a name: no value of it is malformed.
+    skipped = {"spool_dir", "blocked_scopes"}
+    return [n for n, d in _DECLS.items() if d.kind == TUNING and d.env and d.read is None and n not in skipped]
 
 
 @pytest.mark.parametrize("name", _tuning_with_a_variable())
@@ -158,6 +160,14 @@ def test_a_malformed_essential_variable_is_a_config_error_naming_it_and_what_is_
         ("hide_inputs", 1, "true, false or a function"),
         ("scrub_secrets", 1, "true or false"),
         ("mode", 3, "text"),
+        ("spans", "everything", "one of all, genai"),
+        ("sample_rate", 1.5, "a number from 0 to 1"),
+        ("sample_rate", -0.1, "a number from 0 to 1"),
+        ("sample_rate", "half", "a number from 0 to 1"),
+        ("keep_slower_than_s", -1.0, "seconds, 0 or more (0: off)"),
+        ("sample_hold_max_s", 0, "seconds, greater than 0"),
+        ("blocked_scopes", 5, "scope names, as a list or comma-separated text"),
+        ("should_export", True, "a function span -> bool"),
     ],
 )
 def test_a_malformed_tuning_argument_is_still_a_config_error(name, value, expected):

@@ -84,7 +84,7 @@ def _literals(hint: object) -> set[str]:
 def test_the_typed_choices_are_the_settings_choices():
     hints = typing.get_type_hints(SettingsArguments)
     with_choices = {name: _literals(hint) for name, hint in hints.items() if _literals(hint)}
-    assert set(with_choices) == {"region", "mode", "compression", "id_scheme"}
+    assert set(with_choices) == {"region", "mode", "compression", "id_scheme", "spans"}
     for name, typed in with_choices.items():
         # A choice parser's message lists its choices: "one of auto, multipart, basic".
         with pytest.raises(ValueError) as refused:
