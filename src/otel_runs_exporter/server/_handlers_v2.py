@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, unquote
 
-from ._query import QueryError, Where
+from ._filter import QueryError, Where
 from ._render import token_counts
 from ._reply import Reply, detail
 from ._routing import Request, Service

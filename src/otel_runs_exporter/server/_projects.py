@@ -23,7 +23,7 @@ from typing import Any, Callable
 from urllib.parse import parse_qs
 
 from ._numbers import plain_int
-from ._query import QueryError
+from ._filter import QueryError
 from ._store import sortable_time
 from ._validate import canonical_id
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from ._query import FIELDS, QueryError, Where, parse_filter
+from ._filter import FIELDS, QueryError, Where, parse_filter
 from ._v2 import check_body, one_id, page_of, parse_params, preview, selects_of, time_window
 
 __all__ = [
