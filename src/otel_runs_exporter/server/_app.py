@@ -32,7 +32,7 @@ __all__ = ["LocalService"]
 logger = logging.getLogger(__name__)
 
 # The service version /info reports, which is what the service's client gates features on (langsmith 0.15):
-# 0.8.10 or later sends feedback in multipart ingest, which this service accepts; 0.16.0 is the lowest version
+# 0.8.10 or later sends feedback with a trace_id in multipart ingest (and the rest to POST /feedback); 0.16.0 is the lowest version
 # its client.runs, .traces and .threads resources ask for, whose /api/v2 routes this service serves. Higher
 # would claim what it does not serve: client.annotation_queues wants 0.16.14, client.sessions 0.18.0.
 _SERVICE_API_VERSION = "0.16.0"
@@ -330,7 +330,7 @@ class LocalService:
         return self.store.duplicate_posts()
 
     def feedback(self) -> list[dict[str, Any]]:
-        """Feedback parts received in multipart requests."""
+        """Every feedback item kept (multipart ``feedback.<id>`` parts and ``POST /feedback``), oldest first."""
         return self.store.feedback()
 
     def check(self) -> dict[str, list[Any]]:

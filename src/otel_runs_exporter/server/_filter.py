@@ -26,7 +26,7 @@ from typing import Any, Literal
 import orjson
 
 from ._reply import Refuse
-from ._store import sortable_time
+from ._store_schema import sortable_time
 from ._validate import canonical_id
 
 __all__ = ["FIELDS", "QueryError", "Where", "parse_filter", "search_where"]
@@ -34,7 +34,7 @@ __all__ = ["FIELDS", "QueryError", "Where", "parse_filter", "search_where"]
 _MAX_FILTER_CHARS = 10_000
 _MAX_DEPTH = 32
 
-Kind = Literal["id", "text", "time", "number", "bool", "status", "tags", "metadata"]
+Kind = Literal["id", "text", "time", "number", "bool", "status", "tags", "metadata", "feedback_key", "feedback_score"]
 
 _STATUS_SQL = "(CASE WHEN {t}.error IS NOT NULL THEN 'error' WHEN {t}.end_time IS NOT NULL THEN 'success' ELSE 'pending' END)"
 # The metadata keys the service reads a thread from, the first present winning; CAST, because a
@@ -61,6 +61,10 @@ FIELDS: dict[str, tuple[str, Kind]] = {
     "thread_id": (_THREAD_SQL, "text"),
     "tags": ("{t}.tags", "tags"),
     "metadata": ("{t}.metadata", "metadata"),
+    # Feedback kept for the run (:mod:`._feedback`): a condition on one item of it, as the hosted service reads
+    # and(eq(feedback_key, "k"), eq(feedback_score, 1)): an item with that key and that score.
+    "feedback_key": ("f.key", "feedback_key"),
+    "feedback_score": ("f.score", "feedback_score"),
 }
 """Filter field -> (SQL expression over the store's ``runs`` columns, with ``{t}`` the table alias; kind)."""
 
@@ -278,7 +282,10 @@ class _Compiler:
         if name in ("and", "or"):
             if not node.args:
                 raise self.p.error(f"{name}() needs at least one condition", node.pos)
-            parts = [self.call(self.condition(arg, name)) for arg in node.args]
+            calls = [self.condition(arg, name) for arg in node.args]
+            if name == "and":
+                calls = self.one_feedback_item(calls)
+            parts = [c if isinstance(c, Where) else self.call(c) for c in calls]
             joiner = " AND " if name == "and" else " OR "
             return Where("(" + joiner.join(f"({p.sql})" for p in parts) + ")", tuple(v for p in parts for v in p.params))
         if name == "not":
@@ -328,8 +335,43 @@ class _Compiler:
         name, sql, kind = self.field(node.args[0], node.name)
         return name, sql, kind, self.literal(node.args[1], node.name)
 
+    def one_feedback_item(self, calls: list[_Call]) -> list[_Call | Where]:
+        """In and(): a feedback key and score comparisons are about one item (the rest stays as it was)."""
+        key = [c for c in calls if c.name == "eq" and self.feedback_field(c) == "feedback_key"]
+        scores = [c for c in calls if self.feedback_field(c) == "feedback_score"]
+        if len(key) != 1 or not scores:
+            return list(calls)
+        joined = [self.feedback_condition(c) for c in (*key, *scores)]
+        item = Where.all_of(joined)
+        rest: list[_Call | Where] = [c for c in calls if c is not key[0] and c not in scores]
+        return [*rest, self.feedback_exists(item)]
+
+    def feedback_field(self, node: _Call) -> str | None:
+        first = node.args[0] if node.args else None
+        if isinstance(first, _Ident) and first.name in ("feedback_key", "feedback_score"):
+            return first.name
+        return None
+
+    def feedback_exists(self, item: Where) -> Where:
+        return Where(f"EXISTS (SELECT 1 FROM feedback AS f WHERE f.run_id = {self.alias}.id AND {item.sql})", item.params)
+
+    def feedback_condition(self, node: _Call) -> Where:
+        """``f.key = ?`` or ``f.score <op> ?`` over one feedback item ``f``."""
+        func = node.name
+        name, sql, kind, lit = self.field_and_value(node, f"{func}() takes a field and a value")
+        if kind == "feedback_key":
+            if func != "eq" or not isinstance(lit.value, str):
+                raise self.p.error('feedback_key takes eq() and a quoted key, as in eq(feedback_key, "thumbs")', node.pos)
+            return Where("f.key = ?", (lit.value,))
+        if func not in _COMPARATORS or isinstance(lit.value, bool) or not isinstance(lit.value, (int, float)):
+            raise self.p.error(f"feedback_score is compared with a number, as in gte(feedback_score, 1)", node.pos)
+        op = {"eq": "=", "neq": "!=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}[func]
+        return Where(f"f.score {op} ?", (lit.value,))
+
     def compare(self, node: _Call) -> Where:
         func = node.name
+        if self.feedback_field(node) is not None:
+            return self.feedback_exists(self.feedback_condition(node))
         name, sql, kind, lit = self.field_and_value(node, f"{func}() takes a field and a value")
         if kind in ("tags", "metadata"):
             raise self.p.error(f"{name} is matched with has() or exists(), not {func}()", node.pos)

@@ -13,6 +13,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ._feedback import (
+    api_feedback,
+    feedback_stats,
+    parse_feedback_create,
+    parse_feedback_list,
+    parse_feedback_update,
+)
 from ._handlers_v2 import attachment_urls, s3_urls
 from ._ingest import ReadResult, read_basic_patch, read_basic_post, read_batch, read_multipart
 from ._modes import refuses
@@ -37,6 +44,11 @@ __all__ = [
     "list_projects",
     "read_project",
     "create_project",
+    "create_feedback",
+    "list_feedback",
+    "read_feedback",
+    "update_feedback",
+    "delete_feedback",
     "ingest",
 ]
 
@@ -127,6 +139,7 @@ def read_run(request: Request, service: Service) -> Reply:
     if run is None:
         return Reply(404, detail(f"run {raw_id} not found"))
     body = api_run(run, store.project_of_run(run["id"]))
+    _add_feedback_stats(service, [body])
     found = attachment_urls(request, service, [run["id"]]).get(run["id"])
     if found:
         body["s3_urls"] = s3_urls(found)
@@ -140,6 +153,8 @@ def query_runs(request: Request, service: Service) -> Reply:
         query.where.sql, query.where.params, order=query.order, after=query.after, limit=query.page_size + 1
     )
     body = page_body(found, query)
+    if query.select is None or "feedback_stats" in query.select:
+        _add_feedback_stats(service, body["runs"])
     if query.select is None or "s3_urls" in query.select:
         # The SDK downloads a run's attachments from s3_urls (selected by default), without its key.
         links = attachment_urls(request, service, [run["id"] for run in body["runs"]])
@@ -147,6 +162,13 @@ def query_runs(request: Request, service: Service) -> Reply:
             if run["id"] in links:
                 run["s3_urls"] = s3_urls(links[run["id"]])
     return Reply(200, body)
+
+
+def _add_feedback_stats(service: Service, runs: list[dict[str, Any]]) -> None:
+    """Each run's ``feedback_stats`` (null without feedback), from the feedback kept for it."""
+    found = service.store.feedback_of_runs([run["id"] for run in runs])
+    for run in runs:
+        run["feedback_stats"] = feedback_stats(found[run["id"]]) if run["id"] in found else None
 
 
 def stats(request: Request, service: Service) -> Reply:
@@ -198,3 +220,52 @@ def create_project(request: Request, service: Service) -> Reply:
     except ProjectExists as exc:
         return Reply(409, detail(str(exc), id=exc.project["id"]))
     return Reply(201 if created else 200, api_project(project, _tenant_id(service)))
+
+
+# --- feedback (the SDK's create_feedback, list_feedback, read/update/delete_feedback; the viewer's thumbs) ----
+
+
+def _feedback_id(request: Request) -> str:
+    raw = request.params["feedback_id"]
+    canon = canonical_id(raw)
+    if canon is None:
+        raise QueryError(("path", "feedback_id"), f"feedback id {raw[:60]!r} is not a UUID")
+    return canon
+
+
+def create_feedback(request: Request, service: Service) -> Reply:
+    """``POST /feedback``: kept whether or not its run has arrived (the SDK sends runs in the background)."""
+    item = parse_feedback_create(request.body)
+    return Reply(200, api_feedback(service.store.add_feedback(item)))
+
+
+def list_feedback(request: Request, service: Service) -> Reply:
+    wanted = parse_feedback_list(request.query)
+    items = service.store.list_feedback(
+        runs=wanted.runs, traces=wanted.traces, keys=wanted.keys, sources=wanted.sources, sessions=wanted.sessions,
+        limit=wanted.limit, offset=wanted.offset,
+    )
+    return Reply(200, [api_feedback(item) for item in items])
+
+
+def read_feedback(request: Request, service: Service) -> Reply:
+    feedback_id = _feedback_id(request)
+    item = service.store.feedback_item(feedback_id)
+    if item is None:
+        return Reply(404, detail(f"feedback {feedback_id} not found"))
+    return Reply(200, api_feedback(item))
+
+
+def update_feedback(request: Request, service: Service) -> Reply:
+    feedback_id = _feedback_id(request)
+    item = service.store.update_feedback(feedback_id, parse_feedback_update(request.body))
+    if item is None:
+        return Reply(404, detail(f"feedback {feedback_id} not found"))
+    return Reply(200, api_feedback(item))
+
+
+def delete_feedback(request: Request, service: Service) -> Reply:
+    feedback_id = _feedback_id(request)
+    if not service.store.delete_feedback(feedback_id):
+        return Reply(404, detail(f"feedback {feedback_id} not found"))
+    return Reply(200, {"id": feedback_id})

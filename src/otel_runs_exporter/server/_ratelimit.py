@@ -108,7 +108,7 @@ SPEC_RULES: tuple[RateRule, ...] = (
     _rule("Deletion", "user_ip", 30, 60, r"/trigger/?$"),
     _routed("Run ingest", "api_key", 2000, 10, "runs.post"),
     _routed("Run ingest", "api_key", 2000, 10, "runs.patch"),
-    _rule("High throughput", "api_key", 2000, 10, r"^/feedback/?$", "POST"),
+    _routed("High throughput", "api_key", 2000, 10, "feedback.post"),
     _routed("Run lookup", "api_key", 30, 60, "runs.read", "GET"),
     _rule("Examples", "api_key", 5000, 60, r"/examples", "GET"),
     _rule("Public download", "ip", 5000, 60, r"^/public/download(/|$)"),

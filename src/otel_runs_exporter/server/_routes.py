@@ -27,8 +27,11 @@ from ._control import (
     wait_for_auth,
 )
 from ._handlers import (
+    create_feedback,
     create_project,
+    delete_feedback,
     info,
+    list_feedback,
     list_projects,
     ok,
     patch_run,
@@ -36,9 +39,11 @@ from ._handlers import (
     post_multipart,
     post_run,
     query_runs,
+    read_feedback,
     read_project,
     read_run,
     stats,
+    update_feedback,
 )
 from ._handlers_v2 import (
     delete_project,
@@ -101,6 +106,13 @@ ROUTES: tuple[Route, ...] = (
     Route("/sessions", create_project, methods=POST, body=JSON, browsers=CORS_ORIGINS),
     Route("/sessions/{project_id}", read_project, methods=GET_HEAD, browsers=CORS_ORIGINS),
     Route("/sessions/{project_id}", delete_project, methods=DELETE, rate="sessions.delete", browsers=CORS_ORIGINS),
+    # Feedback (the SDK's create_feedback without trace_id, list_feedback, read/update/delete_feedback). The viewer
+    # adds a thumbs up or down and a comment, and reads a trace's feedback: its page may create and list, no more.
+    Route("/feedback", create_feedback, methods=POST, body=JSON, rate="feedback.post", browsers=SAME_ORIGIN_OR_CORS),
+    Route("/feedback", list_feedback, methods=GET_HEAD, browsers=SAME_ORIGIN_OR_CORS),
+    Route("/feedback/{feedback_id}", read_feedback, methods=GET_HEAD, browsers=CORS_ORIGINS),
+    Route("/feedback/{feedback_id}", update_feedback, methods=PATCH, body=JSON, browsers=CORS_ORIGINS),
+    Route("/feedback/{feedback_id}", delete_feedback, methods=DELETE, browsers=CORS_ORIGINS),
     # Where the read API's signed attachment addresses point. No key (the SDK downloads them without one):
     # the signature in the address is the credential. No page: the bytes are whatever a client sent.
     Route("/attachments/{run_id}/{name}", download_attachment, methods=GET_HEAD, auth="public"),

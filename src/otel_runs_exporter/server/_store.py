@@ -23,7 +23,6 @@ import logging
 import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,16 +30,18 @@ from typing import Any, Literal, NamedTuple
 
 import orjson
 
+from . import _store_feedback as store_feedback
 from ._ingest import Attachment
 from ._store_projects import (
     PROJECT_COLUMNS,
     ProjectExists,
-    insert_project,
+    create_project,
     project_for_run,
     project_id_for_name,
     project_row,
 )
 from ._store_schema import (
+    FEEDBACK_COLUMNS,
     INDEX_COLUMNS,
     RUN_INDEX_NAMES,
     RUN_INDEX_SET,
@@ -49,11 +50,11 @@ from ._store_schema import (
     ApplyResult,
     QueriedRun,
     RunSummary,
+    add_columns,
     dumps,
     index_values,
     merge_into,
     merge_run,
-    now_iso,
     sortable_time,
 )
 from ._validate import RunOp, Violation, parent_cycles
@@ -122,23 +123,22 @@ class RunStore:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, 1, SCHEMA_VERSION):
+            if version not in (0, 1, 2, SCHEMA_VERSION):
                 raise RuntimeError(
                     f"runs database {self.path} has schema version {version}, this version reads {SCHEMA_VERSION}"
                 )
-            if version == 1:
-                # Before the schema script: its new indexes name columns a version 1 table lacks. Each ALTER
-                # commits on its own, so an upgrade cut short leaves some columns behind; add only the rest.
-                present = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
-                for name, kind in INDEX_COLUMNS:
-                    if name not in present:
-                        conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+            # Before the schema script, whose indexes name the columns an older table lacks.
+            reindex = add_columns(conn, "runs", INDEX_COLUMNS)
+            refill = add_columns(conn, "feedback", FEEDBACK_COLUMNS)
             conn.executescript(SCHEMA)
-            if version == 1:
+            if reindex:
                 self._reindex_all(conn)
-                logger.info("runs database %s upgraded from schema version 1 to %d", self.path, SCHEMA_VERSION)
+            if refill:
+                store_feedback.backfill(conn)
             if version != SCHEMA_VERSION:
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                if version:
+                    logger.info("runs database %s upgraded from schema version %d to %d", self.path, version, SCHEMA_VERSION)
         self._seq = self._max_seq()
 
     # --- lifecycle ---------------------------------------------------------------
@@ -195,10 +195,7 @@ class RunStore:
             try:
                 for op in ops:
                     self._apply_one(db, op, now, result)
-                for item in feedback:
-                    db.execute(
-                        "INSERT INTO feedback (run_id, data) VALUES (?, ?)", (item.get("run_id"), dumps(dict(item)))
-                    )
+                store_feedback.insert(db, feedback)
                 for attachment in attachments:
                     db.execute(
                         "INSERT OR REPLACE INTO attachments (run_id, name, content_type, data) VALUES (?, ?, ?, ?)",
@@ -481,55 +478,15 @@ class RunStore:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
-                by_name = db.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE name = ?", (name,)).fetchone()
-                by_id = (
-                    db.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE id = ?", (project_id,)).fetchone()
-                    if project_id is not None
-                    else None
+                found = create_project(
+                    db, name=name, project_id=project_id, description=description, extra=extra,
+                    reference_dataset_id=reference_dataset_id, start_time=start_time, end_time=end_time, upsert=upsert,
                 )
-                if by_id is not None and (by_name is None or by_id[0] != by_name[0]):
-                    raise ProjectExists(f"a project with id {project_id} already exists", project_row(by_id))
-                if by_name is not None:
-                    if not upsert:
-                        raise ProjectExists(
-                            f"a project named {name!r} already exists (id {by_name[0]}); pass upsert=true to update it",
-                            project_row(by_name),
-                        )
-                    updates = {
-                        "description": description,
-                        "extra": dumps(dict(extra)) if extra is not None else None,
-                        "reference_dataset_id": reference_dataset_id,
-                        "end_time": end_time,
-                    }
-                    given = {k: v for k, v in updates.items() if v is not None}
-                    if given:
-                        db.execute(
-                            f"UPDATE projects SET {', '.join(f'{k} = ?' for k in given)} WHERE id = ?",
-                            (*given.values(), by_name[0]),
-                        )
-                    row = db.execute(
-                        f"SELECT {PROJECT_COLUMNS} FROM projects WHERE id = ?", (by_name[0],)
-                    ).fetchone()
-                    db.execute("COMMIT")
-                    return project_row(row), False
-                new_id = project_id or str(uuid.uuid4())
-                insert_project(
-                    db,
-                    new_id,
-                    name,
-                    start_time or now_iso(),
-                    created=True,
-                    description=description,
-                    extra=extra,
-                    reference_dataset_id=reference_dataset_id,
-                    end_time=end_time,
-                )
-                row = db.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE id = ?", (new_id,)).fetchone()
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
-        return project_row(row), True
+        return found
 
     def count(self, *, completed: bool = False) -> int:
         """Number of posted runs (with an end_time when ``completed``)."""
@@ -562,10 +519,52 @@ class RunStore:
         return [_violation(r) for r in rows]
 
     def feedback(self) -> list[dict[str, Any]]:
-        """Feedback items received in multipart requests."""
+        """Every feedback item, oldest first, as kept (from multipart parts and ``POST /feedback``)."""
         with self._lock:
             rows = self._db.execute("SELECT data FROM feedback ORDER BY seq").fetchall()
         return [orjson.loads(r[0]) for r in rows]
+
+    def add_feedback(self, item: Mapping[str, Any]) -> dict[str, Any]:
+        """Keep one item checked by :mod:`._feedback`; the item kept under its id (the first, for a retry)."""
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                store_feedback.insert(db, [item])
+                kept = store_feedback.get(db, item["id"])
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            self._changed.notify_all()
+        assert kept is not None
+        return kept
+
+    def feedback_item(self, feedback_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            return store_feedback.get(self._db, feedback_id)
+
+    def update_feedback(self, feedback_id: str, changes: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Replace the given fields of one item; the item, or None when there is no such item."""
+        with self._lock:
+            item = store_feedback.update(self._db, feedback_id, changes)
+            self._changed.notify_all()
+        return item
+
+    def delete_feedback(self, feedback_id: str) -> bool:
+        with self._lock:
+            gone = store_feedback.delete(self._db, feedback_id)
+            self._changed.notify_all()
+        return gone
+
+    def list_feedback(self, **where: Any) -> list[dict[str, Any]]:
+        """Items matching every given list (:func:`._store_feedback.listing`), oldest first."""
+        with self._lock:
+            return store_feedback.listing(self._db, **where)
+
+    def feedback_of_runs(self, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+        with self._lock:
+            return store_feedback.of_runs(self._db, run_ids)
 
     def check(self) -> dict[str, list[Any]]:
         """Consistency report: runs patched but never posted, never completed, parents that never arrived,

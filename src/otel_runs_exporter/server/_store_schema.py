@@ -6,7 +6,8 @@ projects): no connection is opened here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import sqlite3
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -19,6 +20,8 @@ __all__ = [
     "SCHEMA",
     "SCHEMA_VERSION",
     "INDEX_COLUMNS",
+    "FEEDBACK_COLUMNS",
+    "add_columns",
     "RUN_INDEX_SET",
     "RUN_INDEX_NAMES",
     "ApplyResult",
@@ -32,7 +35,7 @@ __all__ = [
     "index_values",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Columns of ``runs`` that only mirror the merged run, for the read API's filters.
 # Version 1 databases get them (and the projects table) added and filled on open.
 INDEX_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -102,8 +105,19 @@ CREATE TABLE IF NOT EXISTS violations (
 CREATE TABLE IF NOT EXISTS feedback (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT,
-    data TEXT NOT NULL
+    data TEXT NOT NULL,
+    id TEXT,
+    trace_id TEXT,
+    session_id TEXT,
+    key TEXT,
+    score REAL,
+    source TEXT
 );
+-- One item per id: a second create of the same id (a retry) is ignored. Feedback is read by its
+-- run (the viewer's trees, list_feedback(run_ids=), feedback filters) and by its trace.
+CREATE UNIQUE INDEX IF NOT EXISTS feedback_by_id ON feedback (id);
+CREATE INDEX IF NOT EXISTS feedback_by_run ON feedback (run_id, key);
+CREATE INDEX IF NOT EXISTS feedback_by_trace ON feedback (trace_id);
 -- The bytes of multipart attachment.<run_id>.<name> parts; added without a version change,
 -- since a database without the table simply has no attachments.
 CREATE TABLE IF NOT EXISTS attachments (
@@ -114,6 +128,15 @@ CREATE TABLE IF NOT EXISTS attachments (
     PRIMARY KEY (run_id, name)
 );
 """
+FEEDBACK_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("id", "TEXT"),
+    ("trace_id", "TEXT"),
+    ("session_id", "TEXT"),
+    ("key", "TEXT"),
+    ("score", "REAL"),
+    ("source", "TEXT"),
+)
+"""Columns of ``feedback`` that mirror its JSON (version 3): a version 2 database gets them added and filled."""
 RUN_INDEX_SET = ", ".join(f"{name} = ?" for name, _ in INDEX_COLUMNS)
 RUN_INDEX_NAMES = ", ".join(name for name, _ in INDEX_COLUMNS)
 
@@ -224,3 +247,18 @@ def index_values(merged: Mapping[str, Any], project_id: str | None) -> tuple[Any
         dumps(metadata) if isinstance(metadata, dict) else None,
         canonical_id(merged.get("reference_example_id")),
     )
+
+
+def add_columns(db: sqlite3.Connection, table: str, columns: Sequence[tuple[str, str]]) -> list[str]:
+    """Add the ``columns`` a table of an older database lacks; their names.
+
+    Each ALTER commits on its own, so an upgrade cut short leaves some columns behind: only the rest are added.
+    """
+    present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+    if not present:
+        return []  # no table yet: the schema script creates it whole
+    added = [name for name, _ in columns if name not in present]
+    for name, kind in columns:
+        if name in added:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+    return added

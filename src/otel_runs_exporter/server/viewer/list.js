@@ -2,6 +2,7 @@
 // trace's run count and tokens from POST /runs/stats.
 
 import { api, quote } from "./api.js";
+import { THUMBS } from "./feedback.js";
 import { cut, fmtDuration, fmtInt, fmtTime, h, isUuid, link, parseTime, replace, statusBadge, statusOf } from "./dom.js";
 
 const PAGE = 50;
@@ -12,6 +13,16 @@ const STATUSES = [
   ["error", "error"],
   ["open", "open"],
 ];
+// Traces by the feedback on any of their runs (tree_filter on the feedback filter fields).
+const FEEDBACK = [
+  ["", "any feedback"],
+  ["up", "▲ thumbs up"],
+  ["down", "▼ thumbs down"],
+];
+const FEEDBACK_FILTERS = {
+  up: `and(eq(feedback_key, "${THUMBS}"), eq(feedback_score, 1))`,
+  down: `and(eq(feedback_key, "${THUMBS}"), eq(feedback_score, 0))`,
+};
 // Counts of traces fetched at once when the list first shows; later ones come one per poll.
 const FIRST_STATS = 3;
 
@@ -25,6 +36,7 @@ export class ListView {
     this.projectKey = params.get("project") || "";
     this.status = STATUSES.some(([v]) => v === params.get("status")) ? params.get("status") : "";
     this.search = params.get("q") || "";
+    this.feedbackFilter = FEEDBACK_FILTERS[params.get("feedback")] ? params.get("feedback") : "";
     this.roots = [];
     this.stats = new Map(); // trace id -> {run_count, total_tokens, errors, seen}
     this.ticks = 0;
@@ -36,7 +48,8 @@ export class ListView {
     return (
       (params.get("project") || "") === this.projectKey &&
       (params.get("status") || "") === this.status &&
-      (params.get("q") || "") === this.search
+      (params.get("q") || "") === this.search &&
+      (params.get("feedback") || "") === this.feedbackFilter
     );
   }
 
@@ -44,6 +57,9 @@ export class ListView {
     this.projectSelect = h("select", { id: "project", "aria-label": "project" });
     this.statusSelect = h("select", { id: "status", "aria-label": "status" }, STATUSES.map(([v, label]) => h("option", { value: v }, label)));
     this.statusSelect.value = this.status;
+    this.feedbackSelect = h("select", { id: "feedback", "aria-label": "feedback" }, FEEDBACK.map(([v, label]) => h("option", { value: v }, label)));
+    this.feedbackSelect.value = this.feedbackFilter;
+    this.feedbackSelect.addEventListener("change", () => this.filtersChanged());
     this.searchInput = h("input", { type: "search", id: "search", placeholder: "name contains…", autocomplete: "off", spellcheck: "false" });
     this.searchInput.value = this.search;
     this.summary = h("span", { class: "summary", "aria-live": "polite" });
@@ -68,6 +84,8 @@ export class ListView {
         this.statusSelect,
         h("label", { for: "search" }, "Name"),
         this.searchInput,
+        h("label", { for: "feedback" }, "Feedback"),
+        this.feedbackSelect,
         this.summary,
       ),
       h(
@@ -92,10 +110,12 @@ export class ListView {
     this.projectKey = this.projectSelect.value;
     this.status = this.statusSelect.value;
     this.search = this.searchInput.value.trim();
+    this.feedbackFilter = this.feedbackSelect.value;
     const params = new URLSearchParams();
     if (this.projectKey) params.set("project", this.projectKey);
     if (this.status) params.set("status", this.status);
     if (this.search) params.set("q", this.search);
+    if (this.feedbackFilter) params.set("feedback", this.feedbackFilter);
     const query = params.toString();
     // replaceState: typing a search should not leave a history entry per letter.
     history.replaceState(null, "", query ? `#/?${query}` : "#/");
@@ -138,6 +158,7 @@ export class ListView {
     // search() finds the text anywhere in a run; the name match is narrowed here, below.
     if (this.search) filters.push(`search(${quote(this.search)})`);
     if (filters.length) body.filter = filters.length === 1 ? filters[0] : `and(${filters.join(", ")})`;
+    if (this.feedbackFilter) body.tree_filter = FEEDBACK_FILTERS[this.feedbackFilter];
     return body;
   }
 

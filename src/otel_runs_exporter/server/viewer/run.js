@@ -6,6 +6,7 @@ import { ApiError, api } from "./api.js";
 import {
   clipped, copyButton, cut, fmtBytes, fmtDuration, fmtInt, fmtTime, h, link, parseTime, replace, statusBadge, statusOf, typeBadge,
 } from "./dom.js";
+import { feedbackBlock } from "./feedback.js";
 
 const TRUNCATE_AT = 100 * 1024; // characters of JSON; larger values show this much and a "show all"
 const STRING_AT = 10 * 1024; // characters of one string inside JSON or a message (a long prompt shows whole)
@@ -18,6 +19,7 @@ export class RunView {
   constructor(app) {
     this.app = app;
     this.element = h("aside", { class: "detail", "aria-live": "polite" });
+    this.onFeedback = null; // the trace's view, told of feedback added here
     this.clear();
   }
 
@@ -31,11 +33,13 @@ export class RunView {
     replace(this.element, h("p", { class: "loading" }, "Loading the run…"));
     let run;
     let violations;
+    let feedback;
     try {
-      // Violations are asked alongside; failing to read them must not hide the run.
-      [run, violations] = await Promise.all([
+      // Violations and feedback are asked alongside; failing to read them must not hide the run.
+      [run, violations, feedback] = await Promise.all([
         api.run(runId),
         api.violations(runId).catch((error) => ({ failed: error.message })),
+        api.feedback(`run=${encodeURIComponent(runId)}`).catch((error) => ({ failed: error.message })),
       ]);
     } catch (error) {
       if (this.current !== runId) return;
@@ -52,7 +56,8 @@ export class RunView {
       return;
     }
     if (this.current !== runId) return; // another run was selected meanwhile
-    replace(this.element, renderRun(run, traceId, violations));
+    const added = (item) => this.onFeedback && this.onFeedback(item);
+    replace(this.element, renderRun(run, traceId, violations, feedback, added));
   }
 }
 
@@ -80,7 +85,7 @@ function violationsBlock(violations) {
   return section(`Rule violations (${fmtInt(violations.length)})`, h("ul", { class: "violations" }, items));
 }
 
-function renderRun(run, traceId, violations) {
+function renderRun(run, traceId, violations, feedback, added) {
   const status = statusOf(run);
   const start = parseTime(run.start_time);
   const end = parseTime(run.end_time);
@@ -122,6 +127,11 @@ function renderRun(run, traceId, violations) {
   ];
   const ruled = violationsBlock(violations);
   if (ruled) blocks.push(ruled);
+  blocks.push(
+    Array.isArray(feedback)
+      ? feedbackBlock(run, feedback, added)
+      : section("Feedback", h("p", { class: "empty" }, `Cannot read it: ${feedback && feedback.failed}`)),
+  );
   if (run.error !== undefined && run.error !== null) {
     blocks.push(section("Error", bigText(String(run.error), "error")));
   }

@@ -9,6 +9,7 @@ import { api } from "./api.js";
 import {
   copyButton, cut, fmtDuration, fmtInt, fmtTime, h, link, parseTime, replace, statusBadge, statusOf, typeBadge,
 } from "./dom.js";
+import { badges, summaryText, traceFeedback } from "./feedback.js";
 import { RunView } from "./run.js";
 
 const ROW_H = 26;
@@ -33,6 +34,8 @@ export class TraceView {
     this.closed = false;
     this.refresh = null; // {cursor, runs} while a background re-read is under way
     this.detail = new RunView(app);
+    this.detail.onFeedback = (item) => this.feedbackAdded(item);
+    this.feedback = null; // run id -> feedback items, once read
     this.build();
   }
 
@@ -157,6 +160,21 @@ export class TraceView {
     this.element.dataset.runs = String(this.runs.size);
   }
 
+  async loadFeedback() {
+    this.feedback = await traceFeedback(this.traceId);
+    if (this.closed) return;
+    this.renderRows();
+    this.renderHead();
+  }
+
+  feedbackAdded(item) {
+    if (!this.feedback) this.feedback = new Map();
+    const runId = String(item.run_id || "");
+    this.feedback.set(runId, [...(this.feedback.get(runId) || []), item]);
+    this.renderRows();
+    this.renderHead();
+  }
+
   async loadStats() {
     const stats = await api.stats({ trace: this.traceId });
     const runs = Number(stats.run_count) || 0;
@@ -185,6 +203,7 @@ export class TraceView {
         if (!this.closed) this.renderHead();
       });
     }
+    if (!this.feedback) return this.loadFeedback();
     if (!this.refresh) {
       if (!this.isOpenTrace() || this.runs.size > REFRESH_UP_TO) return null;
       this.refresh = { cursor: null, runs: new Map(), statsDone: false };
@@ -368,6 +387,7 @@ export class TraceView {
         node.status === "error" ? h("span", { class: "err-mark", title: "this run ended with an error" }, "error") : null,
         node.status === "open" ? h("span", { class: "open-mark", title: "no end time yet" }, "open") : null,
         folded ? h("span", { class: "hidden-count", title: "runs folded under this one" }, `+${fmtInt(node.size)}`) : null,
+        this.feedback ? badges(this.feedback.get(run.id)) : null,
       ),
       h(
         "span",
@@ -399,6 +419,7 @@ export class TraceView {
       fact("runs", fmtInt(Math.max(stats.runs, this.runs.size))),
       fact("tokens", stats.tokens === null ? "…" : stats.tokens ? `${fmtInt(stats.tokens)} (in ${fmtInt(stats.prompt)}, out ${fmtInt(stats.completion)})` : "0"),
       fact("failed runs", fmtInt(stats.errors)),
+      fact("feedback", this.feedback ? summaryText(this.feedback) : "…"),
       h("span", { class: "fact" }, h("span", { class: "label" }, "trace id"), h("code", null, this.traceId), copyButton(this.traceId, "trace id")),
     );
     this.app.setCrumbs(h("a", { href: "#/" }, "Traces"), h("span", null, cut(run.name || "trace", 80)));

@@ -1,0 +1,109 @@
+"""Issue 28's pages in a real headless Chromium: feedback, search, cost, threads, live updates, charts.
+
+One service for the module, fed by the real exporter once (a support conversation of
+three turns, a model call with a price, one without, a deep tool output); each test
+opens its page against it, and leaves a screenshot under tests/artifacts/.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from otel_runs_exporter.server import LocalService, viewer_link
+
+pytest.importorskip("selenium", reason="selenium is not installed: pip install -e '.[test]'")
+langsmith = pytest.importorskip("langsmith")
+
+from selenium.webdriver.common.by import By  # noqa: E402
+from viewer.viewer_helpers import as_json, click, export, screenshot, wait_for  # noqa: E402
+
+pytestmark = pytest.mark.heavy(seconds=15)
+
+PROJECT = "support"
+DEEP_WORD = "zanzibar-quokka"  # only in a grandchild's output: the search must find its trace by it
+
+
+@dataclass
+class Seeded:
+    service: LocalService
+    traces: dict[str, str]  # root name -> trace id
+    runs: dict[str, dict[str, Any]]  # run name -> run as stored
+
+
+def _turn(tracer: Any, name: str, question: str, answer: str, *, thread: str, model: str, tokens: tuple[int, int],
+          deep: str | None = None) -> None:
+    root_attributes = {
+        "langsmith.span.kind": "chain",
+        "langsmith.metadata.session_id": thread,
+        "input.value": as_json({"messages": [{"role": "user", "content": question}]}),
+        "output.value": as_json({"answer": answer}),
+    }
+    with tracer.start_as_current_span(name, attributes=root_attributes):
+        llm = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.system": "openai",
+            "gen_ai.request.model": model,
+            "gen_ai.usage.input_tokens": tokens[0],
+            "gen_ai.usage.output_tokens": tokens[1],
+        }
+        with tracer.start_as_current_span(f"chat {model}", attributes=llm):
+            with tracer.start_as_current_span("lookup", attributes={"langsmith.span.kind": "tool"}) as tool:
+                if deep:
+                    tool.set_attribute("output.value", as_json({"note": f"routed via {deep}"}))
+
+
+@pytest.fixture(scope="module")
+def seeded() -> Iterator[Seeded]:
+    with LocalService() as service:
+        def work(tracer: Any) -> None:
+            _turn(tracer, "turn one", "Where is my parcel?", "It left the depot.", thread="conv-1",
+                  model="gpt-4o-mini", tokens=(1000, 500), deep=DEEP_WORD)
+            _turn(tracer, "turn two", "When will it arrive?", "Tomorrow.", thread="conv-1", model="gpt-4o-mini",
+                  tokens=(1200, 300))
+            _turn(tracer, "turn three", "Thanks!", "You're welcome.", thread="conv-1", model="my-own-model",
+                  tokens=(50, 10))
+
+        export(service.url, work, project=PROJECT)
+        runs = service.wait_for_runs(9)
+        yield Seeded(
+            service,
+            {r["name"]: r["trace_id"] for r in runs if not r.get("parent_run_id")},
+            {r["name"]: r for r in runs},
+        )
+
+
+def detail_text(page: Any) -> str:
+    return page.execute_script("const d = document.querySelector('.detail .run'); return d ? d.textContent : '';")
+
+
+def test_feedback_added_in_the_page_reads_back_through_the_sdk(page: Any, seeded: Seeded) -> None:
+    service = seeded.service
+    root = seeded.runs["turn two"]
+    port = service.url.rsplit(":", 1)[1]
+    # Opened under another loopback name than the service's address: its write is still its own page's.
+    page.get(viewer_link(f"http://localhost:{port}", root["trace_id"], root["id"]))
+    wait_for(lambda: page.find_elements(By.CSS_SELECTOR, ".detail .fb-thumb-up"), what="the feedback form")
+    page.find_element(By.CSS_SELECTOR, ".detail .fb-text").send_keys("right answer, <b>fast</b>")
+    click(lambda: page.find_element(By.CSS_SELECTOR, ".detail .fb-thumb-up"), "thumbs up")
+    wait_for(lambda: page.find_element(By.CSS_SELECTOR, ".detail .fb-status").text == "saved", what="the saved note")
+    wait_for(lambda: "▲1" in page.find_element(By.CSS_SELECTOR, f'.row[data-run-id="{root["id"]}"]').text,
+             what="the row's thumbs up")
+    assert "▲ 1 ▼ 0" in page.find_element(By.CSS_SELECTOR, ".facts").text
+    assert "right answer, <b>fast</b>" in page.find_element(By.CSS_SELECTOR, ".detail .fb-comment").text  # as text
+    screenshot(page, "viewer2-feedback")
+
+    client = langsmith.Client(api_url=service.url, api_key="unused")
+    (item,) = client.list_feedback(run_ids=[root["id"]])
+    assert (item.key, item.score, item.comment) == ("thumbs", 1, "right answer, <b>fast</b>")
+    assert str(item.trace_id) == root["trace_id"] and item.feedback_source.type == "app"
+
+    # The list keeps the traces with a thumbs up (and its link says so).
+    page.get(f"{service.url}/#/?project={PROJECT}&feedback=up")
+    wait_for(lambda: [r.text for r in page.find_elements(By.CSS_SELECTOR, "tr.trace .col-name")] == ["turn two"],
+             what="the one trace with a thumbs up")
+    client.delete_feedback(item.id)  # the other pages' tests see no feedback
