@@ -107,3 +107,28 @@ def test_feedback_added_in_the_page_reads_back_through_the_sdk(page: Any, seeded
     wait_for(lambda: [r.text for r in page.find_elements(By.CSS_SELECTOR, "tr.trace .col-name")] == ["turn two"],
              what="the one trace with a thumbs up")
     client.delete_feedback(item.id)  # the other pages' tests see no feedback
+
+
+def list_names(page: Any) -> list[str]:
+    return page.execute_script("return [...document.querySelectorAll('tr.trace .col-name')].map(e => e.textContent)")
+
+
+def test_search_finds_a_trace_by_a_word_deep_in_an_output_with_filters_in_its_link(page: Any, seeded: Seeded) -> None:
+    service = seeded.service
+    page.get(f"{service.url}/#/?project={PROJECT}")
+    wait_for(lambda: list_names(page) == ["turn three", "turn two", "turn one"], what="the three turns")
+    page.find_element(By.ID, "search").send_keys(DEEP_WORD.upper())  # a grandchild's output, in another case
+    wait_for(lambda: list_names(page) == ["turn one"], what="the trace whose tool said it")
+    assert f"q={DEEP_WORD.upper()}" in page.current_url
+    screenshot(page, "viewer2-search")
+    # The same view from its link, narrowed further: a tool run saying it, in traces of the last day with 1,500+ tokens.
+    page.get(f"{service.url}/#/?project={PROJECT}&q={DEEP_WORD}&since=24h&type=tool&tokens=1500")
+    wait_for(lambda: list_names(page) == ["turn one"], what="the filters from the link")
+    assert page.find_element(By.ID, "range").get_attribute("value") == "24h"
+    assert page.find_element(By.ID, "type").get_attribute("value") == "tool"
+    page.get(f"{service.url}/#/?project={PROJECT}&q={DEEP_WORD}&type=llm")
+    wait_for(lambda: page.find_element(By.CSS_SELECTOR, ".empty").text == "No traces match.", what="no llm run says it")
+    page.get(f"{service.url}/#/?project={PROJECT}&model=gpt-4o-mini&tokens=1600")
+    wait_for(lambda: list_names(page) == [], what="no gpt-4o-mini trace of 1,600 tokens")
+    page.get(f"{service.url}/#/?project={PROJECT}&model=gpt-4o-mini&tokens=1500")
+    wait_for(lambda: list_names(page) == ["turn two", "turn one"], what="both gpt-4o-mini traces of 1,500 tokens")

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 import orjson
 
+from . import _store_search as store_search
 from ._reply import Refuse
 from ._store_schema import sortable_time
 from ._validate import canonical_id
@@ -44,6 +45,12 @@ _THREAD_SQL = (
     " json_extract({t}.metadata, '$.conversation_id')) AS TEXT)"
 )
 
+# A run's own column, or for a root the sum over its trace (the read API puts a trace's totals on its root).
+_TRACE_TOTAL = (
+    "(CASE WHEN {{t}}.parent_run_id IS NULL THEN (SELECT SUM(tot.{c}) FROM runs AS tot"
+    " WHERE tot.trace_id = {{t}}.trace_id AND tot.posted = 1) ELSE {{t}}.{c} END)"
+)
+
 FIELDS: dict[str, tuple[str, Kind]] = {
     "id": ("{t}.id", "id"),
     "name": ("{t}.name", "text"),
@@ -61,6 +68,11 @@ FIELDS: dict[str, tuple[str, Kind]] = {
     "thread_id": (_THREAD_SQL, "text"),
     "tags": ("{t}.tags", "tags"),
     "metadata": ("{t}.metadata", "metadata"),
+    "model": ("{t}.model", "text"),
+    # Tokens as the read API answers them: a run's own, a root's the whole trace's.
+    "prompt_tokens": (_TRACE_TOTAL.format(c="prompt_tokens"), "number"),
+    "completion_tokens": (_TRACE_TOTAL.format(c="completion_tokens"), "number"),
+    "total_tokens": (_TRACE_TOTAL.format(c="total_tokens"), "number"),
     # Feedback kept for the run (:mod:`._feedback`): a condition on one item of it, as the hosted service reads
     # and(eq(feedback_key, "k"), eq(feedback_score, 1)): an item with that key and that score.
     "feedback_key": ("f.key", "feedback_key"),
@@ -364,7 +376,7 @@ class _Compiler:
                 raise self.p.error('feedback_key takes eq() and a quoted key, as in eq(feedback_key, "thumbs")', node.pos)
             return Where("f.key = ?", (lit.value,))
         if func not in _COMPARATORS or isinstance(lit.value, bool) or not isinstance(lit.value, (int, float)):
-            raise self.p.error(f"feedback_score is compared with a number, as in gte(feedback_score, 1)", node.pos)
+            raise self.p.error("feedback_score is compared with a number, as in gte(feedback_score, 1)", node.pos)
         op = {"eq": "=", "neq": "!=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}[func]
         return Where(f"f.score {op} ?", (lit.value,))
 
@@ -377,7 +389,7 @@ class _Compiler:
             raise self.p.error(f"{name} is matched with has() or exists(), not {func}()", node.pos)
         ordered = func in ("gt", "gte", "lt", "lte")
         if ordered and kind not in ("time", "number"):
-            raise self.p.error(f"{func}() compares start_time, end_time or latency, not {name}", node.pos)
+            raise self.p.error(f"{func}() compares times and numbers (start_time, end_time, latency, tokens), not {name}", node.pos)
         if lit.value is None:
             if ordered:
                 raise self.p.error(f"{func}() cannot compare with null", lit.pos)
@@ -396,7 +408,7 @@ class _Compiler:
             return int(value)
         if kind == "number":
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise self.p.error(f"{name} is a number of seconds", lit.pos)
+                raise self.p.error(f"{name} is a number" + (" of seconds" if name == "latency" else ""), lit.pos)
             return value
         if not isinstance(value, str):
             raise self.p.error(f"{name} takes a quoted string", lit.pos)
@@ -458,13 +470,18 @@ def _json_path(key: str, parser: _Parser, pos: int) -> str:
 
 
 def search_where(text: str, alias: str, key: str) -> Where:
-    """Case-insensitive (ASCII) substring anywhere in the stored run, as the client sent it."""
+    """Case-insensitive (ASCII) substring anywhere in the stored run, as the client sent it.
+
+    Through the search index when it can (:mod:`._store_search`): its candidates, checked by the same condition.
+    """
     if not text.strip():
         raise QueryError(("body", key), f"{key}: the search text is empty")
     # The stored run is JSON: look for the text as orjson wrote it, so quotes and newlines match too.
     needle = orjson.dumps(text).decode()[1:-1]
+    scan = Where(f"instr(lower({store_search.TEXT.format(t=alias)}), lower(?)) > 0", (needle,))
+    if len(needle) < store_search.MIN_CHARS or not store_search.available():
+        return scan
     return Where(
-        f"instr(lower(COALESCE({alias}.post_data, '') || ' ' || COALESCE({alias}.patch_data, '')), lower(?)) > 0",
-        (needle,),
+        f"{alias}.seq IN (SELECT rowid FROM runs_fts WHERE runs_fts MATCH ?) AND {scan.sql}",
+        (store_search.match(needle), *scan.params),
     )
-

@@ -31,6 +31,7 @@ from typing import Any, Literal, NamedTuple
 import orjson
 
 from . import _store_feedback as store_feedback
+from . import _store_search as store_search
 from ._ingest import Attachment
 from ._store_projects import (
     PROJECT_COLUMNS,
@@ -135,6 +136,7 @@ class RunStore:
                 self._reindex_all(conn)
             if refill:
                 store_feedback.backfill(conn)
+            store_search.setup(conn, self.path)
             if version != SCHEMA_VERSION:
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
                 if version:

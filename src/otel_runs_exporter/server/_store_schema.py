@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from .._cost import usage_of
 from ._validate import canonical_id, parse_timestamp
 
 __all__ = [
@@ -49,6 +50,16 @@ INDEX_COLUMNS: tuple[tuple[str, str], ...] = (
     ("tags", "TEXT"),
     ("metadata", "TEXT"),
     ("reference_example_id", "TEXT"),
+    # A model run's model (what ran, else what was asked for: _cost.usage_of), the names to price it by (JSON),
+    # its provider and tokens: the filters, the stats and the charts add them up in SQL.
+    ("model", "TEXT"),
+    ("models", "TEXT"),
+    ("provider", "TEXT"),
+    ("prompt_tokens", "INTEGER"),
+    ("completion_tokens", "INTEGER"),
+    ("total_tokens", "INTEGER"),
+    ("cache_read_tokens", "INTEGER"),
+    ("reasoning_tokens", "INTEGER"),
 )
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -72,10 +83,24 @@ CREATE TABLE IF NOT EXISTS runs (
     error TEXT,
     tags TEXT,
     metadata TEXT,
-    reference_example_id TEXT
+    reference_example_id TEXT,
+    model TEXT,
+    models TEXT,
+    provider TEXT,
+    prompt_tokens INTEGER,
+    completion_tokens INTEGER,
+    total_tokens INTEGER,
+    cache_read_tokens INTEGER,
+    reasoning_tokens INTEGER
 );
 CREATE INDEX IF NOT EXISTS runs_by_trace ON runs (trace_id, dotted_order);
 CREATE INDEX IF NOT EXISTS runs_by_project ON runs (project_id, start_time);
+-- A project's traces newest first (the viewer's list, runs list): its roots in the order query_runs sorts by, so a
+-- page of them is read off the index, and a filter on their trees stops at the page instead of sorting every root.
+CREATE INDEX IF NOT EXISTS runs_roots_by_project ON runs (project_id, COALESCE(start_time, ''), seq)
+    WHERE parent_run_id IS NULL;
+-- The search index (_store_search) names runs by seq.
+CREATE INDEX IF NOT EXISTS runs_by_seq ON runs (seq);
 -- Exactly the order query_runs sorts by, so a trace's pages (the viewer reads a 10,000-run
 -- trace 100 at a time) come off the index instead of sorting the whole trace for each page.
 CREATE INDEX IF NOT EXISTS runs_by_trace_start ON runs (trace_id, COALESCE(start_time, ''), seq);
@@ -234,6 +259,8 @@ def index_values(merged: Mapping[str, Any], project_id: str | None) -> tuple[Any
     tags = merged.get("tags")
     extra = merged.get("extra")
     metadata = extra.get("metadata") if isinstance(extra, dict) else None
+    usage = usage_of(merged)
+    counted = usage.input is not None or usage.output is not None or usage.total is not None
     return (
         project_id,
         name if isinstance(name, str) else None,
@@ -246,6 +273,14 @@ def index_values(merged: Mapping[str, Any], project_id: str | None) -> tuple[Any
         dumps(tags) if isinstance(tags, list) else None,
         dumps(metadata) if isinstance(metadata, dict) else None,
         canonical_id(merged.get("reference_example_id")),
+        usage.model,
+        dumps(list(usage.models)) if usage.models else None,
+        usage.provider,
+        usage.input,
+        usage.output,
+        usage.total if usage.total is not None else (usage.input or 0) + (usage.output or 0) if counted else None,
+        usage.cache_read or None,
+        usage.reasoning or None,
     )
 
 

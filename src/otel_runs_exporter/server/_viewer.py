@@ -46,6 +46,7 @@ _FILES = {
     "/viewer/api.js": ("api.js", "text/javascript; charset=utf-8"),
     "/viewer/dom.js": ("dom.js", "text/javascript; charset=utf-8"),
     "/viewer/list.js": ("list.js", "text/javascript; charset=utf-8"),
+    "/viewer/filters.js": ("filters.js", "text/javascript; charset=utf-8"),
     "/viewer/trace.js": ("trace.js", "text/javascript; charset=utf-8"),
     "/viewer/run.js": ("run.js", "text/javascript; charset=utf-8"),
     "/viewer/feedback.js": ("feedback.js", "text/javascript; charset=utf-8"),

@@ -1,28 +1,12 @@
-// The traces of one project, newest first: root runs from POST /runs/query, each
-// trace's run count and tokens from POST /runs/stats.
+// The traces of one project, newest first: root runs from POST /runs/query (narrowed by
+// the filters of filters.js), each trace's run count and tokens from POST /runs/stats.
 
-import { api, quote } from "./api.js";
-import { THUMBS } from "./feedback.js";
+import { api } from "./api.js";
+import { Filters } from "./filters.js";
 import { cut, fmtDuration, fmtInt, fmtTime, h, isUuid, link, parseTime, replace, statusBadge, statusOf } from "./dom.js";
 
 const PAGE = 50;
 const ROOT_FIELDS = ["name", "run_type", "start_time", "end_time", "status", "trace_id"];
-const STATUSES = [
-  ["", "any status"],
-  ["ok", "ok"],
-  ["error", "error"],
-  ["open", "open"],
-];
-// Traces by the feedback on any of their runs (tree_filter on the feedback filter fields).
-const FEEDBACK = [
-  ["", "any feedback"],
-  ["up", "▲ thumbs up"],
-  ["down", "▼ thumbs down"],
-];
-const FEEDBACK_FILTERS = {
-  up: `and(eq(feedback_key, "${THUMBS}"), eq(feedback_score, 1))`,
-  down: `and(eq(feedback_key, "${THUMBS}"), eq(feedback_score, 0))`,
-};
 // Counts of traces fetched at once when the list first shows; later ones come one per poll.
 const FIRST_STATS = 3;
 
@@ -34,9 +18,7 @@ export class ListView {
   constructor(app, params) {
     this.app = app;
     this.projectKey = params.get("project") || "";
-    this.status = STATUSES.some(([v]) => v === params.get("status")) ? params.get("status") : "";
-    this.search = params.get("q") || "";
-    this.feedbackFilter = FEEDBACK_FILTERS[params.get("feedback")] ? params.get("feedback") : "";
+    this.filters = new Filters(params);
     this.roots = [];
     this.stats = new Map(); // trace id -> {run_count, total_tokens, errors, seen}
     this.ticks = 0;
@@ -45,33 +27,15 @@ export class ListView {
   }
 
   sameFilters(params) {
-    return (
-      (params.get("project") || "") === this.projectKey &&
-      (params.get("status") || "") === this.status &&
-      (params.get("q") || "") === this.search &&
-      (params.get("feedback") || "") === this.feedbackFilter
-    );
+    return (params.get("project") || "") === this.projectKey && this.filters.same(params);
   }
 
   build() {
     this.projectSelect = h("select", { id: "project", "aria-label": "project" });
-    this.statusSelect = h("select", { id: "status", "aria-label": "status" }, STATUSES.map(([v, label]) => h("option", { value: v }, label)));
-    this.statusSelect.value = this.status;
-    this.feedbackSelect = h("select", { id: "feedback", "aria-label": "feedback" }, FEEDBACK.map(([v, label]) => h("option", { value: v }, label)));
-    this.feedbackSelect.value = this.feedbackFilter;
-    this.feedbackSelect.addEventListener("change", () => this.filtersChanged());
-    this.searchInput = h("input", { type: "search", id: "search", placeholder: "name contains…", autocomplete: "off", spellcheck: "false" });
-    this.searchInput.value = this.search;
     this.summary = h("span", { class: "summary", "aria-live": "polite" });
     this.tbody = h("tbody");
     this.empty = h("p", { class: "empty" });
     this.projectSelect.addEventListener("change", () => this.filtersChanged());
-    this.statusSelect.addEventListener("change", () => this.filtersChanged());
-    let debounce = null;
-    this.searchInput.addEventListener("input", () => {
-      clearTimeout(debounce);
-      debounce = setTimeout(() => this.filtersChanged(), 300);
-    });
     this.element = h(
       "section",
       { class: "list" },
@@ -80,12 +44,7 @@ export class ListView {
         { class: "filters" },
         h("label", { for: "project" }, "Project"),
         this.projectSelect,
-        h("label", { for: "status" }, "Status"),
-        this.statusSelect,
-        h("label", { for: "search" }, "Name"),
-        this.searchInput,
-        h("label", { for: "feedback" }, "Feedback"),
-        this.feedbackSelect,
+        this.filters.controls(() => this.filtersChanged()),
         this.summary,
       ),
       h(
@@ -108,14 +67,9 @@ export class ListView {
 
   filtersChanged() {
     this.projectKey = this.projectSelect.value;
-    this.status = this.statusSelect.value;
-    this.search = this.searchInput.value.trim();
-    this.feedbackFilter = this.feedbackSelect.value;
-    const params = new URLSearchParams();
-    if (this.projectKey) params.set("project", this.projectKey);
-    if (this.status) params.set("status", this.status);
-    if (this.search) params.set("q", this.search);
-    if (this.feedbackFilter) params.set("feedback", this.feedbackFilter);
+    this.filters.read();
+    const params = new URLSearchParams(this.projectKey ? { project: this.projectKey } : {});
+    for (const [key, value] of this.filters.params()) params.set(key, value);
     const query = params.toString();
     // replaceState: typing a search should not leave a history entry per letter.
     history.replaceState(null, "", query ? `#/?${query}` : "#/");
@@ -150,16 +104,7 @@ export class ListView {
 
   query() {
     const project = this.project();
-    const body = { session: [project.id], is_root: true, limit: PAGE, select: ROOT_FIELDS };
-    const filters = [];
-    if (this.status === "error") body.error = true;
-    if (this.status === "ok") filters.push('eq(status, "success")');
-    if (this.status === "open") filters.push('eq(status, "pending")');
-    // search() finds the text anywhere in a run; the name match is narrowed here, below.
-    if (this.search) filters.push(`search(${quote(this.search)})`);
-    if (filters.length) body.filter = filters.length === 1 ? filters[0] : `and(${filters.join(", ")})`;
-    if (this.feedbackFilter) body.tree_filter = FEEDBACK_FILTERS[this.feedbackFilter];
-    return body;
+    return this.filters.apply({ session: [project.id], is_root: true, limit: PAGE, select: ROOT_FIELDS }, this.asOf);
   }
 
   async load() {
@@ -177,15 +122,13 @@ export class ListView {
   }
 
   async loadRoots() {
+    this.asOf = Date.now(); // "the last hour" is the hour before this read
     const body = this.query();
     const asked = JSON.stringify(body);
     const answer = await api.query(body);
     // An answer to filters the user has since changed is dropped, not drawn over the new ones.
     if (this.closed || asked !== JSON.stringify(this.query())) return;
-    const needle = this.search.toLowerCase();
-    this.roots = (answer.runs || []).filter(
-      (run) => isUuid(run.id) && (!needle || String(run.name || "").toLowerCase().includes(needle)),
-    );
+    this.roots = (answer.runs || []).filter((run) => isUuid(run.id));
     this.more = Boolean(answer.cursors && answer.cursors.next);
     this.render();
   }
