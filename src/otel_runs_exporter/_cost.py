@@ -44,7 +44,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PRICES_FILE", "Usage", "Cost", "Price", "PriceTable", "PriceFileError", "usage_of", "token_counts"]
+__all__ = [
+    "PRICES_FILE", "Usage", "Cost", "Price", "PriceTable", "PriceFileError", "usage_of", "token_counts", "stamp_cost",
+]
 
 PRICES_FILE = "prices.json"
 """The shipped table, package data beside this module: the common providers' models, dated."""
@@ -237,6 +239,9 @@ class PriceTable:
             sources.append(f"{path} ({given.get('updated') or 'undated'})")
         return cls(rows, updated if isinstance(updated, str) else None, sources)
 
+    def __repr__(self) -> str:
+        return f"PriceTable({len(self.rows)} models, updated {self.updated}, from {', '.join(self.sources)})"
+
     def fingerprint(self) -> str:
         """Changes when any price does: a store reprices what it holds when it sees another one."""
         return json.dumps(sorted((k, p.input, p.output, p.cache_read, p.reasoning) for k, p in self.rows.items()))
@@ -268,3 +273,22 @@ class PriceTable:
         """What the run cost: its carried cost, else its tokens at the first price found; None: no price."""
         found = self.lookup(usage.models, usage.provider)
         return Cost.of(usage, found[1] if found else None, found[0] if found else None)
+
+
+def stamp_cost(run: dict[str, Any], table: PriceTable) -> None:
+    """Write the run's cost at ``table``'s prices into its ``outputs.usage_metadata`` (``input_cost``,
+    ``output_cost``, ``total_cost``): what the exporter does with a price file. A run that carries a cost, has
+    no ``usage_metadata`` in its outputs, or whose model has no price is left as it is.
+
+    >>> run = {"run_type": "llm", "extra": {"metadata": {"ls_model_name": "gpt-4o-mini"}},
+    ...        "outputs": {"usage_metadata": {"input_tokens": 1000, "output_tokens": 0}}}
+    >>> stamp_cost(run, PriceTable.load()); round(run["outputs"]["usage_metadata"]["total_cost"], 6)
+    0.00015
+    """
+    outputs = run.get("outputs")
+    usage = outputs.get("usage_metadata") if isinstance(outputs, dict) else None
+    if not isinstance(usage, dict) or any(usage.get(key) is not None for key in _COST_KEYS):
+        return
+    cost = table.cost(usage_of(run))
+    if cost is not None and cost.priced_as != "carried":
+        usage.update(input_cost=cost.input, output_cost=cost.output, total_cost=cost.total)

@@ -32,7 +32,12 @@ DEEP_WORD = "zanzibar-quokka"  # only in a grandchild's output: the search must 
 class Seeded:
     service: LocalService
     traces: dict[str, str]  # root name -> trace id
-    runs: dict[str, dict[str, Any]]  # run name -> run as stored
+    runs: dict[str, dict[str, Any]]  # run name -> run as stored (the last of that name)
+
+    def run(self, root: str, name: str) -> dict[str, Any]:
+        """The run called ``name`` in the trace whose root is called ``root``."""
+        trace_id = self.traces[root]
+        return next(r for r in self.service.trace(trace_id) if r["name"] == name)
 
 
 def _turn(tracer: Any, name: str, question: str, answer: str, *, thread: str, model: str, tokens: tuple[int, int],
@@ -132,3 +137,39 @@ def test_search_finds_a_trace_by_a_word_deep_in_an_output_with_filters_in_its_li
     wait_for(lambda: list_names(page) == [], what="no gpt-4o-mini trace of 1,600 tokens")
     page.get(f"{service.url}/#/?project={PROJECT}&model=gpt-4o-mini&tokens=1500")
     wait_for(lambda: list_names(page) == ["turn two", "turn one"], what="both gpt-4o-mini traces of 1,500 tokens")
+
+
+def usage_of_rows(page: Any) -> dict[str, str]:
+    """Each tree row's name -> its model, tokens and cost, as shown."""
+    return page.execute_script(
+        "return Object.fromEntries([...document.querySelectorAll('.tree .row')].map(r =>"
+        " [r.querySelector('.name').textContent, (r.querySelector('.usage') || {textContent: ''}).textContent]))"
+    )
+
+
+def test_a_trace_shows_its_cost_and_each_model_row_its_model_tokens_and_cost(page: Any, seeded: Seeded) -> None:
+    service = seeded.service
+    one = seeded.runs["turn one"]
+    page.get(viewer_link(service.url, one["trace_id"], seeded.run("turn one", "chat gpt-4o-mini")["id"]))
+    # gpt-4o-mini at $0.15 / $0.60 per million tokens: 1,000 in and 500 out are $0.00015 + $0.0003.
+    wait_for(lambda: "$0.00045" in page.find_element(By.CSS_SELECTOR, ".facts").text, what="the trace's cost")
+    rows = usage_of_rows(page)
+    assert rows["chat gpt-4o-mini"] == "gpt-4o-mini1,500 tok$0.00045"
+    assert rows["turn one"] == "1,500 tok$0.00045"  # the root carries its trace's totals
+    assert rows["lookup"] == ""
+    wait_for(lambda: "priced as gpt-4o-mini" in detail_text(page), what="the run's cost and its price row")
+    cost = page.execute_script(
+        "const dt = [...document.querySelectorAll('.detail dt')].find(e => e.textContent === 'cost');"
+        " return dt ? dt.nextElementSibling.textContent : null"
+    )
+    assert cost == "$0.00045: $0.00015 in, $0.00030 out (priced as gpt-4o-mini)", cost
+    screenshot(page, "viewer2-cost")
+
+    three = seeded.runs["turn three"]
+    page.get(viewer_link(service.url, three["trace_id"], seeded.run("turn three", "chat my-own-model")["id"]))
+    wait_for(lambda: usage_of_rows(page).get("chat my-own-model") == "my-own-model60 tokno price", what="no price")
+    wait_for(lambda: "no price" in page.find_element(By.CSS_SELECTOR, ".facts").text, what="the trace without a price")
+    wait_for(lambda: "not in the price table" in detail_text(page), what="the run's missing price")
+    page.get(f"{service.url}/#/?project={PROJECT}")
+    wait_for(lambda: [c.text for c in page.find_elements(By.CSS_SELECTOR, "tr.trace .col-cost")] == ["no price", "$0.00036", "$0.00045"],
+             what="each trace's cost in the list")

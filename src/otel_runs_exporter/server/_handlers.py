@@ -24,7 +24,7 @@ from ._handlers_v2 import attachment_urls, s3_urls
 from ._ingest import ReadResult, read_basic_patch, read_basic_post, read_batch, read_multipart
 from ._modes import refuses
 from ._projects import NO_WORKSPACE, api_project, parse_project_create, parse_project_list, parse_project_read
-from ._query import QueryError, api_run, page_body, parse_run_query
+from ._query import USAGE_SELECTS, QueryError, api_run, page_body, parse_run_query
 from ._reply import Reply, detail
 from ._routing import Request, Service
 from ._run_stats import parse_stats_query, run_stats
@@ -138,7 +138,7 @@ def read_run(request: Request, service: Service) -> Reply:
     run = store.get_run(run_id) if run_id else None
     if run is None:
         return Reply(404, detail(f"run {raw_id} not found"))
-    body = api_run(run, store.project_of_run(run["id"]))
+    body = api_run(run, store.project_of_run(run["id"]), usage=store.run_usage([run["id"]]).get(run["id"]))
     _add_feedback_stats(service, [body])
     found = attachment_urls(request, service, [run["id"]]).get(run["id"])
     if found:
@@ -152,7 +152,9 @@ def query_runs(request: Request, service: Service) -> Reply:
     found = service.store.query_runs(
         query.where.sql, query.where.params, order=query.order, after=query.after, limit=query.page_size + 1
     )
-    body = page_body(found, query)
+    page = found[: query.page_size]
+    usage = service.store.run_usage([q.run["id"] for q in page]) if _wants_usage(query.select) else None
+    body = page_body(found, query, usage)
     if query.select is None or "feedback_stats" in query.select:
         _add_feedback_stats(service, body["runs"])
     if query.select is None or "s3_urls" in query.select:
@@ -164,6 +166,10 @@ def query_runs(request: Request, service: Service) -> Reply:
     return Reply(200, body)
 
 
+def _wants_usage(select: frozenset[str] | None) -> bool:
+    return select is None or bool(select & USAGE_SELECTS)
+
+
 def _add_feedback_stats(service: Service, runs: list[dict[str, Any]]) -> None:
     """Each run's ``feedback_stats`` (null without feedback), from the feedback kept for it."""
     found = service.store.feedback_of_runs([run["id"] for run in runs])
@@ -173,7 +179,8 @@ def _add_feedback_stats(service: Service, runs: list[dict[str, Any]]) -> None:
 
 def stats(request: Request, service: Service) -> Reply:
     query = parse_stats_query(request.body)
-    return Reply(200, run_stats(service.store.summarize(query.where.sql, query.where.params)))
+    store = service.store
+    return Reply(200, run_stats(store.summarize(query.where.sql, query.where.params), store.prices.updated))
 
 
 def list_projects(request: Request, service: Service) -> Reply:

@@ -60,6 +60,7 @@ from ._validate import canonical_id
 __all__ = [
     "FIELDS",
     "SELECTABLE",
+    "USAGE_SELECTS",
     "QueryError",
     "RunQuery",
     "Where",
@@ -79,17 +80,22 @@ _SQL_INT_MAX = 2**63 - 1
 # Fields every answered run carries: schemas.Run cannot be built without them.
 _ALWAYS = ("id", "name", "run_type", "start_time", "trace_id")
 _COMPUTED = ("session_id", "status", "parent_run_ids", "thread_id")
+# From the store's columns (RunStore.run_usage): the service's own fields, a root's being its trace's totals; and
+# the local service's own: the model it was priced by and the table's row (or "carried").
+_USAGE = ("prompt_tokens", "completion_tokens", "total_tokens", "prompt_cost", "completion_cost", "total_cost")
+_LOCAL = ("model", "priced_as")
 _STORED = (
     "dotted_order", "end_time", "error", "events", "extra", "inputs", "outputs", "parent_run_id",
     "reference_example_id", "serialized", "tags",
 )
 # Known to the service's client but not kept here: answered as null.
 _NOT_KEPT = (
-    "app_path", "child_run_ids", "completion_cost", "completion_cost_details", "completion_token_details",
-    "completion_tokens", "feedback_stats", "first_token_time", "in_dataset", "manifest_id", "prompt_cost",
-    "prompt_cost_details", "prompt_token_details", "prompt_tokens", "s3_urls", "total_cost", "total_tokens",
+    "app_path", "child_run_ids", "completion_cost_details", "completion_token_details", "feedback_stats",
+    "first_token_time", "in_dataset", "manifest_id", "prompt_cost_details", "prompt_token_details", "s3_urls",
 )
-SELECTABLE = frozenset((*_ALWAYS, *_COMPUTED, *_STORED, *_NOT_KEPT))
+SELECTABLE = frozenset((*_ALWAYS, *_COMPUTED, *_USAGE, *_LOCAL, *_STORED, *_NOT_KEPT))
+USAGE_SELECTS = frozenset((*_USAGE, *_LOCAL))
+"""The selects answered from the store's usage columns (a query that selects none of them skips reading them)."""
 """Names ``select`` accepts: the SDK's default selection and the rest of its ``Run`` model."""
 
 _BODY_KEYS = (
@@ -327,7 +333,22 @@ def _thread_id(run: Mapping[str, Any]) -> str | None:
     return None
 
 
-def api_run(run: Mapping[str, Any], project_id: str | None, select: frozenset[str] | None = None) -> dict[str, Any]:
+def _usage(usage: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The usage fields a run answers: a root's are its trace's totals (a trace's cost is its root's)."""
+    if usage is None:
+        return dict.fromkeys((*_USAGE, *_LOCAL))
+    totals = usage.get("trace") or usage
+    out = {name: totals.get(name) for name in _USAGE}
+    out.update(model=usage.get("model"), priced_as=usage.get("priced_as"))
+    return out
+
+
+def api_run(
+    run: Mapping[str, Any],
+    project_id: str | None,
+    select: frozenset[str] | None = None,
+    usage: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """A stored run as the service's read API shows it, whole or only the ``select``-ed fields.
 
     ``attachments`` never leaves: the SDK builds ``Run(attachments=..., **answer)``
@@ -335,12 +356,14 @@ def api_run(run: Mapping[str, Any], project_id: str | None, select: frozenset[st
     answer (the SDK's own basic tracing posts ``"attachments": {}``) makes that a
     TypeError. Attachment bytes are not kept here, so ``s3_urls`` is null.
     ``session_id`` is the project's id, however the run named its project.
+    ``usage`` is :meth:`RunStore.run_usage <._store.RunStore.run_usage>`'s for the run: tokens and costs.
     """
     computed = {
         "session_id": project_id,
         "status": "error" if run.get("error") is not None else "success" if run.get("end_time") is not None else "pending",
         "parent_run_ids": _parent_run_ids(run.get("dotted_order")),
         "thread_id": _thread_id(run),
+        **_usage(usage),
     }
     if select is None:
         out = {k: v for k, v in run.items() if k != "attachments"}
@@ -357,11 +380,15 @@ def api_run(run: Mapping[str, Any], project_id: str | None, select: frozenset[st
     return out
 
 
-def page_body(found: Sequence[QueriedRun], query: RunQuery) -> dict[str, Any]:
-    """The answer to one page: ``found`` holds up to one run more than the page, which says a next page exists."""
+def page_body(
+    found: Sequence[QueriedRun], query: RunQuery, usage: Mapping[str, Mapping[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The answer to one page: ``found`` holds up to one run more than the page, which says a next page exists;
+    ``usage`` is by run id (:meth:`RunStore.run_usage <._store.RunStore.run_usage>`)."""
     page = found[: query.page_size]
     more = len(found) > query.page_size
+    usage = usage or {}
     return {
-        "runs": [api_run(q.run, q.project_id, query.select) for q in page],
+        "runs": [api_run(q.run, q.project_id, query.select, usage.get(q.run["id"])) for q in page],
         "cursors": {"next": _encode_cursor(query.order, page[-1].position) if more and page else None},
     }

@@ -30,6 +30,7 @@ from typing import Any, Literal, NamedTuple
 
 import orjson
 
+from .._cost import PriceTable
 from . import _store_feedback as store_feedback
 from . import _store_search as store_search
 from ._ingest import Attachment
@@ -50,13 +51,17 @@ from ._store_schema import (
     SCHEMA_VERSION,
     ApplyResult,
     QueriedRun,
+    USAGE_FIELDS,
+    USAGE_SUMS,
     RunSummary,
     add_columns,
     dumps,
     index_values,
     merge_into,
     merge_run,
+    reprice,
     sortable_time,
+    usage_totals,
 )
 from ._validate import RunOp, Violation, parent_cycles
 
@@ -106,8 +111,10 @@ class RunStore:
     >>> store.close()
     """
 
-    def __init__(self, path: str | Path = ":memory:", *, create: bool = True) -> None:
+    def __init__(self, path: str | Path = ":memory:", *, create: bool = True, prices: PriceTable | None = None) -> None:
         self.path = str(path)
+        # Given a table, the stored costs follow it; without one, new runs get the shipped table's and old ones keep theirs.
+        self.prices = prices if prices is not None else PriceTable.load()
         if self.path != ":memory:":
             db_path = Path(self.path)
             if not create and not db_path.exists():
@@ -137,6 +144,11 @@ class RunStore:
             if refill:
                 store_feedback.backfill(conn)
             store_search.setup(conn, self.path)
+            if prices is not None or reindex or version == 0:
+                repriced = reprice(conn, self.prices)
+                if repriced:
+                    logger.info("runs database %s: %d model runs priced again (%s)", self.path, repriced,
+                                ", ".join(self.prices.sources))
             if version != SCHEMA_VERSION:
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
                 if version:
@@ -173,7 +185,8 @@ class RunStore:
                 )
                 project_id = project_for_run(db, merged) if posted else None
                 db.execute(
-                    f"UPDATE runs SET {RUN_INDEX_SET} WHERE id = ?", (*index_values(merged, project_id), run_id)
+                    f"UPDATE runs SET {RUN_INDEX_SET} WHERE id = ?",
+                    (*index_values(merged, project_id, self.prices), run_id),
                 )
             db.execute("COMMIT")
         except BaseException:
@@ -244,7 +257,7 @@ class RunStore:
             int(patched),
             post_data,
             dumps(patch) if patch is not None else None,
-            *index_values(merged, project_id),
+            *index_values(merged, project_id, self.prices),
         )
         if row is None:
             self._seq += 1
@@ -382,29 +395,42 @@ class RunStore:
         return out
 
     def summarize(self, where: str, params: Sequence[Any]) -> RunSummary:
-        """Aggregates over the posted runs matching a WHERE fragment over ``runs AS r`` (from :mod:`._query`).
-
-        Counts, errors, start times and latencies come from the index columns; only
-        runs whose stored JSON mentions tokens are read and merged, because usage can
-        sit in outputs or metadata under several names (see ``_render.token_counts``).
-        Over a 10,000-run trace that is a few milliseconds instead of merging every run.
-        """
+        """Aggregates over the posted runs matching a WHERE fragment over ``runs AS r`` (from :mod:`._query`):
+        counts, errors, start times, latencies, tokens and costs, all from the index columns."""
         base = f"FROM runs AS r WHERE r.posted = 1 AND ({where})"
         with self._lock:
             db = self._db
-            count, errors, last_start = db.execute(f"SELECT COUNT(*), COUNT(r.error), MAX(r.start_time) {base}", params).fetchone()
+            row = db.execute(f"SELECT COUNT(*), COUNT(r.error), MAX(r.start_time), {USAGE_SUMS} {base}", params).fetchone()
             latencies = [
                 row[0] for row in db.execute(f"SELECT r.latency {base} AND r.latency IS NOT NULL ORDER BY r.latency", params)
             ]
-            token_rows = db.execute(
-                f"SELECT r.post_data, r.patch_data {base}"
-                " AND (instr(COALESCE(r.post_data, ''), 'tokens') > 0 OR instr(COALESCE(r.patch_data, ''), 'tokens') > 0)",
-                params,
-            ).fetchall()
-        token_runs = [
-            merge_run(orjson.loads(post) if post else None, orjson.loads(patch) if patch else None) for post, patch in token_rows
-        ]
-        return RunSummary(int(count), int(errors), last_start, latencies, token_runs)
+        return RunSummary(int(row[0]), int(row[1]), row[2], latencies, usage_totals(row[3:]))
+
+    def trace_totals(self, roots: str, params: Sequence[Any]) -> dict[str, dict[str, Any]]:
+        """trace id -> :func:`usage_totals` of its runs, for the traces whose root run matches ``roots`` (over
+        ``runs AS rt``, built by the read modules from fixed expressions)."""
+        sql = (
+            f"SELECT r.trace_id, {USAGE_SUMS} FROM runs AS r WHERE r.posted = 1 AND r.trace_id IN"
+            f" (SELECT rt.id FROM runs AS rt WHERE rt.posted = 1 AND ({roots})) GROUP BY r.trace_id"
+        )
+        with self._lock:
+            rows = self._db.execute(sql, list(params)).fetchall()
+        return {row[0]: usage_totals(row[1:]) for row in rows}
+
+    def run_usage(self, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """run id -> its ``model``, ``priced_as``, tokens and costs (:data:`USAGE_FIELDS`), and for a root ``trace``,
+        its trace's :func:`usage_totals`."""
+        sql = f"SELECT id, parent_run_id IS NULL, model, priced_as, {', '.join(USAGE_FIELDS)} FROM runs WHERE id IN ({{}})"
+        out = {
+            row[0]: {"root": bool(row[1]), "model": row[2], "priced_as": row[3], **dict(zip(USAGE_FIELDS, row[4:]))}
+            for row in self._select_in(sql, list(dict.fromkeys(run_ids)))
+        }
+        roots = [run_id for run_id, usage in out.items() if usage.pop("root")]
+        if roots:
+            totals = self.trace_totals(f"rt.id IN ({', '.join('?' * len(roots))})", roots)
+            for run_id in roots:
+                out[run_id]["trace"] = totals.get(run_id)
+        return out
 
     def project_of_run(self, run_id: str) -> str | None:
         """The id of the project a posted run belongs to, or None."""
@@ -450,13 +476,13 @@ class RunStore:
         return project_row(row) if row else None
 
     def project_stats(self, project_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """project id -> run_count and last_run_start_time, for the projects that have runs."""
+        """project id -> run_count, last_run_start_time, tokens and costs, for the projects that have runs."""
         sql = (
-            "SELECT project_id, COUNT(*), MAX(start_time) FROM runs"
-            " WHERE posted = 1 AND project_id IN ({}) GROUP BY project_id"
+            f"SELECT r.project_id, COUNT(*), MAX(r.start_time), {USAGE_SUMS} FROM runs AS r"
+            " WHERE r.posted = 1 AND r.project_id IN ({}) GROUP BY r.project_id"
         )
         rows = self._select_in(sql, project_ids)
-        return {r[0]: {"run_count": r[1], "last_run_start_time": r[2]} for r in rows}
+        return {r[0]: {"run_count": r[1], "last_run_start_time": r[2], **usage_totals(r[3:])} for r in rows}
 
     def create_project(
         self,

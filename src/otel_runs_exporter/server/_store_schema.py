@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from .._cost import usage_of
+from .._cost import Cost, PriceTable, Usage, usage_of
 from ._validate import canonical_id, parse_timestamp
 
 __all__ = [
@@ -28,12 +28,17 @@ __all__ = [
     "ApplyResult",
     "QueriedRun",
     "RunSummary",
+    "USAGE_FIELDS",
+    "USAGE_SUMS",
+    "usage_totals",
     "merge_run",
     "merge_into",
     "sortable_time",
     "now_iso",
     "dumps",
     "index_values",
+    "usage_values",
+    "reprice",
 ]
 
 SCHEMA_VERSION = 3
@@ -60,6 +65,12 @@ INDEX_COLUMNS: tuple[tuple[str, str], ...] = (
     ("total_tokens", "INTEGER"),
     ("cache_read_tokens", "INTEGER"),
     ("reasoning_tokens", "INTEGER"),
+    # What it cost (USD): carried by the run, else its tokens at the price table's (_cost); null: no price.
+    # ``priced_as`` names the table's row, or "carried".
+    ("prompt_cost", "REAL"),
+    ("completion_cost", "REAL"),
+    ("total_cost", "REAL"),
+    ("priced_as", "TEXT"),
 )
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -91,7 +102,11 @@ CREATE TABLE IF NOT EXISTS runs (
     completion_tokens INTEGER,
     total_tokens INTEGER,
     cache_read_tokens INTEGER,
-    reasoning_tokens INTEGER
+    reasoning_tokens INTEGER,
+    prompt_cost REAL,
+    completion_cost REAL,
+    total_cost REAL,
+    priced_as TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_by_trace ON runs (trace_id, dotted_order);
 CREATE INDEX IF NOT EXISTS runs_by_project ON runs (project_id, start_time);
@@ -117,6 +132,8 @@ CREATE TABLE IF NOT EXISTS projects (
 );
 -- Projects list newest first, and a new project's seq is one past the largest.
 CREATE INDEX IF NOT EXISTS projects_by_seq ON projects (seq);
+-- Facts about the store itself: 'prices', the fingerprint of the price table its costs were computed with.
+CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS violations (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT,
@@ -234,13 +251,34 @@ class QueriedRun:
 
 
 class RunSummary:
-    """What :meth:`RunStore.summarize` found: counts from the index columns, and the few runs that report tokens."""
+    """What :meth:`RunStore.summarize` found, from the index columns: counts, latencies, tokens and costs."""
 
     count: int
     errors: int
     last_start_time: str | None
     latencies: list[float]
-    token_runs: list[dict[str, Any]]
+    usage: dict[str, Any] = field(default_factory=dict)
+    """:func:`usage_totals`: tokens and costs added up, and how many runs with tokens have no price."""
+
+
+USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens", "prompt_cost", "completion_cost", "total_cost")
+USAGE_SUMS = ", ".join(f"SUM(r.{name})" for name in USAGE_FIELDS) + (
+    ", SUM(CASE WHEN r.total_tokens IS NOT NULL AND r.total_cost IS NULL THEN 1 ELSE 0 END)"
+)
+"""SQL over ``runs AS r``: the usage fields added up, then the runs with tokens and no price; read by :func:`usage_totals`."""
+
+
+def usage_totals(row: Sequence[Any]) -> dict[str, Any]:
+    """The values of :data:`USAGE_SUMS` by name: tokens 0 when none, costs None when no run had a price.
+
+    >>> usage_totals((3, 2, 5, None, None, None, 1))["total_cost"], usage_totals((None,) * 7)["total_tokens"]
+    (None, 0)
+    """
+    out: dict[str, Any] = {}
+    for name, value in zip(USAGE_FIELDS, row):
+        out[name] = (int(value) if value is not None else 0) if name.endswith("tokens") else value
+    out["unpriced"] = int(row[len(USAGE_FIELDS)] or 0)
+    return out
 
 
 def dumps(value: Any) -> str:
@@ -251,8 +289,8 @@ def now_iso() -> str:
     return _sortable(datetime.now(timezone.utc)) or ""
 
 
-def index_values(merged: Mapping[str, Any], project_id: str | None) -> tuple[Any, ...]:
-    """The values of ``INDEX_COLUMNS`` for one merged run, in that order."""
+def index_values(merged: Mapping[str, Any], project_id: str | None, prices: PriceTable) -> tuple[Any, ...]:
+    """The values of ``INDEX_COLUMNS`` for one merged run, in that order, its cost at ``prices``."""
     begun, ended = parse_timestamp(merged.get("start_time")), parse_timestamp(merged.get("end_time"))
     latency = (ended - begun).total_seconds() if begun is not None and ended is not None else None
     name, run_type, error = merged.get("name"), merged.get("run_type"), merged.get("error")
@@ -260,7 +298,6 @@ def index_values(merged: Mapping[str, Any], project_id: str | None) -> tuple[Any
     extra = merged.get("extra")
     metadata = extra.get("metadata") if isinstance(extra, dict) else None
     usage = usage_of(merged)
-    counted = usage.input is not None or usage.output is not None or usage.total is not None
     return (
         project_id,
         name if isinstance(name, str) else None,
@@ -273,14 +310,24 @@ def index_values(merged: Mapping[str, Any], project_id: str | None) -> tuple[Any
         dumps(tags) if isinstance(tags, list) else None,
         dumps(metadata) if isinstance(metadata, dict) else None,
         canonical_id(merged.get("reference_example_id")),
+        *usage_values(usage, prices.cost(usage)),
+    )
+
+
+def usage_values(usage: Usage, cost: Cost | None) -> tuple[Any, ...]:
+    """The model, token and cost columns of a run (the last 12 of ``INDEX_COLUMNS``)."""
+    both = usage.input is not None and usage.output is not None
+    total = usage.total if usage.total is not None else usage.input + usage.output if both else None  # type: ignore[operator]
+    return (
         usage.model,
         dumps(list(usage.models)) if usage.models else None,
         usage.provider,
         usage.input,
         usage.output,
-        usage.total if usage.total is not None else (usage.input or 0) + (usage.output or 0) if counted else None,
+        total,
         usage.cache_read or None,
         usage.reasoning or None,
+        *((cost.input, cost.output, cost.total, cost.priced_as) if cost is not None else (None, None, None, None)),
     )
 
 
@@ -297,3 +344,33 @@ def add_columns(db: sqlite3.Connection, table: str, columns: Sequence[tuple[str,
         if name in added:
             db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
     return added
+
+
+def reprice(db: sqlite3.Connection, prices: PriceTable) -> int | None:
+    """Cost every stored model run again at ``prices`` when the store's costs were computed with another table;
+    how many runs, or None when they were not. A cost the run carries stays."""
+    fingerprint = prices.fingerprint()
+    row = db.execute("SELECT value FROM store_meta WHERE key = 'prices'").fetchone()
+    if row is not None and row[0] == fingerprint:
+        return None
+    rows = db.execute(
+        "SELECT seq, models, provider, prompt_tokens, completion_tokens, cache_read_tokens, reasoning_tokens FROM runs"
+        " WHERE models IS NOT NULL AND COALESCE(priced_as, '') != 'carried'"
+        " AND (prompt_tokens IS NOT NULL OR completion_tokens IS NOT NULL)"
+    ).fetchall()
+    updates = []
+    for seq, models, provider, prompt, completion, cache, reasoning in rows:
+        usage = Usage(tuple(orjson.loads(models)), provider, prompt, completion, None, cache or 0, reasoning or 0)
+        cost = prices.cost(usage)
+        updates.append((*((cost.input, cost.output, cost.total, cost.priced_as) if cost else (None,) * 4), seq))
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.executemany(
+            "UPDATE runs SET prompt_cost = ?, completion_cost = ?, total_cost = ?, priced_as = ? WHERE seq = ?", updates
+        )
+        db.execute("INSERT OR REPLACE INTO store_meta (key, value) VALUES ('prices', ?)", (fingerprint,))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    return len(updates)

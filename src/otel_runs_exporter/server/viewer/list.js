@@ -3,7 +3,7 @@
 
 import { api } from "./api.js";
 import { Filters } from "./filters.js";
-import { cut, fmtDuration, fmtInt, fmtTime, h, isUuid, link, parseTime, replace, statusBadge, statusOf } from "./dom.js";
+import { cut, fmtCost, fmtDuration, fmtInt, fmtTime, h, isUuid, link, parseTime, replace, statusBadge, statusOf } from "./dom.js";
 
 const PAGE = 50;
 const ROOT_FIELDS = ["name", "run_type", "start_time", "end_time", "status", "trace_id"];
@@ -53,7 +53,7 @@ export class ListView {
         h(
           "thead",
           null,
-          h("tr", null, ["Name", "Status", "Start", "Latency", "Tokens", "Runs"].map((t) => h("th", { class: `col-${t.toLowerCase()}` }, t))),
+          h("tr", null, ["Name", "Status", "Start", "Latency", "Tokens", "Cost", "Runs"].map((t) => h("th", { class: `col-${t.toLowerCase()}` }, t))),
         ),
         this.tbody,
       ),
@@ -150,6 +150,7 @@ export class ListView {
     this.stats.set(traceId, {
       runs,
       tokens: Number(stats.total_tokens) || 0,
+      cost: stats.total_cost,
       errors: Math.round((Number(stats.error_rate) || 0) * runs),
       seen: `${root.status}|${root.end_time}`,
     });
@@ -215,6 +216,7 @@ export class ListView {
       h("td", { class: "col-start" }, fmtTime(start)),
       h("td", { class: "col-latency" }, status === "open" ? "…" : fmtDuration(end - start)),
       h("td", { class: "col-tokens" }, stats ? fmtInt(stats.tokens) : "…"),
+      h("td", { class: "col-cost" }, stats ? (stats.tokens || (stats.cost !== null && stats.cost !== undefined) ? fmtCost(stats.cost) : "") : "…"),
       h("td", { class: "col-runs" }, stats ? fmtInt(stats.runs) : "…"),
     );
     // The whole row opens the trace; the name stays a real link to copy or open in a tab.

@@ -4,7 +4,7 @@
 
 import { ApiError, api } from "./api.js";
 import {
-  clipped, copyButton, cut, fmtBytes, fmtDuration, fmtInt, fmtTime, h, link, parseTime, replace, statusBadge, statusOf, typeBadge,
+  clipped, copyButton, cut, fmtBytes, fmtCost, fmtDuration, fmtInt, fmtTime, h, link, parseTime, replace, statusBadge, statusOf, typeBadge,
 } from "./dom.js";
 import { feedbackBlock } from "./feedback.js";
 
@@ -110,6 +110,7 @@ function renderRun(run, traceId, violations, feedback, added) {
       kv("latency", Number.isFinite(end) ? fmtDuration(end - start) : "open"),
       model ? kv("model", clipped(String(model) + (provider ? ` (${provider})` : ""))) : null,
       usage ? kv("tokens", `${fmtInt(usage.total)} total: ${fmtInt(usage.input)} in, ${fmtInt(usage.output)} out`) : null,
+      costRow(run),
       tags.length ? kv("tags", tagList(tags)) : null,
     ),
     section(
@@ -154,6 +155,21 @@ function tagList(tags) {
   const more = h("button", { type: "button", class: "show-all" }, `show all ${fmtInt(tags.length)} tags`);
   more.addEventListener("click", () => replace(holder, show(tags)));
   return replace(holder, show(tags.slice(0, TAGS_AT)), more);
+}
+
+// The service's cost fields: a root's are its whole trace's; a model run's own, from the price table or as it reported.
+function costRow(run) {
+  const priced = run.total_cost !== null && run.total_cost !== undefined;
+  const tokens = Number(run.total_tokens) || 0;
+  if (!priced && !tokens) return null;
+  const label = run.parent_run_id ? "cost" : "cost (whole trace)";
+  if (!priced) {
+    const which = run.model ? `model ${cut(String(run.model), 200)} is` : "the model is";
+    return kv(label, `no price: ${which} not in the price table (otel-runs serve --prices FILE adds it)`);
+  }
+  const how = run.priced_as === "carried" ? "as the run reported it" : run.priced_as ? `priced as ${cut(String(run.priced_as), 200)}` : "";
+  const parts = `${fmtCost(run.total_cost)}: ${fmtCost(run.prompt_cost)} in, ${fmtCost(run.completion_cost)} out`;
+  return kv(label, how ? `${parts} (${how})` : parts);
 }
 
 function kv(label, value) {

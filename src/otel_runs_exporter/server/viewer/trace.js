@@ -7,7 +7,7 @@
 
 import { api } from "./api.js";
 import {
-  copyButton, cut, fmtDuration, fmtInt, fmtTime, h, link, parseTime, replace, statusBadge, statusOf, typeBadge,
+  copyButton, cut, fmtCost, fmtDuration, fmtInt, fmtTime, h, link, parseTime, replace, statusBadge, statusOf, typeBadge,
 } from "./dom.js";
 import { badges, summaryText, traceFeedback } from "./feedback.js";
 import { RunView } from "./run.js";
@@ -15,7 +15,11 @@ import { RunView } from "./run.js";
 const ROW_H = 26;
 const OVERSCAN = 15;
 const PAGE = 100; // the query endpoint's largest page
-const TREE_FIELDS = ["name", "run_type", "start_time", "end_time", "status", "parent_run_id", "dotted_order", "trace_id"];
+// The service's own usage fields too (a root's are its trace's totals), and the local service's model and price row.
+const TREE_FIELDS = [
+  "name", "run_type", "start_time", "end_time", "status", "parent_run_id", "dotted_order", "trace_id",
+  "total_tokens", "total_cost", "model", "priced_as",
+];
 const FOLD_ABOVE = 500; // runs; a larger trace opens folded below the root's children
 const REFRESH_UP_TO = 1000; // runs; an open trace up to this size is re-read in the background
 const REDRAW_EVERY_MS = 300; // while pages arrive
@@ -184,6 +188,11 @@ export class TraceView {
       prompt: Number(stats.prompt_tokens) || 0,
       completion: Number(stats.completion_tokens) || 0,
       errors: Math.round((Number(stats.error_rate) || 0) * runs),
+      cost: stats.total_cost,
+      promptCost: stats.prompt_cost,
+      completionCost: stats.completion_cost,
+      unpriced: Number(stats.unpriced_runs) || 0,
+      pricesOf: stats.prices_updated,
     };
   }
 
@@ -388,6 +397,7 @@ export class TraceView {
         node.status === "open" ? h("span", { class: "open-mark", title: "no end time yet" }, "open") : null,
         folded ? h("span", { class: "hidden-count", title: "runs folded under this one" }, `+${fmtInt(node.size)}`) : null,
         this.feedback ? badges(this.feedback.get(run.id)) : null,
+        usageCell(run),
       ),
       h(
         "span",
@@ -419,6 +429,7 @@ export class TraceView {
       fact("runs", fmtInt(Math.max(stats.runs, this.runs.size))),
       fact("tokens", stats.tokens === null ? "…" : stats.tokens ? `${fmtInt(stats.tokens)} (in ${fmtInt(stats.prompt)}, out ${fmtInt(stats.completion)})` : "0"),
       fact("failed runs", fmtInt(stats.errors)),
+      fact("cost", stats.tokens === null ? "…" : costText(stats)),
       fact("feedback", this.feedback ? summaryText(this.feedback) : "…"),
       h("span", { class: "fact" }, h("span", { class: "label" }, "trace id"), h("code", null, this.traceId), copyButton(this.traceId, "trace id")),
     );
@@ -438,4 +449,28 @@ export class TraceView {
 
 function fact(label, value) {
   return h("span", { class: "fact" }, h("span", { class: "label" }, label), h("span", { class: "value" }, value));
+}
+
+// A row's model, tokens and cost (a root's: its trace's); "no price" for tokens of a model the table lacks.
+function usageCell(run) {
+  const tokens = Number(run.total_tokens) || 0;
+  const priced = run.total_cost !== null && run.total_cost !== undefined;
+  if (!run.model && !tokens && !priced) return null;
+  const title = priced
+    ? `${fmtCost(run.total_cost)}${run.priced_as && run.priced_as !== "carried" ? `, priced as ${cut(run.priced_as, 100)}` : run.priced_as === "carried" ? ", as the run reported it" : ""}`
+    : "no price: the price table has no row for this model (otel-runs serve --prices FILE adds one)";
+  return h(
+    "span",
+    { class: "usage", title },
+    run.model ? h("span", { class: "model" }, cut(String(run.model), 40)) : null,
+    tokens ? h("span", { class: "tok" }, `${fmtInt(tokens)} tok`) : null,
+    tokens || priced ? h("span", { class: priced ? "cost" : "cost cost-none" }, fmtCost(run.total_cost)) : null,
+  );
+}
+
+function costText(stats) {
+  if (stats.cost === null || stats.cost === undefined) return stats.unpriced ? "no price" : "none";
+  const parts = [`${fmtCost(stats.cost)} (in ${fmtCost(stats.promptCost)}, out ${fmtCost(stats.completionCost)})`];
+  if (stats.unpriced) parts.push(`, ${fmtInt(stats.unpriced)} model run${stats.unpriced === 1 ? "" : "s"} without a price`);
+  return parts.join("");
 }
