@@ -173,3 +173,29 @@ def test_a_trace_shows_its_cost_and_each_model_row_its_model_tokens_and_cost(pag
     page.get(f"{service.url}/#/?project={PROJECT}")
     wait_for(lambda: [c.text for c in page.find_elements(By.CSS_SELECTOR, "tr.trace .col-cost")] == ["no price", "$0.00036", "$0.00045"],
              what="each trace's cost in the list")
+
+
+def test_a_thread_of_three_traces_shows_three_turns(page: Any, seeded: Seeded) -> None:
+    service = seeded.service
+    page.get(f"{service.url}/#/threads/conv-1")  # no project in the link: the thread is looked for
+    wait_for(lambda: len(page.find_elements(By.CSS_SELECTOR, ".turn")) == 3, what="three turns")
+    turns = page.execute_script(
+        "return [...document.querySelectorAll('.turn')].map(t => ({head: t.querySelector('.turnhead').innerText,"
+        " said: [...t.querySelectorAll('.content')].map(c => c.textContent),"
+        " href: t.querySelector('a').getAttribute('href')}))"
+    )
+    assert [t["said"] for t in turns] == [
+        ["Where is my parcel?", "It left the depot."], ["When will it arrive?", "Tomorrow."], ["Thanks!", "You're welcome."],
+    ]
+    assert [t["head"].split("\n")[0] for t in turns] == ["Turn 1", "Turn 2", "Turn 3"]
+    assert turns[0]["href"] == f"#/trace/{seeded.traces['turn one']}"
+    assert "$0.00045" in turns[0]["head"] and "1,500" in turns[0]["head"] and "no price" in turns[2]["head"]
+    facts = page.find_element(By.CSS_SELECTOR, ".facts").text
+    assert "turns\n3" in facts.replace(" ", "\n") or "turns 3" in facts
+    screenshot(page, "viewer2-thread")
+    # From a turn's trace, its thread is one click away; and the project's threads list it.
+    page.get(viewer_link(service.url, seeded.traces["turn two"]))
+    click(lambda: page.find_element(By.LINK_TEXT, "conv-1"), "the trace's thread")
+    wait_for(lambda: len(page.find_elements(By.CSS_SELECTOR, ".turn")) == 3, what="the thread from its trace")
+    page.get(f"{service.url}/#/threads?project={PROJECT}")
+    wait_for(lambda: [a.text for a in page.find_elements(By.CSS_SELECTOR, "tr.thread a")] == ["conv-1"], what="the list")

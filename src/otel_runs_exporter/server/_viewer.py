@@ -50,6 +50,7 @@ _FILES = {
     "/viewer/trace.js": ("trace.js", "text/javascript; charset=utf-8"),
     "/viewer/run.js": ("run.js", "text/javascript; charset=utf-8"),
     "/viewer/feedback.js": ("feedback.js", "text/javascript; charset=utf-8"),
+    "/viewer/threads.js": ("threads.js", "text/javascript; charset=utf-8"),
     "/viewer/icon.svg": ("icon.svg", "image/svg+xml"),
 }
 PATHS = tuple(_FILES)

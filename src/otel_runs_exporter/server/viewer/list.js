@@ -32,6 +32,7 @@ export class ListView {
 
   build() {
     this.projectSelect = h("select", { id: "project", "aria-label": "project" });
+    this.threadsLink = h("a", { href: "#/threads", class: "tab" }, "Threads");
     this.summary = h("span", { class: "summary", "aria-live": "polite" });
     this.tbody = h("tbody");
     this.empty = h("p", { class: "empty" });
@@ -44,6 +45,7 @@ export class ListView {
         { class: "filters" },
         h("label", { for: "project" }, "Project"),
         this.projectSelect,
+        this.threadsLink,
         this.filters.controls(() => this.filtersChanged()),
         this.summary,
       ),
@@ -96,6 +98,7 @@ export class ListView {
     );
     if (!this.projectKey && sorted.length) this.projectKey = projectLabel(sorted[0]);
     this.projectSelect.value = this.projectKey;
+    this.threadsLink.setAttribute("href", `#/threads?project=${encodeURIComponent(this.projectKey)}`);
   }
 
   project() {

@@ -247,7 +247,7 @@ function isMessage(value) {
   return Boolean(role) && ("content" in value || "parts" in value || "tool_calls" in value || "text" in value);
 }
 
-function roleOf(message) {
+export function roleOf(message) {
   const role = typeof message.role === "string" ? message.role : typeof message.type === "string" ? message.type : "";
   return ROLES.has(role.toLowerCase()) ? role.toLowerCase() : "";
 }
@@ -261,7 +261,7 @@ function messageList(value) {
 
 // Chat messages wherever the common clients put them: a list of messages, or
 // messages / input / output / prompt keys, or OpenAI's choices[].message.
-function findConversation(value) {
+export function findConversation(value) {
   const direct = messageList(value);
   if (direct) return { messages: direct, rest: null };
   if (!isObject(value)) return null;

@@ -18,7 +18,7 @@ const PAGE = 100; // the query endpoint's largest page
 // The service's own usage fields too (a root's are its trace's totals), and the local service's model and price row.
 const TREE_FIELDS = [
   "name", "run_type", "start_time", "end_time", "status", "parent_run_id", "dotted_order", "trace_id",
-  "total_tokens", "total_cost", "model", "priced_as",
+  "total_tokens", "total_cost", "model", "priced_as", "thread_id", "session_id",
 ];
 const FOLD_ABOVE = 500; // runs; a larger trace opens folded below the root's children
 const REFRESH_UP_TO = 1000; // runs; an open trace up to this size is re-read in the background
@@ -431,6 +431,10 @@ export class TraceView {
       fact("failed runs", fmtInt(stats.errors)),
       fact("cost", stats.tokens === null ? "…" : costText(stats)),
       fact("feedback", this.feedback ? summaryText(this.feedback) : "…"),
+      run.thread_id
+        ? h("span", { class: "fact" }, h("span", { class: "label" }, "thread"),
+            h("a", { href: `#/threads/${encodeURIComponent(String(run.thread_id))}?project=${encodeURIComponent(String(run.session_id || ""))}` }, cut(String(run.thread_id), 80)))
+        : null,
       h("span", { class: "fact" }, h("span", { class: "label" }, "trace id"), h("code", null, this.traceId), copyButton(this.traceId, "trace id")),
     );
     this.app.setCrumbs(h("a", { href: "#/" }, "Traces"), h("span", null, cut(run.name || "trace", 80)));
