@@ -199,3 +199,56 @@ def test_a_thread_of_three_traces_shows_three_turns(page: Any, seeded: Seeded) -
     wait_for(lambda: len(page.find_elements(By.CSS_SELECTOR, ".turn")) == 3, what="the thread from its trace")
     page.get(f"{service.url}/#/threads?project={PROJECT}")
     wait_for(lambda: [a.text for a in page.find_elements(By.CSS_SELECTOR, "tr.thread a")] == ["conv-1"], what="the list")
+
+
+def _runs_under(root: dict[str, Any], names: list[str], start_ms: int) -> list[dict[str, Any]]:
+    """Runs of the root's trace, its children, as a client posts them (ids and dotted_order computed)."""
+    from datetime import datetime, timedelta
+
+    begun = datetime.fromisoformat(root["start_time"].replace("Z", "+00:00"))
+    out = []
+    for i, name in enumerate(names):
+        run_id = str(uuid.uuid4())
+        at = begun + timedelta(milliseconds=start_ms + i)
+        entry = at.strftime("%Y%m%dT%H%M%S%fZ") + run_id
+        out.append({
+            "id": run_id, "trace_id": root["id"], "parent_run_id": root["id"], "dotted_order": f"{root['dotted_order']}.{entry}",
+            "name": name, "run_type": "tool", "start_time": at.isoformat(), "end_time": at.isoformat(), "session_name": "live",
+        })
+    return out
+
+
+def test_a_running_trace_past_1000_runs_shows_new_runs_without_reload_and_pauses(page: Any, seeded: Seeded) -> None:
+    import requests
+    from datetime import datetime, timezone
+
+    service = seeded.service
+    root_id = str(uuid.uuid4())
+    now = datetime.now(timezone.utc)
+    root = {"id": root_id, "trace_id": root_id, "dotted_order": now.strftime("%Y%m%dT%H%M%S%fZ") + root_id,
+            "name": "long agent", "run_type": "chain", "start_time": now.isoformat(), "session_name": "live"}
+    first = _runs_under(root, [f"step-{i:04d}" for i in range(1050)], 1)
+    answer = requests.post(service.url + "/runs/batch", json={"post": [root, *first]}, timeout=30)
+    assert answer.status_code == 202, answer.text
+    page.get(viewer_link(service.url, root_id))
+    view = page.find_element(By.CSS_SELECTOR, ".trace-view")
+    wait_for(lambda: view.get_attribute("data-runs") == "1051", timeout=15, what="the whole trace")
+    page.execute_script("window.notReloaded = true")
+    # Past 1,000 runs the page used to stop refreshing: new runs come through the changes feed.
+    requests.post(service.url + "/runs/batch", json={"post": _runs_under(root, ["late-1", "late-2"], 2000)}, timeout=5)
+    wait_for(lambda: view.get_attribute("data-runs") == "1053", what="the two new runs, without a reload")
+    assert "late-1" in page.execute_script(
+        "return [...document.querySelectorAll('.tree .row .name')].map(e => e.textContent).join(' ')"
+    ) or view.get_attribute("data-changes") == "2"
+    screenshot(page, "viewer2-live")
+
+    click(lambda: page.find_element(By.CSS_SELECTOR, ".live-toggle"), "pause")
+    assert page.find_element(By.CSS_SELECTOR, ".live").text == "paused"
+    requests.post(service.url + "/runs/batch", json={"post": _runs_under(root, ["while-paused"], 3000)}, timeout=5)
+    import time as _time
+
+    _time.sleep(1.2)  # the feed's answer came, and was held back
+    assert view.get_attribute("data-runs") == "1053"  # paused: the tree stays as it is
+    click(lambda: page.find_element(By.CSS_SELECTOR, ".live-toggle"), "resume")
+    wait_for(lambda: view.get_attribute("data-runs") == "1054", what="what came while paused, once resumed")
+    assert page.execute_script("return window.notReloaded") is True

@@ -11,8 +11,11 @@ queries in :mod:`._query`, :mod:`._run_stats` and :mod:`._projects`, storage in
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
+from ._changes import FIELDS as CHANGE_FIELDS
+from ._changes import cursor, parse_changes
 from ._feedback import (
     api_feedback,
     feedback_stats,
@@ -44,6 +47,7 @@ __all__ = [
     "list_projects",
     "read_project",
     "create_project",
+    "run_changes",
     "create_feedback",
     "list_feedback",
     "read_feedback",
@@ -164,6 +168,27 @@ def query_runs(request: Request, service: Service) -> Reply:
             if run["id"] in links:
                 run["s3_urls"] = s3_urls(links[run["id"]])
     return Reply(200, body)
+
+
+def run_changes(request: Request, service: Service) -> Reply:
+    """``GET /runs/changes`` (:mod:`._changes`): held until a run of the trace changes after the cursor, or ``wait``."""
+    query = parse_changes(request.query)
+    store = service.store
+    if query.after is None:
+        return Reply(200, {"runs": [], "cursor": cursor(store.store_id, store.version), "more": False})
+    # A cursor of another store (the service restarted) starts from the trace's beginning: runs again, never none.
+    after = query.after[1] if query.after[0] == store.store_id else 0
+    deadline = time.monotonic() + query.wait_s
+    while not request.stopping.is_set() and not store.changed_since(query.trace_id, after):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        # In short waits, so a service stopping ends them at once.
+        store.wait(lambda: store.changed_since(query.trace_id, after), min(0.5, remaining))
+    found, version, more = store.changes(query.trace_id, after, query.limit)
+    usage = store.run_usage([q.run["id"] for q in found])
+    runs = [api_run(q.run, q.project_id, CHANGE_FIELDS, usage.get(q.run["id"])) for q in found]
+    return Reply(200, {"runs": runs, "cursor": cursor(store.store_id, version), "more": more})
 
 
 def _wants_usage(select: frozenset[str] | None) -> bool:

@@ -42,6 +42,7 @@ from ._handlers import (
     read_feedback,
     read_project,
     read_run,
+    run_changes,
     stats,
     update_feedback,
 )
@@ -71,6 +72,7 @@ from ._routing import (
     MULTIPART,
     PATCH,
     POST,
+    SAME_ORIGIN,
     SAME_ORIGIN_OR_CORS,
     Files,
     Route,
@@ -96,6 +98,9 @@ ROUTES: tuple[Route, ...] = (
     # and only those let it in (tests/server/test_routes.py checks that against its api.js).
     Route("/runs/query", query_runs, methods=POST, body=JSON, rate="runs.query", browsers=SAME_ORIGIN_OR_CORS),
     Route("/runs/stats", stats, methods=POST, body=JSON, rate="runs.stats", browsers=SAME_ORIGIN_OR_CORS),
+    # The viewer's own: a running trace's new and changed runs, held until there are some (a long poll: a slot
+    # of its own). Before /runs/{run_id}, which the path would also match.
+    Route("/runs/changes", run_changes, methods=GET_HEAD, browsers=SAME_ORIGIN, streams=True),
     Route(
         "/runs/{run_id}", patch_run, methods=PATCH, body=JSON, rate="runs.patch", faults="tracing", browsers=CORS_ORIGINS
     ),

@@ -20,6 +20,7 @@ their own, created or derived from the runs that name them) in :mod:`._store_pro
 from __future__ import annotations
 
 import logging
+import secrets
 import sqlite3
 import threading
 import time
@@ -137,6 +138,7 @@ class RunStore:
                 )
             # Before the schema script, whose indexes name the columns an older table lacks.
             reindex = add_columns(conn, "runs", INDEX_COLUMNS)
+            add_columns(conn, "runs", (("changed", "INTEGER"),))
             refill = add_columns(conn, "feedback", FEEDBACK_COLUMNS)
             conn.executescript(SCHEMA)
             if reindex:
@@ -154,6 +156,11 @@ class RunStore:
                 if version:
                     logger.info("runs database %s upgraded from schema version %d to %d", self.path, version, SCHEMA_VERSION)
         self._seq = self._max_seq()
+        with self._lock:
+            self.version: int = self._db.execute("SELECT COALESCE(MAX(changed), 0) FROM runs").fetchone()[0]
+        """The latest write's number: each post or patch stored takes the next (the changes feed's cursor)."""
+        self.store_id = secrets.token_hex(4)
+        """Names this store in the changes feed's cursors: one of another (before a restart) starts over."""
 
     # --- lifecycle ---------------------------------------------------------------
 
@@ -259,18 +266,19 @@ class RunStore:
             dumps(patch) if patch is not None else None,
             *index_values(merged, project_id, self.prices),
         )
+        self.version += 1  # the changes feed (changes()) finds what changed after a client's last look by it
         if row is None:
             self._seq += 1
             db.execute(
                 "INSERT INTO runs (trace_id, parent_run_id, dotted_order, posted, patched, post_data, patch_data,"
-                f" {RUN_INDEX_NAMES}, id, first_seen, seq) VALUES ({', '.join('?' * (len(values) + 3))})",
-                (*values, op.run_id, now, self._seq),
+                f" {RUN_INDEX_NAMES}, changed, id, first_seen, seq) VALUES ({', '.join('?' * (len(values) + 4))})",
+                (*values, self.version, op.run_id, now, self._seq),
             )
         else:
             db.execute(
                 "UPDATE runs SET trace_id = ?, parent_run_id = ?, dotted_order = ?, posted = ?, patched = ?,"
-                f" post_data = ?, patch_data = ?, {RUN_INDEX_SET} WHERE id = ?",
-                (*values, op.run_id),
+                f" post_data = ?, patch_data = ?, {RUN_INDEX_SET}, changed = ? WHERE id = ?",
+                (*values, self.version, op.run_id),
             )
 
     def record_violations(self, violations: Iterable[Violation], *, path: str, accepted: bool) -> None:
@@ -733,6 +741,34 @@ class RunStore:
                 f"SELECT run_id, rule, msg, loc, path, accepted, at FROM violations WHERE {where} ORDER BY seq", args
             ).fetchall()
         return [_violation(r) for r in rows]
+
+    def changes(self, trace_id: str, after: int, limit: int) -> tuple[list[QueriedRun], int, bool]:
+        """The posted runs of a trace stored or changed after write number ``after``, in the order they changed, at
+        most ``limit``; with the write number to ask after next, and whether more are waiting."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT r.id, r.post_data, r.patch_data, r.project_id, COALESCE(r.start_time, ''), r.seq, r.changed"
+                " FROM runs AS r WHERE r.trace_id = ? AND r.changed > ? AND r.posted = 1 ORDER BY r.changed LIMIT ?",
+                (trace_id, after, limit + 1),
+            ).fetchall()
+            version = self.version
+        more = len(rows) > limit
+        rows = rows[:limit]
+        found = []
+        for run_id, post_data, patch_data, project_id, start, seq, _ in rows:
+            run = merge_run(orjson.loads(post_data) if post_data else None, orjson.loads(patch_data) if patch_data else None)
+            run["id"] = run_id
+            found.append(QueriedRun(run, project_id, (start, seq)))
+        return found, (rows[-1][6] if more else max(version, after)), more
+
+    def changed_since(self, trace_id: str, after: int) -> bool:
+        """Whether a run of the trace was stored or changed after write number ``after`` (cheap: an index)."""
+        if self.version <= after:
+            return False
+        with self._lock:
+            return self._db.execute(
+                "SELECT 1 FROM runs WHERE trace_id = ? AND changed > ? AND posted = 1 LIMIT 1", (trace_id, after)
+            ).fetchone() is not None
 
     def wait(self, predicate: Any, timeout: float) -> bool:
         """Block until ``predicate()`` is true or ``timeout`` passes; re-checked after each write."""

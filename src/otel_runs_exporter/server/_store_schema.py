@@ -106,7 +106,8 @@ CREATE TABLE IF NOT EXISTS runs (
     prompt_cost REAL,
     completion_cost REAL,
     total_cost REAL,
-    priced_as TEXT
+    priced_as TEXT,
+    changed INTEGER
 );
 CREATE INDEX IF NOT EXISTS runs_by_trace ON runs (trace_id, dotted_order);
 CREATE INDEX IF NOT EXISTS runs_by_project ON runs (project_id, start_time);
@@ -114,6 +115,8 @@ CREATE INDEX IF NOT EXISTS runs_by_project ON runs (project_id, start_time);
 -- page of them is read off the index, and a filter on their trees stops at the page instead of sorting every root.
 CREATE INDEX IF NOT EXISTS runs_roots_by_project ON runs (project_id, COALESCE(start_time, ''), seq)
     WHERE parent_run_id IS NULL;
+-- The changes feed (GET /runs/changes): a trace's runs stored or changed after a write number.
+CREATE INDEX IF NOT EXISTS runs_changes ON runs (trace_id, changed);
 -- The search index (_store_search) names runs by seq.
 CREATE INDEX IF NOT EXISTS runs_by_seq ON runs (seq);
 -- Exactly the order query_runs sorts by, so a trace's pages (the viewer reads a 10,000-run

@@ -72,6 +72,8 @@ export const api = {
   stats: (body) => request("POST", "/runs/stats", body),
   // GET /runs/{id}: the SDK's read_run.
   run: (id) => request("GET", `/runs/${encodeURIComponent(id)}`),
+  // GET /runs/changes: the viewer's own long poll, a trace's runs stored or changed after a cursor.
+  changes: (query) => request("GET", `/runs/changes?${query}`),
   // GET /runs/{id}/violations: rule violations the service recorded for the run (and stored it despite).
   violations: (id) => request("GET", `/runs/${encodeURIComponent(id)}/violations`),
   // GET /feedback: the SDK's list_feedback; `query` names runs (run=) or a trace (trace=), 100 a page (offset=).
