@@ -252,3 +252,37 @@ def test_a_running_trace_past_1000_runs_shows_new_runs_without_reload_and_pauses
     click(lambda: page.find_element(By.CSS_SELECTOR, ".live-toggle"), "resume")
     wait_for(lambda: view.get_attribute("data-runs") == "1054", what="what came while paused, once resumed")
     assert page.execute_script("return window.notReloaded") is True
+
+
+def test_a_chart_draws_for_a_seeded_day(page: Any, seeded: Seeded) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from server.test_server_charts import seeded_day
+
+    service = seeded.service
+    day = (datetime.now(timezone.utc) - timedelta(hours=23)).replace(minute=0, second=0, microsecond=0)  # all in 24 h
+    seeded_day(service.url, "day", day, hours=23)
+    page.get(f"{service.url}/#/projects/day?range=24h")
+    wait_for(lambda: len(page.find_elements(By.CSS_SELECTOR, "figure.chart[data-drawn=true]")) == 6, what="six charts")
+    charts = page.execute_script(
+        "return Object.fromEntries([...document.querySelectorAll('figure.chart')].map(f =>"
+        " [f.dataset.chart, {sum: Number(f.dataset.sum), points: Number(f.dataset.points),"
+        " canvas: !!f.querySelector('canvas')}]))"
+    )
+    assert charts["traces"] == {"sum": 23, "points": 23 + 4, "canvas": True}  # a trace an hour, 4 of them failed
+    assert charts["tokens"]["sum"] == 23 * 1500 and charts["cost"]["sum"] == pytest.approx(11 * 0.00045)
+    assert charts["run-types"]["points"] == 46 and charts["models"]["points"] == 23
+    # The chart is drawn: its canvas has marks, not only a blank page.
+    inked = page.execute_script(
+        "const c = document.querySelector('figure[data-chart=traces] canvas');"
+        " const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+        " let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; return n"
+    )
+    assert inked > 500, inked
+    facts = page.find_element(By.CSS_SELECTOR, ".facts").text
+    assert "traces\n23" in facts and "12 model runs" in facts  # the house model: no price
+    tables = page.find_element(By.CSS_SELECTOR, ".by-model").text
+    assert "house-model" in tables and "no price" in tables and "gpt-4o-mini" in tables
+    screenshot(page, "viewer2-charts")
+    names = page.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    assert names and all(n.startswith(service.url) for n in names), names  # uPlot from the package, nothing else

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from ._changes import FIELDS as CHANGE_FIELDS
+from ._charts import charts, parse_charts
 from ._changes import cursor, parse_changes
 from ._feedback import (
     api_feedback,
@@ -48,6 +49,7 @@ __all__ = [
     "read_project",
     "create_project",
     "run_changes",
+    "run_charts",
     "create_feedback",
     "list_feedback",
     "read_feedback",
@@ -189,6 +191,12 @@ def run_changes(request: Request, service: Service) -> Reply:
     usage = store.run_usage([q.run["id"] for q in found])
     runs = [api_run(q.run, q.project_id, CHANGE_FIELDS, usage.get(q.run["id"])) for q in found]
     return Reply(200, {"runs": runs, "cursor": cursor(store.store_id, version), "more": more})
+
+
+def run_charts(request: Request, service: Service) -> Reply:
+    """``POST /runs/charts`` (:mod:`._charts`): a project's traffic over time, every figure a SQL aggregate."""
+    store = service.store
+    return Reply(200, charts(parse_charts(request.body), store.rows))
 
 
 def _wants_usage(select: frozenset[str] | None) -> bool:

@@ -43,6 +43,7 @@ from ._handlers import (
     read_project,
     read_run,
     run_changes,
+    run_charts,
     stats,
     update_feedback,
 )
@@ -101,6 +102,9 @@ ROUTES: tuple[Route, ...] = (
     # The viewer's own: a running trace's new and changed runs, held until there are some (a long poll: a slot
     # of its own). Before /runs/{run_id}, which the path would also match.
     Route("/runs/changes", run_changes, methods=GET_HEAD, browsers=SAME_ORIGIN, streams=True),
+    # The viewer's project page: runs, errors, latency, tokens and cost over time, computed by SQLite. The spec's
+    # "POST containing /charts" rows limit it.
+    Route("/runs/charts", run_charts, methods=POST, body=JSON, rate="charts", browsers=SAME_ORIGIN_OR_CORS),
     Route(
         "/runs/{run_id}", patch_run, methods=PATCH, body=JSON, rate="runs.patch", faults="tracing", browsers=CORS_ORIGINS
     ),

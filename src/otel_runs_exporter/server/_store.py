@@ -742,6 +742,11 @@ class RunStore:
             ).fetchall()
         return [_violation(r) for r in rows]
 
+    def rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """The rows of a whole SELECT a read module built from fixed expressions (:mod:`._charts`), values bound."""
+        with self._lock:
+            return [tuple(row) for row in self._db.execute(sql, list(params))]
+
     def changes(self, trace_id: str, after: int, limit: int) -> tuple[list[QueriedRun], int, bool]:
         """The posted runs of a trace stored or changed after write number ``after``, in the order they changed, at
         most ``limit``; with the write number to ask after next, and whether more are waiting."""

@@ -70,6 +70,8 @@ export const api = {
   query: (body) => request("POST", "/runs/query", body),
   // POST /runs/stats: the SDK's get_run_stats (run_count, total_tokens, ...).
   stats: (body) => request("POST", "/runs/stats", body),
+  // POST /runs/charts: a project's traffic over time, computed by the service (runs, errors, latency, tokens, cost).
+  charts: (body) => request("POST", "/runs/charts", body),
   // GET /runs/{id}: the SDK's read_run.
   run: (id) => request("GET", `/runs/${encodeURIComponent(id)}`),
   // GET /runs/changes: the viewer's own long poll, a trace's runs stored or changed after a cursor.

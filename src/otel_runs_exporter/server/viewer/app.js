@@ -1,9 +1,11 @@
-// The viewer's shell: routes (#/?filters, #/trace/ID, #/trace/ID/run/ID, #/threads, #/threads/KEY), the key prompt,
+// The viewer's shell: routes (#/?filters, #/trace/ID, #/trace/ID/run/ID, #/threads, #/threads/KEY,
+// #/projects/NAME), the key prompt,
 // and the one poller every view's background requests go through.
 
 import { ApiError, api, credentials, saveCredentials } from "./api.js";
 import { cut, h, isUuid, replace } from "./dom.js";
 import { ListView } from "./list.js";
+import { ProjectView } from "./charts.js";
 import { ThreadView, ThreadsView } from "./threads.js";
 import { TraceView } from "./trace.js";
 
@@ -110,6 +112,18 @@ class App {
       return;
     }
     const params = new URLSearchParams(query || "");
+    if (parts[0] === "projects" && parts[1]) {
+      let name = null;
+      try {
+        name = decodeURIComponent(parts.slice(1).join("/"));
+      } catch {
+        name = null;
+      }
+      if (name) {
+        this.show(new ProjectView(this, name, params));
+        return;
+      }
+    }
     if (parts[0] === "threads") {
       let key = null;
       try {

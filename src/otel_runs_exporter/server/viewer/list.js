@@ -33,6 +33,7 @@ export class ListView {
   build() {
     this.projectSelect = h("select", { id: "project", "aria-label": "project" });
     this.threadsLink = h("a", { href: "#/threads", class: "tab" }, "Threads");
+    this.chartsLink = h("a", { href: "#/", class: "tab" }, "Charts");
     this.summary = h("span", { class: "summary", "aria-live": "polite" });
     this.tbody = h("tbody");
     this.empty = h("p", { class: "empty" });
@@ -46,6 +47,7 @@ export class ListView {
         h("label", { for: "project" }, "Project"),
         this.projectSelect,
         this.threadsLink,
+        this.chartsLink,
         this.filters.controls(() => this.filtersChanged()),
         this.summary,
       ),
@@ -99,6 +101,7 @@ export class ListView {
     if (!this.projectKey && sorted.length) this.projectKey = projectLabel(sorted[0]);
     this.projectSelect.value = this.projectKey;
     this.threadsLink.setAttribute("href", `#/threads?project=${encodeURIComponent(this.projectKey)}`);
+    this.chartsLink.setAttribute("href", `#/projects/${encodeURIComponent(this.projectKey)}`);
   }
 
   project() {
