@@ -36,6 +36,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import requests
+from deep_trees import _serve  # otel-runs serve on a free port, in its own process: its address
 
 WORDS = (
     "order parcel depot refund account invoice shipping address window delay courier tracking support customer "
@@ -106,20 +107,6 @@ def build(path: str, runs: int, seed: int = 1) -> float:
     return time.perf_counter() - began
 
 
-def _serve(db: str, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "otel_runs_exporter.cli", "serve", "--port", "0", "--db", db],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    match = re.search(r"(http://\S+)", line)
-    if match is None:
-        proc.kill()
-        raise RuntimeError(f"otel-runs serve did not start: {line!r}")
-    return proc, match.group(1)
-
-
 def searches(url: str, repeat: int, label: str) -> list[dict[str, Any]]:
     project = requests.get(f"{url}/sessions?name=bench", timeout=30).json()[0]["id"]
     out = []
@@ -163,7 +150,7 @@ def main() -> int:
         print(json.dumps({"built_runs": args.runs, "build_s": round(built, 1), **_size(path)}), flush=True)
     results = []
     for label, serve in (("trigram index", _serve), ("scan (no index)", _serve_without_index)):
-        proc, url = serve(path, dict(os.environ))
+        proc, url = serve(path)
         try:
             results += searches(url, args.repeat, label)
         finally:
@@ -174,14 +161,13 @@ def main() -> int:
     return 0
 
 
-def _serve_without_index(db: str, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+def _serve_without_index(db: str) -> tuple[subprocess.Popen[str], str]:
     """The service with the index switched off in its process (as on a SQLite without FTS5): the scan."""
     code = (
         "import sys; from otel_runs_exporter.server import _store_search as s; s.available = lambda: False; "
         "from otel_runs_exporter.cli import main; sys.exit(main(['serve', '--port', '0', '--db', sys.argv[1]]))"
     )
-    proc = subprocess.Popen([sys.executable, "-c", code, db], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=env)
+    proc = subprocess.Popen([sys.executable, "-c", code, db], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     for _ in range(5):
         line = proc.stdout.readline()
