@@ -15,7 +15,6 @@ import time
 from datetime import timedelta
 from typing import Any
 
-import pytest
 import requests
 from server.server_helpers import Trace, entry, iso
 

@@ -7,12 +7,15 @@ opens its page against it, and leaves a screenshot under tests/artifacts/.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+import requests
 
 from otel_runs_exporter.server import LocalService, viewer_link
 
@@ -20,9 +23,10 @@ pytest.importorskip("selenium", reason="selenium is not installed: pip install -
 langsmith = pytest.importorskip("langsmith")
 
 from selenium.webdriver.common.by import By  # noqa: E402
+from server.test_server_charts import seeded_day  # noqa: E402
 from viewer.viewer_helpers import as_json, click, export, screenshot, wait_for  # noqa: E402
 
-pytestmark = pytest.mark.heavy(seconds=15)
+pytestmark = pytest.mark.heavy(seconds=9)
 
 PROJECT = "support"
 DEEP_WORD = "zanzibar-quokka"  # only in a grandchild's output: the search must find its trace by it
@@ -203,8 +207,6 @@ def test_a_thread_of_three_traces_shows_three_turns(page: Any, seeded: Seeded) -
 
 def _runs_under(root: dict[str, Any], names: list[str], start_ms: int) -> list[dict[str, Any]]:
     """Runs of the root's trace, its children, as a client posts them (ids and dotted_order computed)."""
-    from datetime import datetime, timedelta
-
     begun = datetime.fromisoformat(root["start_time"].replace("Z", "+00:00"))
     out = []
     for i, name in enumerate(names):
@@ -219,9 +221,6 @@ def _runs_under(root: dict[str, Any], names: list[str], start_ms: int) -> list[d
 
 
 def test_a_running_trace_past_1000_runs_shows_new_runs_without_reload_and_pauses(page: Any, seeded: Seeded) -> None:
-    import requests
-    from datetime import datetime, timezone
-
     service = seeded.service
     root_id = str(uuid.uuid4())
     now = datetime.now(timezone.utc)
@@ -237,17 +236,13 @@ def test_a_running_trace_past_1000_runs_shows_new_runs_without_reload_and_pauses
     # Past 1,000 runs the page used to stop refreshing: new runs come through the changes feed.
     requests.post(service.url + "/runs/batch", json={"post": _runs_under(root, ["late-1", "late-2"], 2000)}, timeout=5)
     wait_for(lambda: view.get_attribute("data-runs") == "1053", what="the two new runs, without a reload")
-    assert "late-1" in page.execute_script(
-        "return [...document.querySelectorAll('.tree .row .name')].map(e => e.textContent).join(' ')"
-    ) or view.get_attribute("data-changes") == "2"
+    assert view.get_attribute("data-changes") == "2"  # through the feed, not a read of the trace again
     screenshot(page, "viewer2-live")
 
     click(lambda: page.find_element(By.CSS_SELECTOR, ".live-toggle"), "pause")
     assert page.find_element(By.CSS_SELECTOR, ".live").text == "paused"
     requests.post(service.url + "/runs/batch", json={"post": _runs_under(root, ["while-paused"], 3000)}, timeout=5)
-    import time as _time
-
-    _time.sleep(1.2)  # the feed's answer came, and was held back
+    time.sleep(1.2)  # the feed's answer came, and was held back
     assert view.get_attribute("data-runs") == "1053"  # paused: the tree stays as it is
     click(lambda: page.find_element(By.CSS_SELECTOR, ".live-toggle"), "resume")
     wait_for(lambda: view.get_attribute("data-runs") == "1054", what="what came while paused, once resumed")
@@ -255,10 +250,6 @@ def test_a_running_trace_past_1000_runs_shows_new_runs_without_reload_and_pauses
 
 
 def test_a_chart_draws_for_a_seeded_day(page: Any, seeded: Seeded) -> None:
-    from datetime import datetime, timedelta, timezone
-
-    from server.test_server_charts import seeded_day
-
     service = seeded.service
     day = (datetime.now(timezone.utc) - timedelta(hours=23)).replace(minute=0, second=0, microsecond=0)  # all in 24 h
     seeded_day(service.url, "day", day, hours=23)
