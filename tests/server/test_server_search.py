@@ -161,3 +161,10 @@ def test_the_query_api_finds_a_trace_by_a_deep_run_and_filters_by_model_and_toke
     assert [r["name"] for r in answer["runs"]] == ["deep"]
     bad = requests.post(service.url + "/runs/query", json={"filter": 'gt(total_tokens, "many")'}, timeout=5)
     assert bad.status_code == 422 and "total_tokens is a number" in bad.text
+    # The same through the service's SDK, as its list_runs arguments carry them.
+    langsmith = pytest.importorskip("langsmith")
+    client = langsmith.Client(api_url=service.url, api_key="unused")
+    with pytest.warns(DeprecationWarning):
+        found = list(client.list_runs(project_name="tests", is_root=True, tree_filter='search("needle-in")',
+                                      filter="gte(total_tokens, 15)"))
+    assert [str(r.id) for r in found] == [traces[1].root_id] and found[0].total_tokens == 15
