@@ -31,6 +31,8 @@ if sys.version_info >= (3, 11):
 else:  # opentelemetry-api depends on typing_extensions
     from typing_extensions import Unpack
 
+from ._cost import PriceTable
+
 __all__ = ["SettingsArguments", "Unpack"]
 
 
@@ -82,5 +84,6 @@ class SettingsArguments(TypedDict, total=False):
     scrub_secrets: bool | None
     langsmith_bridge: bool | None
     capture_log_events: bool | None
+    prices: str | os.PathLike[str] | PriceTable | None
     langsmith_otel_enabled: bool | None
     disabled: bool | None

@@ -122,6 +122,9 @@ class ConvertOptions:
     #: and the processor's own for the propagator and the SDK bridge).
     id_scheme: IdScheme = _DEFAULT_ID_SCHEME
     redact: Callable[[dict[str, Any]], None] | None = None
+    #: The ``prices`` setting's table (``_cost.PriceTable``): a completed model run's cost is written into its
+    #: ``usage_metadata`` (``_genai_events.ended_run``). None: no costs written.
+    prices: Any = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "ConvertOptions":
@@ -130,6 +133,7 @@ class ConvertOptions:
             session=settings.session,
             id_scheme=SCHEMES[settings.id_scheme],
             redact=make_redactor(settings.hide_inputs, settings.hide_outputs, settings.mask, settings.scrub_secrets),
+            prices=settings.prices,
         )
 
 

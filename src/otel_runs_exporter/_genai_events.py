@@ -79,6 +79,7 @@ from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor, ReadWrit
 from opentelemetry.trace import TraceFlags
 
 from ._convert import ConvertOptions, patch_fields, span_to_run
+from ._cost import stamp_cost
 from ._encode import EncodedRun, encode_run
 from ._fork import ForkSafeLock, WeakRegistry, renew_in_child
 from ._ids import RunIds
@@ -459,6 +460,8 @@ def ended_run(span: Any, ids: RunIds, opts: ConvertOptions, join: EventJoin | No
     events = join.take(span, ids) if join is not None else []
     run = span_to_run(span, ids, opts, malformed=malformed, log_events=events)
     ledger.malformed(len(malformed))
+    if opts.prices is not None:
+        stamp_cost(run, opts.prices)
     return run
 
 
@@ -472,6 +475,8 @@ def late_patches(join: EventJoin, opts: ConvertOptions, max_value_chars: int) ->
     for span, ids, events in join.late():
         try:
             full = span_to_run(span, ids, opts, log_events=events)
+            if opts.prices is not None:
+                stamp_cost(full, opts.prices)  # a patch's outputs replace the post's whole: their costs too
             # Its inputs too, when it has any: what its post carried is not known here.
             patch = patch_fields(full, (full["name"], full["run_type"], None))
             out.append(encode_run("patch", patch, max_value_chars))

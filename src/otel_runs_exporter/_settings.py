@@ -43,6 +43,7 @@ from typing import Any, Callable, Final, Literal, Mapping
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from . import environment_variables as ev
+from ._cost import PriceFileError, PriceTable
 from ._errors import ConfigError
 from ._logging import RateLimitedLog
 # The run-id schemes are named by their table (a leaf module: no import comes back here).
@@ -147,6 +148,14 @@ def _readable_file(raw: str) -> str:
     except OSError as exc:
         raise ValueError(f"a readable PEM file, but {path!r} cannot be read ({exc.strerror})") from None
     return path
+
+
+def _price_file(raw: str) -> PriceTable:
+    """The shipped price table with a user's file over it (read now, so a bad file is said at once)."""
+    try:
+        return PriceTable.load(str(raw).strip())
+    except PriceFileError as exc:
+        raise ValueError(f"a readable price file: {exc}") from None
 
 
 def _private_dir(raw: str) -> str:
@@ -641,6 +650,16 @@ _DECLS: dict[str, _Decl] = {
         "false: neither is done.",
         kind=ESSENTIAL,
     ),
+    "prices": _Decl(
+        (ev.OTEL_EXPORTER_RUNS_PRICES,),
+        None,
+        _price_file,
+        "A price file (JSON: models with input and output prices in USD per million tokens) over the shipped "
+        "table: each model run's cost goes into its usage_metadata (input_cost, output_cost, total_cost), "
+        "unless it carries one. From the environment, one that cannot be read gives one warning and no costs.",
+        kind=TUNING,
+        fallback="no costs are written",
+    ),
     "langsmith_otel_enabled": _Decl(
         (
             ev.LANGSMITH_TRACING_MODE,
@@ -718,6 +737,7 @@ class Settings:
     scrub_secrets: bool
     langsmith_bridge: bool
     capture_log_events: bool
+    prices: PriceTable | None
     langsmith_otel_enabled: bool
     disabled: bool
 

@@ -329,6 +329,18 @@ Setting ``capture_log_events``: GenAI events written as OTel log records join th
 (``configure()`` and the runs configurator add a log record processor). Default: ``true``.
 """
 
+OTEL_EXPORTER_RUNS_PRICES = "OTEL_EXPORTER_RUNS_PRICES"
+"""
+.. envvar:: OTEL_EXPORTER_RUNS_PRICES
+
+Setting ``prices``: a price file (JSON: models with ``input`` and ``output`` prices in USD per million tokens,
+the shape of the shipped ``prices.json``) whose rows replace or add to the shipped table's. Given one, the
+exporter writes each model run's cost into its ``usage_metadata`` (``input_cost``, ``output_cost``,
+``total_cost``, the service's own fields), unless the run carries a cost already, so models the hosted
+service has no price for get one there too.
+Default: none (no costs written).
+"""
+
 # --- the local service's, read by ``otel-runs serve`` and ``otel-runs runs`` (docs/local-service.md), never
 # by the exporter: settings of the command, not constructor arguments (``_settings._SERVICE_DECLS``) ------
 

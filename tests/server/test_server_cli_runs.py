@@ -115,6 +115,21 @@ def test_list_filters_by_project_and_time_through_the_service(
     assert [t["trace_id"] for t in _lines(capsys.readouterr().out)] == [filled.id("orphan"), filled.id("a2")]
 
 
+def test_list_finds_traces_by_text_in_any_run_and_by_a_run_filter(
+    filled: Filled, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "boom" is only in b1's child's error; the orphan's child is an llm run like every child.
+    assert cli.main(["runs", "list", "--json", "--db", str(filled.db), "--search", "BOOM"]) == 0
+    assert [t["trace_id"] for t in _lines(capsys.readouterr().out)] == [filled.id("b1")]
+    args = ["--service", filled.svc.url, "--api-key", KEY, "--project", "alpha"]
+    assert cli.main(["runs", "list", "--json", *args, "--filter", 'eq(status, "error")']) == 0
+    assert _lines(capsys.readouterr().out) == []
+    assert cli.main(["runs", "list", *args, "--search", "answer", "--filter", 'eq(run_type, "chain")']) == 0
+    assert capsys.readouterr().out.count("trace ") == 3  # the alpha roots with outputs {"answer": 42}
+    assert cli.main(["runs", "list", "--db", str(filled.db), "--search", "no such text"]) == 0
+    assert capsys.readouterr().out.strip() == "no traces match"
+
+
 def test_tree_json_is_one_run_a_line_parents_first(filled: Filled, capsys: pytest.CaptureFixture[str]) -> None:
     trace = filled.traces["b1"]
     url = filled.svc.url

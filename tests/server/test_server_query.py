@@ -25,6 +25,7 @@ import requests
 from otel_runs_exporter import RunsSpanProcessor
 from otel_runs_exporter.server import LocalService, RunStore
 from otel_runs_exporter.server._store import project_id_for_name
+from otel_runs_exporter.server._store_schema import SCHEMA_VERSION
 
 from server.server_helpers import T0, Trace, good_trace_body, post_multipart
 
@@ -373,10 +374,10 @@ def test_info_keeps_the_client_on_endpoints_that_exist(world: World, caplog: pyt
             project = client.read_project(project_name="sdk-runtree")
             list(client.list_runs(project_id=project.id, is_root=True))
             client.read_run(world.tree["agent"], load_child_runs=True)
-            # Version 0.8.10 or later: feedback rides multipart ingest instead of POST /feedback, absent here.
+            # Version 0.8.10 or later: feedback with a trace_id rides multipart ingest instead of POST /feedback.
             client.create_feedback(
                 world.tree["model"], "score", score=1, trace_id=world.tree["agent"], session_id=project.id,
-                stop_after_attempt=1,  # below 0.8.10 this would POST /feedback: fail at once, not after retries
+                stop_after_attempt=1,  # should it POST /feedback after all: fail at once, not after retries
             )
             client.flush()
         assert not [r for r in caplog.records if "older than" in r.getMessage()]
@@ -398,10 +399,10 @@ def test_info_keeps_the_client_on_endpoints_that_exist(world: World, caplog: pyt
 @pytest.mark.parametrize(
     ("body", "field", "says"),
     [
-        ({"filter": 'eq(feedback_key, "x")'}, "filter", "supported fields"),
+        ({"filter": 'eq(app_path, "x")'}, "filter", "supported fields"),
         ({"filter": 'like(name, "x")'}, "filter", "supported: and, or, not"),
         ({"filter": 'eq(name, "x"'}, "filter", "ends too early"),
-        ({"filter": "gt(name, 3)"}, "filter", "compares start_time, end_time or latency"),
+        ({"filter": "gt(name, 3)"}, "filter", "compares times and numbers"),
         ({"filter": 'eq(trace_id, "nope")'}, "filter", "UUID"),
         ({"filter": "not(" * 40 + ")" * 40}, "filter", "nested"),
         ({"trace_filter": "eq(name)"}, "trace_filter", "a field and a value"),
@@ -502,6 +503,9 @@ def test_a_version_1_database_is_upgraded_and_queryable(tmp_path: Path) -> None:
             " VALUES (?, ?, ?, 1, 1, ?, ?, 0, 1)",
             (trace.root_id, trace.root_id, trace.root_dotted, orjson.dumps(post).decode(), orjson.dumps(patch).decode()),
         )
+        # Feedback from a multipart part of then: its run id as the client wrote it (32-hex), no columns of its own.
+        item = {"id": str(uuid.uuid4()), "run_id": trace.root_id.replace("-", ""), "key": "thumbs", "score": 1}
+        conn.execute("INSERT INTO feedback (run_id, data) VALUES (?, ?)", (item["run_id"], orjson.dumps(item).decode()))
     conn.close()
     store = RunStore(path)
     try:
@@ -509,8 +513,10 @@ def test_a_version_1_database_is_upgraded_and_queryable(tmp_path: Path) -> None:
         assert [q.run["id"] for q in found] == [trace.root_id]
         assert found[0].project_id == project_id_for_name("old")
         assert [p["name"] for p in store.projects()] == ["old"]
+        assert [f["key"] for f in store.list_feedback(runs=[trace.root_id])] == ["thumbs"]  # found by its run
+        assert store.feedback_item(item["id"]) == item
     finally:
         store.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     conn.close()

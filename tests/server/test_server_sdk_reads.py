@@ -333,7 +333,7 @@ def test_threads_query_list_traces_and_stats(world: World) -> None:
 @pytest.mark.parametrize(
     ("path", "body", "field", "says"),
     [
-        ("/api/v2/runs/query", {"filter": 'eq(feedback_key, "x")'}, "filter", "unsupported field 'feedback_key'"),
+        ("/api/v2/runs/query", {"filter": 'eq(app_path, "x")'}, "filter", "unsupported field 'app_path'"),
         ("/api/v2/runs/query", {"vibes": 1}, "vibes", "supported:"),
         ("/api/v2/runs/query", {"ai_search": "slow runs"}, "ai_search", "needs a model"),
         ("/api/v2/runs/query", {"selects": ["ID", "MOOD"]}, "selects", "unknown field 'MOOD'"),
@@ -355,11 +355,11 @@ def test_what_v2_cannot_answer_is_a_422_naming_it(world: World, path: str, body:
 
 def test_what_the_sdk_raises_on_a_filter_it_cannot_answer(world: World) -> None:
     async def use(c: Any) -> Any:
-        return await _all(c.runs.query(project_ids=[world.project_id], filter='eq(feedback_score, 1)'))
+        return await _all(c.runs.query(project_ids=[world.project_id], filter='eq(share_url, 1)'))
 
     with pytest.raises(langsmith.UnprocessableEntityError) as raised:
         _using_v2(world, use)
-    assert "unsupported field 'feedback_score'" in str(raised.value)
+    assert "unsupported field 'share_url'" in str(raised.value)
 
 
 # --- attachments ----------------------------------------------------------------------

@@ -98,6 +98,9 @@ def test_the_page_loads_nothing_from_elsewhere_and_has_no_inline_script() -> Non
     assert " on" not in re.sub(r"<script.*?</script>", "", html)  # no inline handlers either
     for name in {f for f, _ in _FILES.values()}:
         text = folder.joinpath(name).read_text()
+        if name.startswith("vendor/"):
+            # A vendored library's comments cite its sources' addresses: what must not name another site is its code.
+            text = re.sub(r"(^|\s)//[^\n]*", r"\1", re.sub(r"/\*.*?\*/", "", text, flags=re.S))
         assert not re.search(r"(https?:)?//[a-z0-9.-]+\.[a-z]{2,}", text, re.I) or name == "icon.svg", name
         assert "innerHTML" not in text and "outerHTML" not in text and "insertAdjacentHTML" not in text, name
         assert "eval(" not in text and "document.write" not in text, name

@@ -164,9 +164,9 @@ def test_a_run_naming_a_new_project_creates_it_with_a_stable_id(store: RunStore)
     # A derived project begins with its earliest run, not the first to arrive.
     assert project["start_time"] == "2026-01-01T12:00:10.000000Z"
     assert store.project_of_run(a) == store.project_of_run(b) == project["id"]
-    assert store.project_stats([project["id"]]) == {
-        project["id"]: {"run_count": 2, "last_run_start_time": "2026-01-01T12:00:30.000000Z"}
-    }
+    stats = store.project_stats([project["id"]])[project["id"]]
+    assert (stats["run_count"], stats["last_run_start_time"]) == (2, "2026-01-01T12:00:30.000000Z")
+    assert (stats["total_tokens"], stats["total_cost"], stats["unpriced"]) == (0, None, 0)
 
 
 def test_a_run_naming_a_project_by_id_keeps_that_id(store: RunStore) -> None:
@@ -312,11 +312,12 @@ def test_query_reads_only_posted_runs_and_binds_values(store: RunStore) -> None:
     assert [q.run["id"] for q in found] == [root]
 
 
-def test_summary_counts_from_the_index_and_reads_only_runs_with_tokens(store: RunStore) -> None:
+def test_summary_counts_tokens_and_costs_from_the_index(store: RunStore) -> None:
     a, b, c = _id(50), _id(51), _id(52)
+    usage = {"usage_metadata": {"input_tokens": 3, "output_tokens": 4}}
     store.apply(
         [
-            post(a, start_time=_start(0), end_time=_start(2), outputs={"usage": {"total_tokens": 7}}),
+            post(a, start_time=_start(0), end_time=_start(2), outputs=usage, extra={"metadata": {"ls_model_name": "mine"}}),
             post(b, start_time=_start(1), end_time=_start(2), error="bad"),
             post(c, start_time=_start(3)),
         ]
@@ -324,7 +325,8 @@ def test_summary_counts_from_the_index_and_reads_only_runs_with_tokens(store: Ru
     summary = store.summarize("1", ())
     assert (summary.count, summary.errors, summary.latencies) == (3, 1, [1.0, 2.0])
     assert summary.last_start_time == "2026-01-01T12:00:03.000000Z"
-    assert [r["id"] for r in summary.token_runs] == [a]
+    assert summary.usage == {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7, "prompt_cost": None,
+                             "completion_cost": None, "total_cost": None, "unpriced": 1}  # no price for "mine"
     assert store.summarize("r.error IS NOT NULL", ()).count == 1
 
 

@@ -112,6 +112,15 @@ def register_runs(sub: Any) -> None:
     p_list.add_argument("--project", default=None, help="only this project's traces (its name, or its id)")
     p_list.add_argument("--since", type=_time, default=None, metavar="TIME", help="traces started at or after TIME")
     p_list.add_argument("--until", type=_time, default=None, metavar="TIME", help="traces started before TIME")
+    p_list.add_argument(
+        "--search", default=None, metavar="TEXT",
+        help="traces with TEXT in any of their runs (names, inputs, outputs, errors, metadata; ASCII case ignored)",
+    )
+    p_list.add_argument(
+        "--filter", default=None, metavar="EXPR",
+        help="traces with a run that matches EXPR, in the service's filter language: "
+        "'eq(run_type, \"llm\")', 'and(eq(model, \"gpt-4o\"), gte(latency, 2))', 'eq(feedback_key, \"thumbs\")'",
+    )
     _add_source(p_list)
     p_list.set_defaults(handler=cmd_runs_list)
     p_tree = runs_sub.add_parser(
@@ -271,8 +280,11 @@ def newest_traces(
     project_id: str | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
+    tree_filter: str | None = None,
 ) -> list[_Trace]:
     """The newest ``limit`` traces (0: all) that start in [since, until), newest first, each with all its runs.
+
+    ``tree_filter`` keeps the traces with a run that matches it (``--search``, ``--filter``).
 
     A trace starts when its root run does, so the roots, newest first, are the
     list (the viewer's own query). A trace whose root never arrived starts with
@@ -289,6 +301,8 @@ def newest_traces(
         window["start_time"] = _utc(since)
     if until is not None:
         window["filter"] = f'lt(start_time, "{_utc(until)}")'
+    if tree_filter is not None:
+        window["tree_filter"] = tree_filter
     light = {"order": "desc", "limit": _PAGE, "select": _WALK_FIELDS}
     starts: dict[str, datetime] = {}
     walk = {**window, **light}
@@ -369,6 +383,14 @@ def _json_line(value: Any) -> None:
 # --- the commands -----------------------------------------------------------------------
 
 
+def _tree_filter(args: argparse.Namespace) -> str | None:
+    """``--search`` and ``--filter`` as one tree filter: a run of the trace matches both."""
+    import json
+
+    terms = ([f"search({json.dumps(args.search)})"] if args.search else []) + ([args.filter] if args.filter else [])
+    return None if not terms else terms[0] if len(terms) == 1 else f"and({', '.join(terms)})"
+
+
 def cmd_runs_list(args: argparse.Namespace) -> int:
     """Print the newest traces."""
     from ..server import render_traces
@@ -382,14 +404,16 @@ def cmd_runs_list(args: argparse.Namespace) -> int:
             project_id = _project_id(source, args.project)
             if project_id is None:
                 return output.EXIT_ERROR
-        traces = newest_traces(source, args.limit, project_id=project_id, since=args.since, until=args.until)
+        traces = newest_traces(
+            source, args.limit, project_id=project_id, since=args.since, until=args.until, tree_filter=_tree_filter(args)
+        )
         if args.json:
             for trace in traces:
                 _json_line(trace.summary())
         elif traces:
             output.say(render_traces([run for trace in traces for run in trace.runs]))
         else:
-            filtered = args.project is not None or args.since is not None or args.until is not None
+            filtered = any(v is not None for v in (args.project, args.since, args.until, args.search, args.filter))
             output.say("no traces match" if filtered else "no runs stored")
         return output.EXIT_OK
 

@@ -113,6 +113,12 @@ def register_serve(sub: Any) -> None:
     )
     p.add_argument("--no-multipart", action="store_true", help="hide /runs/multipart so clients use basic tracing")
     p.add_argument("--max-body-bytes", type=output.positive_count, default=None, help="answer larger request bodies with 413")
+    p.add_argument(
+        "--prices", default=None, metavar="FILE",
+        help="a price file (JSON, the shape of the shipped prices.json: models with input and output prices in USD "
+        "per million tokens) whose models replace or add to the shipped table's; every stored model run is priced "
+        "with the result",
+    )
     for flag in _LIMIT_FLAGS:
         flag.add_to(p)
     pages = p.add_argument_group(
@@ -137,6 +143,7 @@ def register_serve(sub: Any) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Start the service, print its address, and block until interrupted."""
+    from .._cost import PriceTable
     from ..server import FaultConfig, LocalService
 
     faults = FaultConfig(**_keywords(_FAULT_FLAGS, args))
@@ -146,6 +153,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return output.EXIT_USAGE
     rate_limited = args.rate_limits or args.rate_limit_scale is not None or args.rate_limit_window_scale is not None
     try:
+        # Always a table, the shipped one at least: the stored runs' costs follow the service's prices.
+        prices = PriceTable.load(args.prices)
         service = LocalService(
             host=args.host,
             port=args.port,
@@ -164,8 +173,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             faults=faults,
             allow_hosts=args.allow_host,
             cors_origins=args.cors_origin,
+            prices=prices,
         )
-    except ValueError as exc:  # a malformed --allow-host or --cors-origin, named in the message
+    except ValueError as exc:  # a malformed --allow-host, --cors-origin or --prices, named in the message
         return output.fail("otel-runs serve", str(exc), output.EXIT_USAGE)
     try:
         service.start()
@@ -189,6 +199,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         notes.append("also answers Host " + ", ".join(args.allow_host))
     if args.cors_origin:
         notes.append("CORS for " + ", ".join(sorted(service.pages.cors_origins)))
+    if args.prices:
+        notes.append(f"prices from {args.prices} over the shipped table")
     output.say(f"Listening on {service.url}  (db {db}{'; ' + ', '.join(notes) if notes else ''})", flush=True)
     output.say(f"Viewer: {service.url}/", flush=True)
     output.say("Press Ctrl-C to stop.", flush=True)

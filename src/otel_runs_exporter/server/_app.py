@@ -10,11 +10,13 @@ in :mod:`._handlers` and :mod:`._control`.
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import threading
 from collections.abc import Sequence
 from typing import Any
 
+from .._cost import PriceTable
 from ._attachments import AttachmentLinks
 from ._control import ControlPlane, ServiceClock
 from ._dispatch import Credentials, Dispatcher
@@ -32,7 +34,7 @@ __all__ = ["LocalService"]
 logger = logging.getLogger(__name__)
 
 # The service version /info reports, which is what the service's client gates features on (langsmith 0.15):
-# 0.8.10 or later sends feedback in multipart ingest, which this service accepts; 0.16.0 is the lowest version
+# 0.8.10 or later sends feedback with a trace_id in multipart ingest (and the rest to POST /feedback); 0.16.0 is the lowest version
 # its client.runs, .traces and .threads resources ask for, whose /api/v2 routes this service serves. Higher
 # would claim what it does not serve: client.annotation_queues wants 0.16.14, client.sessions 0.18.0.
 _SERVICE_API_VERSION = "0.16.0"
@@ -82,6 +84,10 @@ class LocalService:
     origin than the service's own is a 403 too, except pages of ``cors_origins``
     (``http://localhost:5173``...), which may call the routes whose ``browsers``
     column names them and get CORS headers. ValueError names a malformed host or origin.
+
+    ``prices`` is a price file (or a :class:`~otel_runs_exporter._cost.PriceTable`) whose rows replace or add to
+    the shipped table's: every model run is priced with it, those stored before included (:mod:`otel_runs_exporter._cost`).
+    Without it new runs get the shipped table's prices and stored ones keep theirs.
     """
 
     def __init__(
@@ -109,6 +115,7 @@ class LocalService:
         body_grace_s: float = 5.0,
         allow_hosts: Sequence[str] = (),
         cors_origins: Sequence[str] = (),
+        prices: str | os.PathLike[str] | PriceTable | None = None,
     ) -> None:
         if isinstance(allow_hosts, str) or isinstance(cors_origins, str):
             raise TypeError("allow_hosts and cors_origins are lists of names, e.g. allow_hosts=['devbox.lan']")
@@ -118,6 +125,8 @@ class LocalService:
                 "the Host check is off (allow_hosts '*'): a web page that points a DNS name of its own at this "
                 "address (DNS rebinding) can read and write every run; name the hosts you use instead"
             )
+        # A price file is read now, so a bad one is a ValueError (PriceFileError) naming it before anything starts.
+        self.prices = PriceTable.load(prices) if isinstance(prices, (str, os.PathLike)) else prices
         self.host = host
         self.port = port
         self._credentials = Credentials(api_key, bearer_token)
@@ -179,7 +188,7 @@ class LocalService:
         if self._server is not None:
             return self
         self._stopping.clear()
-        self._store = RunStore(self.db)
+        self._store = RunStore(self.db, prices=self.prices)
         self._request_log.open()
         try:
             self._server = HttpServer((self.host, self.port), self._dispatcher, self._request_log, self.limits)
@@ -330,7 +339,7 @@ class LocalService:
         return self.store.duplicate_posts()
 
     def feedback(self) -> list[dict[str, Any]]:
-        """Feedback parts received in multipart requests."""
+        """Every feedback item kept (multipart ``feedback.<id>`` parts and ``POST /feedback``), oldest first."""
         return self.store.feedback()
 
     def check(self) -> dict[str, list[Any]]:

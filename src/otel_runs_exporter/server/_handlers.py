@@ -11,13 +11,24 @@ queries in :mod:`._query`, :mod:`._run_stats` and :mod:`._projects`, storage in
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
+from ._changes import FIELDS as CHANGE_FIELDS
+from ._charts import charts, parse_charts
+from ._changes import cursor, parse_changes
+from ._feedback import (
+    api_feedback,
+    feedback_stats,
+    parse_feedback_create,
+    parse_feedback_list,
+    parse_feedback_update,
+)
 from ._handlers_v2 import attachment_urls, s3_urls
 from ._ingest import ReadResult, read_basic_patch, read_basic_post, read_batch, read_multipart
 from ._modes import refuses
 from ._projects import NO_WORKSPACE, api_project, parse_project_create, parse_project_list, parse_project_read
-from ._query import QueryError, api_run, page_body, parse_run_query
+from ._query import USAGE_SELECTS, QueryError, api_run, page_body, parse_run_query
 from ._reply import Reply, detail
 from ._routing import Request, Service
 from ._run_stats import parse_stats_query, run_stats
@@ -37,6 +48,13 @@ __all__ = [
     "list_projects",
     "read_project",
     "create_project",
+    "run_changes",
+    "run_charts",
+    "create_feedback",
+    "list_feedback",
+    "read_feedback",
+    "update_feedback",
+    "delete_feedback",
     "ingest",
 ]
 
@@ -126,7 +144,8 @@ def read_run(request: Request, service: Service) -> Reply:
     run = store.get_run(run_id) if run_id else None
     if run is None:
         return Reply(404, detail(f"run {raw_id} not found"))
-    body = api_run(run, store.project_of_run(run["id"]))
+    body = api_run(run, store.project_of_run(run["id"]), usage=store.run_usage([run["id"]]).get(run["id"]))
+    _add_feedback_stats(service, [body])
     found = attachment_urls(request, service, [run["id"]]).get(run["id"])
     if found:
         body["s3_urls"] = s3_urls(found)
@@ -139,7 +158,11 @@ def query_runs(request: Request, service: Service) -> Reply:
     found = service.store.query_runs(
         query.where.sql, query.where.params, order=query.order, after=query.after, limit=query.page_size + 1
     )
-    body = page_body(found, query)
+    page = found[: query.page_size]
+    usage = service.store.run_usage([q.run["id"] for q in page]) if _wants_usage(query.select) else None
+    body = page_body(found, query, usage)
+    if query.select is None or "feedback_stats" in query.select:
+        _add_feedback_stats(service, body["runs"])
     if query.select is None or "s3_urls" in query.select:
         # The SDK downloads a run's attachments from s3_urls (selected by default), without its key.
         links = attachment_urls(request, service, [run["id"] for run in body["runs"]])
@@ -149,9 +172,48 @@ def query_runs(request: Request, service: Service) -> Reply:
     return Reply(200, body)
 
 
+def run_changes(request: Request, service: Service) -> Reply:
+    """``GET /runs/changes`` (:mod:`._changes`): held until a run of the trace changes after the cursor, or ``wait``."""
+    query = parse_changes(request.query)
+    store = service.store
+    if query.after is None:
+        return Reply(200, {"runs": [], "cursor": cursor(store.store_id, store.version), "more": False})
+    # A cursor of another store (the service restarted) starts from the trace's beginning: runs again, never none.
+    after = query.after[1] if query.after[0] == store.store_id else 0
+    deadline = time.monotonic() + query.wait_s
+    while not request.stopping.is_set() and not store.changed_since(query.trace_id, after):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        # In short waits, so a service stopping ends them at once.
+        store.wait(lambda: store.changed_since(query.trace_id, after), min(0.5, remaining))
+    found, version, more = store.changes(query.trace_id, after, query.limit)
+    usage = store.run_usage([q.run["id"] for q in found])
+    runs = [api_run(q.run, q.project_id, CHANGE_FIELDS, usage.get(q.run["id"])) for q in found]
+    return Reply(200, {"runs": runs, "cursor": cursor(store.store_id, version), "more": more})
+
+
+def run_charts(request: Request, service: Service) -> Reply:
+    """``POST /runs/charts`` (:mod:`._charts`): a project's traffic over time, every figure a SQL aggregate."""
+    store = service.store
+    return Reply(200, charts(parse_charts(request.body), store.rows))
+
+
+def _wants_usage(select: frozenset[str] | None) -> bool:
+    return select is None or bool(select & USAGE_SELECTS)
+
+
+def _add_feedback_stats(service: Service, runs: list[dict[str, Any]]) -> None:
+    """Each run's ``feedback_stats`` (null without feedback), from the feedback kept for it."""
+    found = service.store.feedback_of_runs([run["id"] for run in runs])
+    for run in runs:
+        run["feedback_stats"] = feedback_stats(found[run["id"]]) if run["id"] in found else None
+
+
 def stats(request: Request, service: Service) -> Reply:
     query = parse_stats_query(request.body)
-    return Reply(200, run_stats(service.store.summarize(query.where.sql, query.where.params)))
+    store = service.store
+    return Reply(200, run_stats(store.summarize(query.where.sql, query.where.params), store.prices.updated))
 
 
 def list_projects(request: Request, service: Service) -> Reply:
@@ -198,3 +260,52 @@ def create_project(request: Request, service: Service) -> Reply:
     except ProjectExists as exc:
         return Reply(409, detail(str(exc), id=exc.project["id"]))
     return Reply(201 if created else 200, api_project(project, _tenant_id(service)))
+
+
+# --- feedback (the SDK's create_feedback, list_feedback, read/update/delete_feedback; the viewer's thumbs) ----
+
+
+def _feedback_id(request: Request) -> str:
+    raw = request.params["feedback_id"]
+    canon = canonical_id(raw)
+    if canon is None:
+        raise QueryError(("path", "feedback_id"), f"feedback id {raw[:60]!r} is not a UUID")
+    return canon
+
+
+def create_feedback(request: Request, service: Service) -> Reply:
+    """``POST /feedback``: kept whether or not its run has arrived (the SDK sends runs in the background)."""
+    item = parse_feedback_create(request.body)
+    return Reply(200, api_feedback(service.store.add_feedback(item)))
+
+
+def list_feedback(request: Request, service: Service) -> Reply:
+    wanted = parse_feedback_list(request.query)
+    items = service.store.list_feedback(
+        runs=wanted.runs, traces=wanted.traces, keys=wanted.keys, sources=wanted.sources, sessions=wanted.sessions,
+        limit=wanted.limit, offset=wanted.offset,
+    )
+    return Reply(200, [api_feedback(item) for item in items])
+
+
+def read_feedback(request: Request, service: Service) -> Reply:
+    feedback_id = _feedback_id(request)
+    item = service.store.feedback_item(feedback_id)
+    if item is None:
+        return Reply(404, detail(f"feedback {feedback_id} not found"))
+    return Reply(200, api_feedback(item))
+
+
+def update_feedback(request: Request, service: Service) -> Reply:
+    feedback_id = _feedback_id(request)
+    item = service.store.update_feedback(feedback_id, parse_feedback_update(request.body))
+    if item is None:
+        return Reply(404, detail(f"feedback {feedback_id} not found"))
+    return Reply(200, api_feedback(item))
+
+
+def delete_feedback(request: Request, service: Service) -> Reply:
+    feedback_id = _feedback_id(request)
+    if not service.store.delete_feedback(feedback_id):
+        return Reply(404, detail(f"feedback {feedback_id} not found"))
+    return Reply(200, {"id": feedback_id})

@@ -12,8 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, unquote
 
-from ._query import QueryError, Where
-from ._render import token_counts
+from ._filter import QueryError, Where
 from ._reply import Reply, detail
 from ._routing import Request, Service
 from ._run_stats import percentile
@@ -29,6 +28,7 @@ from ._threads import (
 )
 from ._v2 import (
     AGGREGATE_SELECTS,
+    COST_SELECTS,
     MAX_TRACE_RUNS,
     encode_cursor,
     one_id,
@@ -125,11 +125,16 @@ def _v2_items(
     request: Request, service: Service, found: Iterable[QueriedRun], selects: Sequence[str]
 ) -> list[dict[str, Any]]:
     found = list(found)
+    ids = [q.run["id"] for q in found]
     links: dict[str, dict[str, tuple[str, str]]] = {}
     if "ATTACHMENTS" in selects:
-        links = attachment_urls(request, service, [q.run["id"] for q in found])
+        links = attachment_urls(request, service, ids)
+    usage = service.store.run_usage(ids) if any(s in COST_SELECTS for s in selects) else {}
     return [
-        v2_run(q.run, q.project_id, selects, attachments={n: u for n, (u, _) in links.get(q.run["id"], {}).items()})
+        v2_run(
+            q.run, q.project_id, selects, attachments={n: u for n, (u, _) in links.get(q.run["id"], {}).items()},
+            usage=usage.get(q.run["id"]),
+        )
         for q in found
     ]
 
@@ -179,14 +184,12 @@ def read_run_v2(request: Request, service: Service) -> Reply:
 # --- traces ---------------------------------------------------------------------------
 
 
-def _trace_runs_for_aggregates(store: RunStore, trace_id: str) -> list[dict[str, Any]]:
-    """The runs of a trace that can add to its aggregates: those that report tokens or streamed them."""
-    runs = store.summarize("r.trace_id = ?", (trace_id,)).token_runs
-    seen = {run.get("id") for run in runs}
+def _streamed_runs(store: RunStore, trace_id: str) -> list[dict[str, Any]]:
+    """The runs of a trace whose stored JSON mentions streamed tokens: the only ones a first-token time can come from."""
     streamed = store.query_runs(
         f"r.trace_id = ? AND {_TOKEN_EVENTS}", (trace_id,), order="asc", after=None, limit=MAX_TRACE_RUNS
     )
-    return runs + [q.run for q in streamed if q.run.get("id") not in seen]
+    return [q.run for q in streamed]
 
 
 def query_traces(request: Request, service: Service) -> Reply:
@@ -199,9 +202,10 @@ def query_traces(request: Request, service: Service) -> Reply:
     for queried, root in zip(page, roots):
         item: dict[str, Any] = {"root_run": root}
         if any(s in AGGREGATE_SELECTS for s in query.selects):
-            item["trace_aggregates"] = trace_aggregates(
-                _trace_runs_for_aggregates(store, queried.run["id"]), query.selects
-            )
+            trace_id = queried.run["id"]
+            streamed = _streamed_runs(store, trace_id) if "FIRST_TOKEN_TIME" in query.selects else []
+            totals = store.trace_totals("rt.id = ?", (trace_id,)).get(trace_id, {})
+            item["trace_aggregates"] = trace_aggregates(totals, streamed, query.selects)
         items.append(item)
     return Reply(200, {"items": items, "next_cursor": cursor})
 
@@ -221,21 +225,16 @@ def trace_runs(request: Request, service: Service) -> Reply:
 # --- threads --------------------------------------------------------------------------
 
 
-def _tokens_of_traces(store: RunStore, roots: Where) -> dict[str, dict[str, int]]:
-    """trace id -> token counts (in, out, total) added up over its runs, for the traces whose roots match."""
-    inner = Where(
-        f"r.trace_id IN (SELECT rt.id FROM runs AS rt WHERE rt.posted = 1 AND ({roots.sql}))", roots.params
-    )
-    out: dict[str, dict[str, int]] = {}
-    for run in store.summarize(inner.sql, inner.params).token_runs:
-        totals = out.setdefault(str(run.get("trace_id")), {"in": 0, "out": 0, "total": 0})
-        for label, value in token_counts(run).items():
-            totals[label] += value
-    return out
+def _totals_of_traces(store: RunStore, roots: Where) -> dict[str, dict[str, Any]]:
+    """trace id -> tokens and costs added up over its runs (:func:`._store_schema.usage_totals`), for the traces
+    whose roots match ``roots`` (over ``runs AS rt``)."""
+    return store.trace_totals(roots.sql, roots.params)
 
 
-def _summed(tokens: Mapping[str, Mapping[str, int]], label: str) -> int:
-    return sum(t.get(label, 0) for t in tokens.values())
+def _summed(totals: Mapping[str, Mapping[str, Any]], name: str) -> Any:
+    """One usage field over traces: tokens added up; costs too, None when no trace had a price."""
+    values = [t.get(name) for t in totals.values() if t.get(name) is not None]
+    return sum(values) if values or name.endswith("tokens") else None
 
 
 def _thread_items(store: RunStore, roots: RootsWhere, page: Sequence[ThreadRow]) -> list[dict[str, Any]]:
@@ -254,7 +253,7 @@ def _thread_items(store: RunStore, roots: RootsWhere, page: Sequence[ThreadRow])
     for row in light:
         turns.setdefault(str(row[1]), []).append(row)
     in_threads = Where.all_of([roots.roots("rt"), Where(f"{thread_key('rt')} {one_of}", tuple(ids))])
-    tokens = _tokens_of_traces(store, in_threads)
+    totals = _totals_of_traces(store, in_threads)
     items = []
     for row in page:
         mine = turns.get(row.thread_id, [])
@@ -272,7 +271,8 @@ def _thread_items(store: RunStore, roots: RootsWhere, page: Sequence[ThreadRow])
                 errors=len(failed),
                 latency_p50=percentile(latencies, 0.5),
                 latency_p99=percentile(latencies, 0.99),
-                total_tokens=sum(tokens.get(str(t[0]), {}).get("total", 0) for t in mine),
+                total_tokens=sum(totals.get(str(t[0]), {}).get("total_tokens", 0) for t in mine),
+                total_cost=_summed({str(t[0]): totals.get(str(t[0]), {}) for t in mine}, "total_cost"),
             )
         )
     return items
@@ -307,7 +307,7 @@ def thread_traces(request: Request, service: Service) -> Reply:
             "r.trace_id", everything.sql, everything.params, order="COALESCE(r.start_time, ''), r.trace_id"
         )
         turn_of = {str(row[0]): number for number, row in enumerate(ordered, 1)}
-    tokens = _tokens_of_traces(store, query.thread.roots("rt")) if any(s in _TOKEN_LABELS for s in selects) else {}
+    totals = _totals_of_traces(store, query.thread.roots("rt")) if any(s in _USAGE_OF for s in selects) else {}
     runs = _v2_items(request, service, page, [_V2_OF_TRACE_SELECTS[s] for s in selects if s in _V2_OF_TRACE_SELECTS])
     items = []
     for queried, run in zip(page, runs):
@@ -317,12 +317,13 @@ def thread_traces(request: Request, service: Service) -> Reply:
             key = name.lower()
             if name in _V2_OF_TRACE_SELECTS:
                 item[key] = run.get(_V2_OF_TRACE_SELECTS[name].lower())
-            elif name in _TOKEN_LABELS:
-                item[key] = tokens.get(str(root.get("trace_id")), {}).get(_TOKEN_LABELS[name], 0)
+            elif name in _USAGE_OF:
+                mine = totals.get(str(root.get("trace_id")), {})
+                item[key] = mine.get(_USAGE_OF[name], 0 if name.endswith("TOKENS") else None)
             elif name == "TURN_NUMBER":
                 item[key] = turn_of.get(str(root.get("trace_id")))
             else:
-                item[key] = None  # OP, costs, details: not kept here
+                item[key] = None  # OP, token and cost details: not kept here
         items.append(item)
     return Reply(200, {"items": items, "next_cursor": cursor})
 
@@ -334,7 +335,10 @@ _V2_OF_TRACE_SELECTS = {
     "FIRST_TOKEN_TIME": "FIRST_TOKEN_TIME", "INPUTS_PREVIEW": "INPUTS_PREVIEW", "OUTPUTS_PREVIEW": "OUTPUTS_PREVIEW",
     "INPUTS": "INPUTS", "OUTPUTS": "OUTPUTS", "ERROR": "ERROR", "NAME": "NAME", "ERROR_PREVIEW": "ERROR_PREVIEW",
 }
-_TOKEN_LABELS = {"PROMPT_TOKENS": "in", "COMPLETION_TOKENS": "out", "TOTAL_TOKENS": "total"}
+# A turn's tokens and costs: its trace's (every run's own, added up).
+_USAGE_OF = {name: name.lower() for name in (
+    "PROMPT_TOKENS", "COMPLETION_TOKENS", "TOTAL_TOKENS", "PROMPT_COST", "COMPLETION_COST", "TOTAL_COST"
+)}
 
 
 def thread_stats(request: Request, service: Service) -> Reply:
@@ -343,7 +347,7 @@ def thread_stats(request: Request, service: Service) -> Reply:
     where = query.roots.roots("r")
     summary = store.summarize(where.sql, where.params)
     first, last, last_end = store.aggregate("MIN(r.start_time), MAX(r.start_time), MAX(r.end_time)", where.sql, where.params)
-    tokens = _tokens_of_traces(store, query.roots.roots("rt"))
+    totals = _totals_of_traces(store, query.roots.roots("rt"))
     values: dict[str, Any] = {
         "TURNS": summary.count,
         "FIRST_START_TIME": first,
@@ -351,9 +355,7 @@ def thread_stats(request: Request, service: Service) -> Reply:
         "LAST_END_TIME": last_end,
         "LATENCY_P50": percentile(summary.latencies, 0.5),
         "LATENCY_P99": percentile(summary.latencies, 0.99),
-        "PROMPT_TOKENS": _summed(tokens, "in"),
-        "COMPLETION_TOKENS": _summed(tokens, "out"),
-        "TOTAL_TOKENS": _summed(tokens, "total"),
+        **{name: _summed(totals, field) for name, field in _USAGE_OF.items()},
     }
     names = {"LATENCY_P50": "latency_p50_seconds", "LATENCY_P99": "latency_p99_seconds"}
     return Reply(200, {names.get(s, s.lower()): values.get(s) for s in query.selects})
@@ -367,15 +369,13 @@ def threads_stats(request: Request, service: Service) -> Reply:
         f"COUNT(DISTINCT {thread_key('r')}), COUNT(*), COUNT(r.error)", where.sql, where.params
     )
     summary = store.summarize(where.sql, where.params)
-    tokens = _tokens_of_traces(store, query.roots.eligible_roots("rt"))
-    per_trace = sorted([t.get("total", 0) for t in tokens.values()] + [0] * max(0, int(traces) - len(tokens)))
+    totals = _totals_of_traces(store, query.roots.eligible_roots("rt"))
+    per_trace = sorted([t.get("total_tokens", 0) for t in totals.values()] + [0] * max(0, int(traces) - len(totals)))
     median = percentile(per_trace, 0.5)
     values: dict[str, Any] = {
         "THREAD_COUNT": int(threads),
         "TRACE_COUNT": int(traces),
-        "TOTAL_TOKENS": _summed(tokens, "total"),
-        "PROMPT_TOKENS": _summed(tokens, "in"),
-        "COMPLETION_TOKENS": _summed(tokens, "out"),
+        **{name: _summed(totals, field) for name, field in _USAGE_OF.items()},
         "ERROR_RATE": int(errors) / int(traces) if traces else None,
         "LATENCY_P50": percentile(summary.latencies, 0.5),
         "LATENCY_P99": percentile(summary.latencies, 0.99),

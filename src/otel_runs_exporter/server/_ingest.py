@@ -21,6 +21,7 @@ from .._ids import (
     parse_dotted_order,
     root_ids,
 )
+from ._feedback import check_feedback
 from ._multipart import Part
 from ._validate import (
     Loc,
@@ -103,7 +104,12 @@ def read_multipart(parts: Iterable[Part]) -> ReadResult:
         if errors:
             continue
         if parsed.kind == "feedback":
-            result.feedback.append({"run_id": parsed.run_id, **(value if isinstance(value, dict) else {})})
+            # The part's name carries the feedback's id (feedback.<id>), not its run's.
+            item, problem = check_feedback(value, default_id=parsed.run_id)
+            if item is not None:
+                result.feedback.append(item)
+            else:
+                result.violations.append(Violation(None, "feedback", f"part {part.name!r}: {problem}", loc))
             continue
         result.violations += check_field_types(parsed.run_id, parsed.field or "main", value, loc)
         if parsed.field is None:

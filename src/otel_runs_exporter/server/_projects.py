@@ -23,7 +23,8 @@ from typing import Any, Callable
 from urllib.parse import parse_qs
 
 from ._numbers import plain_int
-from ._query import QueryError
+from ._filter import QueryError
+from ._store_schema import USAGE_FIELDS
 from ._store import sortable_time
 from ._validate import canonical_id
 
@@ -226,4 +227,7 @@ def api_project(
     if include_stats:
         out["run_count"] = (stats or {}).get("run_count", 0)
         out["last_run_start_time"] = (stats or {}).get("last_run_start_time")
+        # Its runs' tokens and costs added up (a cost is null when none of its runs has a price).
+        for name in USAGE_FIELDS:
+            out[name] = (stats or {}).get(name, 0 if name.endswith("tokens") else None)
     return out

@@ -10,16 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .._cost import token_counts
 from ._validate import parent_cycles, parse_timestamp
 
 __all__ = ["render_tree", "render_traces", "render_check", "run_status", "token_counts"]
-
-_TOKEN_KEYS = (
-    ("in", ("input_tokens", "prompt_tokens", "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")),
-    ("out", ("output_tokens", "completion_tokens", "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")),
-    ("total", ("total_tokens", "gen_ai.usage.total_tokens", "llm.usage.total_tokens")),
-)
-
 
 def run_status(run: Mapping[str, Any]) -> str:
     """``error``, ``ok`` or ``open``."""
@@ -34,35 +28,6 @@ def _duration(run: Mapping[str, Any]) -> str:
     if start is None or end is None:
         return "-"
     return f"{(end - start).total_seconds():.3f}s"
-
-
-def _usage_sources(run: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
-    outputs = run.get("outputs")
-    if isinstance(outputs, Mapping) and isinstance(outputs.get("usage_metadata"), Mapping):
-        yield outputs["usage_metadata"]
-    extra = run.get("extra")
-    metadata = extra.get("metadata") if isinstance(extra, Mapping) else None
-    if isinstance(metadata, Mapping):
-        if isinstance(metadata.get("usage_metadata"), Mapping):
-            yield metadata["usage_metadata"]
-        yield metadata
-
-
-def token_counts(run: Mapping[str, Any]) -> dict[str, int]:
-    """Token counts from outputs.usage_metadata or extra.metadata (first source that has any)."""
-    for source in _usage_sources(run):
-        counts: dict[str, int] = {}
-        for label, keys in _TOKEN_KEYS:
-            for key in keys:
-                value = source.get(key)
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    counts[label] = int(value)
-                    break
-        if counts:
-            if "total" not in counts and "in" in counts and "out" in counts:
-                counts["total"] = counts["in"] + counts["out"]
-            return counts
-    return {}
 
 
 def _line(run: Mapping[str, Any], depth: int) -> str:

@@ -27,8 +27,11 @@ from ._control import (
     wait_for_auth,
 )
 from ._handlers import (
+    create_feedback,
     create_project,
+    delete_feedback,
     info,
+    list_feedback,
     list_projects,
     ok,
     patch_run,
@@ -36,9 +39,13 @@ from ._handlers import (
     post_multipart,
     post_run,
     query_runs,
+    read_feedback,
     read_project,
     read_run,
+    run_changes,
+    run_charts,
     stats,
+    update_feedback,
 )
 from ._handlers_v2 import (
     delete_project,
@@ -66,6 +73,7 @@ from ._routing import (
     MULTIPART,
     PATCH,
     POST,
+    SAME_ORIGIN,
     SAME_ORIGIN_OR_CORS,
     Files,
     Route,
@@ -91,6 +99,12 @@ ROUTES: tuple[Route, ...] = (
     # and only those let it in (tests/server/test_routes.py checks that against its api.js).
     Route("/runs/query", query_runs, methods=POST, body=JSON, rate="runs.query", browsers=SAME_ORIGIN_OR_CORS),
     Route("/runs/stats", stats, methods=POST, body=JSON, rate="runs.stats", browsers=SAME_ORIGIN_OR_CORS),
+    # The viewer's own: a running trace's new and changed runs, held until there are some (a long poll: a slot
+    # of its own). Before /runs/{run_id}, which the path would also match.
+    Route("/runs/changes", run_changes, methods=GET_HEAD, browsers=SAME_ORIGIN, streams=True),
+    # The viewer's project page: runs, errors, latency, tokens and cost over time, computed by SQLite. The spec's
+    # "POST containing /charts" rows limit it.
+    Route("/runs/charts", run_charts, methods=POST, body=JSON, rate="charts", browsers=SAME_ORIGIN_OR_CORS),
     Route(
         "/runs/{run_id}", patch_run, methods=PATCH, body=JSON, rate="runs.patch", faults="tracing", browsers=CORS_ORIGINS
     ),
@@ -101,6 +115,13 @@ ROUTES: tuple[Route, ...] = (
     Route("/sessions", create_project, methods=POST, body=JSON, browsers=CORS_ORIGINS),
     Route("/sessions/{project_id}", read_project, methods=GET_HEAD, browsers=CORS_ORIGINS),
     Route("/sessions/{project_id}", delete_project, methods=DELETE, rate="sessions.delete", browsers=CORS_ORIGINS),
+    # Feedback (the SDK's create_feedback without trace_id, list_feedback, read/update/delete_feedback). The viewer
+    # adds a thumbs up or down and a comment, and reads a trace's feedback: its page may create and list, no more.
+    Route("/feedback", create_feedback, methods=POST, body=JSON, rate="feedback.post", browsers=SAME_ORIGIN_OR_CORS),
+    Route("/feedback", list_feedback, methods=GET_HEAD, browsers=SAME_ORIGIN_OR_CORS),
+    Route("/feedback/{feedback_id}", read_feedback, methods=GET_HEAD, browsers=CORS_ORIGINS),
+    Route("/feedback/{feedback_id}", update_feedback, methods=PATCH, body=JSON, browsers=CORS_ORIGINS),
+    Route("/feedback/{feedback_id}", delete_feedback, methods=DELETE, browsers=CORS_ORIGINS),
     # Where the read API's signed attachment addresses point. No key (the SDK downloads them without one):
     # the signature in the address is the credential. No page: the bytes are whatever a client sent.
     Route("/attachments/{run_id}/{name}", download_attachment, methods=GET_HEAD, auth="public"),

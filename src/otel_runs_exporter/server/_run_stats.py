@@ -9,9 +9,11 @@ hosted service's run stats that this service keeps the data for; the rest are nu
      "total_tokens": 59, "prompt_tokens": 42, "completion_tokens": 17,
      "last_run_start_time": "2025-03-01T12:00:00.123456Z", ...}
 
-Tokens are each matching run's own usage, as ``otel-runs runs`` shows it
-(:func:`._render.token_counts`), added up: over a trace that is the trace's total.
-The viewer asks this once per trace for the run count and tokens of its list.
+Tokens and costs are each matching run's own (as ``otel-runs runs`` reads usage,
+:mod:`otel_runs_exporter._cost`), added up: over a trace that is the trace's total.
+A model run whose model has no price adds its tokens, not a cost (``unpriced_runs``
+counts them); with no priced run the costs are null. The viewer asks this once per
+trace for the run count, tokens and cost of its list and header.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._query import QueryError, RunQuery, parse_run_query
-from ._render import token_counts
 from ._store import RunSummary
 
 __all__ = ["parse_stats_query", "run_stats", "percentile"]
@@ -30,7 +31,6 @@ _PAGE_KEYS = ("select", "limit", "order", "cursor")
 # Fields of the hosted service's answer that need data this service does not keep.
 _NOT_KEPT = (
     "first_token_p50", "first_token_p99", "median_tokens", "feedback_stats", "run_facets", "streaming_rate",
-    "total_cost", "prompt_cost", "completion_cost",
 )
 
 
@@ -55,26 +55,31 @@ def percentile(sorted_values: Sequence[float], share: float) -> float | None:
     return sorted_values[rank - 1]
 
 
-def run_stats(summary: RunSummary) -> dict[str, Any]:
+def run_stats(summary: RunSummary, prices_updated: str | None = None) -> dict[str, Any]:
     """The stats answer for what :meth:`RunStore.summarize` found.
 
     >>> s = run_stats(RunSummary(2, 1, "2025-03-01T12:00:01.000000Z", [2.0],
-    ...               [{"outputs": {"usage_metadata": {"input_tokens": 3, "output_tokens": 2}}}]))
-    >>> s["run_count"], s["error_rate"], s["total_tokens"], s["latency_p50"]
-    (2, 0.5, 5, 2.0)
+    ...               {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5, "prompt_cost": None,
+    ...                "completion_cost": None, "total_cost": None, "unpriced": 1}))
+    >>> s["run_count"], s["error_rate"], s["total_tokens"], s["latency_p50"], s["total_cost"], s["unpriced_runs"]
+    (2, 0.5, 5, 2.0, None, 1)
     """
-    tokens = {"in": 0, "out": 0, "total": 0}
-    for run in summary.token_runs:
-        for label, value in token_counts(run).items():
-            tokens[label] += value
+    usage = summary.usage
     answer: dict[str, Any] = {
         "run_count": summary.count,
         "error_rate": summary.errors / summary.count if summary.count else None,
         "latency_p50": percentile(summary.latencies, 0.5),
         "latency_p99": percentile(summary.latencies, 0.99),
-        "total_tokens": tokens["total"],
-        "prompt_tokens": tokens["in"],
-        "completion_tokens": tokens["out"],
+        "total_tokens": usage.get("total_tokens", 0),
+        "prompt_tokens": usage.get("prompt_tokens", 0),
+        "completion_tokens": usage.get("completion_tokens", 0),
+        "total_cost": usage.get("total_cost"),
+        "prompt_cost": usage.get("prompt_cost"),
+        "completion_cost": usage.get("completion_cost"),
+        # The local service's own: model runs with tokens but no price (their cost is not in the totals),
+        # and the date of the price table the costs come from.
+        "unpriced_runs": usage.get("unpriced", 0),
+        "prices_updated": prices_updated,
         "last_run_start_time": summary.last_start_time,
     }
     answer.update(dict.fromkeys(_NOT_KEPT))

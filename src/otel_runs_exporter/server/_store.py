@@ -20,10 +20,10 @@ their own, created or derived from the runs that name them) in :mod:`._store_pro
 from __future__ import annotations
 
 import logging
+import secrets
 import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,16 +31,20 @@ from typing import Any, Literal, NamedTuple
 
 import orjson
 
+from .._cost import PriceTable
+from . import _store_feedback as store_feedback
+from . import _store_search as store_search
 from ._ingest import Attachment
 from ._store_projects import (
     PROJECT_COLUMNS,
     ProjectExists,
-    insert_project,
+    create_project,
     project_for_run,
     project_id_for_name,
     project_row,
 )
 from ._store_schema import (
+    FEEDBACK_COLUMNS,
     INDEX_COLUMNS,
     RUN_INDEX_NAMES,
     RUN_INDEX_SET,
@@ -48,13 +52,17 @@ from ._store_schema import (
     SCHEMA_VERSION,
     ApplyResult,
     QueriedRun,
+    USAGE_FIELDS,
+    USAGE_SUMS,
     RunSummary,
+    add_columns,
     dumps,
     index_values,
     merge_into,
     merge_run,
-    now_iso,
+    reprice,
     sortable_time,
+    usage_totals,
 )
 from ._validate import RunOp, Violation, parent_cycles
 
@@ -104,8 +112,10 @@ class RunStore:
     >>> store.close()
     """
 
-    def __init__(self, path: str | Path = ":memory:", *, create: bool = True) -> None:
+    def __init__(self, path: str | Path = ":memory:", *, create: bool = True, prices: PriceTable | None = None) -> None:
         self.path = str(path)
+        # Given a table, the stored costs follow it; without one, new runs get the shipped table's and old ones keep theirs.
+        self.prices = prices if prices is not None else PriceTable.load()
         if self.path != ":memory:":
             db_path = Path(self.path)
             if not create and not db_path.exists():
@@ -122,24 +132,35 @@ class RunStore:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, 1, SCHEMA_VERSION):
+            if version not in (0, 1, 2, SCHEMA_VERSION):
                 raise RuntimeError(
                     f"runs database {self.path} has schema version {version}, this version reads {SCHEMA_VERSION}"
                 )
-            if version == 1:
-                # Before the schema script: its new indexes name columns a version 1 table lacks. Each ALTER
-                # commits on its own, so an upgrade cut short leaves some columns behind; add only the rest.
-                present = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
-                for name, kind in INDEX_COLUMNS:
-                    if name not in present:
-                        conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+            # Before the schema script, whose indexes name the columns an older table lacks.
+            reindex = add_columns(conn, "runs", INDEX_COLUMNS)
+            add_columns(conn, "runs", (("changed", "INTEGER"),))
+            refill = add_columns(conn, "feedback", FEEDBACK_COLUMNS)
             conn.executescript(SCHEMA)
-            if version == 1:
+            if reindex:
                 self._reindex_all(conn)
-                logger.info("runs database %s upgraded from schema version 1 to %d", self.path, SCHEMA_VERSION)
+            if refill:
+                store_feedback.backfill(conn)
+            store_search.setup(conn, self.path)
+            if prices is not None or reindex or version == 0:
+                repriced = reprice(conn, self.prices)
+                if repriced:
+                    logger.info("runs database %s: %d model runs priced again (%s)", self.path, repriced,
+                                ", ".join(self.prices.sources))
             if version != SCHEMA_VERSION:
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                if version:
+                    logger.info("runs database %s upgraded from schema version %d to %d", self.path, version, SCHEMA_VERSION)
         self._seq = self._max_seq()
+        with self._lock:
+            self.version: int = self._db.execute("SELECT COALESCE(MAX(changed), 0) FROM runs").fetchone()[0]
+        """The latest write's number: each post or patch stored takes the next (the changes feed's cursor)."""
+        self.store_id = secrets.token_hex(4)
+        """Names this store in the changes feed's cursors: one of another (before a restart) starts over."""
 
     # --- lifecycle ---------------------------------------------------------------
 
@@ -171,7 +192,8 @@ class RunStore:
                 )
                 project_id = project_for_run(db, merged) if posted else None
                 db.execute(
-                    f"UPDATE runs SET {RUN_INDEX_SET} WHERE id = ?", (*index_values(merged, project_id), run_id)
+                    f"UPDATE runs SET {RUN_INDEX_SET} WHERE id = ?",
+                    (*index_values(merged, project_id, self.prices), run_id),
                 )
             db.execute("COMMIT")
         except BaseException:
@@ -195,10 +217,7 @@ class RunStore:
             try:
                 for op in ops:
                     self._apply_one(db, op, now, result)
-                for item in feedback:
-                    db.execute(
-                        "INSERT INTO feedback (run_id, data) VALUES (?, ?)", (item.get("run_id"), dumps(dict(item)))
-                    )
+                store_feedback.insert(db, feedback)
                 for attachment in attachments:
                     db.execute(
                         "INSERT OR REPLACE INTO attachments (run_id, name, content_type, data) VALUES (?, ?, ?, ?)",
@@ -245,20 +264,21 @@ class RunStore:
             int(patched),
             post_data,
             dumps(patch) if patch is not None else None,
-            *index_values(merged, project_id),
+            *index_values(merged, project_id, self.prices),
         )
+        self.version += 1  # the changes feed (changes()) finds what changed after a client's last look by it
         if row is None:
             self._seq += 1
             db.execute(
                 "INSERT INTO runs (trace_id, parent_run_id, dotted_order, posted, patched, post_data, patch_data,"
-                f" {RUN_INDEX_NAMES}, id, first_seen, seq) VALUES ({', '.join('?' * (len(values) + 3))})",
-                (*values, op.run_id, now, self._seq),
+                f" {RUN_INDEX_NAMES}, changed, id, first_seen, seq) VALUES ({', '.join('?' * (len(values) + 4))})",
+                (*values, self.version, op.run_id, now, self._seq),
             )
         else:
             db.execute(
                 "UPDATE runs SET trace_id = ?, parent_run_id = ?, dotted_order = ?, posted = ?, patched = ?,"
-                f" post_data = ?, patch_data = ?, {RUN_INDEX_SET} WHERE id = ?",
-                (*values, op.run_id),
+                f" post_data = ?, patch_data = ?, {RUN_INDEX_SET}, changed = ? WHERE id = ?",
+                (*values, self.version, op.run_id),
             )
 
     def record_violations(self, violations: Iterable[Violation], *, path: str, accepted: bool) -> None:
@@ -383,29 +403,42 @@ class RunStore:
         return out
 
     def summarize(self, where: str, params: Sequence[Any]) -> RunSummary:
-        """Aggregates over the posted runs matching a WHERE fragment over ``runs AS r`` (from :mod:`._query`).
-
-        Counts, errors, start times and latencies come from the index columns; only
-        runs whose stored JSON mentions tokens are read and merged, because usage can
-        sit in outputs or metadata under several names (see ``_render.token_counts``).
-        Over a 10,000-run trace that is a few milliseconds instead of merging every run.
-        """
+        """Aggregates over the posted runs matching a WHERE fragment over ``runs AS r`` (from :mod:`._query`):
+        counts, errors, start times, latencies, tokens and costs, all from the index columns."""
         base = f"FROM runs AS r WHERE r.posted = 1 AND ({where})"
         with self._lock:
             db = self._db
-            count, errors, last_start = db.execute(f"SELECT COUNT(*), COUNT(r.error), MAX(r.start_time) {base}", params).fetchone()
+            row = db.execute(f"SELECT COUNT(*), COUNT(r.error), MAX(r.start_time), {USAGE_SUMS} {base}", params).fetchone()
             latencies = [
                 row[0] for row in db.execute(f"SELECT r.latency {base} AND r.latency IS NOT NULL ORDER BY r.latency", params)
             ]
-            token_rows = db.execute(
-                f"SELECT r.post_data, r.patch_data {base}"
-                " AND (instr(COALESCE(r.post_data, ''), 'tokens') > 0 OR instr(COALESCE(r.patch_data, ''), 'tokens') > 0)",
-                params,
-            ).fetchall()
-        token_runs = [
-            merge_run(orjson.loads(post) if post else None, orjson.loads(patch) if patch else None) for post, patch in token_rows
-        ]
-        return RunSummary(int(count), int(errors), last_start, latencies, token_runs)
+        return RunSummary(int(row[0]), int(row[1]), row[2], latencies, usage_totals(row[3:]))
+
+    def trace_totals(self, roots: str, params: Sequence[Any]) -> dict[str, dict[str, Any]]:
+        """trace id -> :func:`usage_totals` of its runs, for the traces whose root run matches ``roots`` (over
+        ``runs AS rt``, built by the read modules from fixed expressions)."""
+        sql = (
+            f"SELECT r.trace_id, {USAGE_SUMS} FROM runs AS r WHERE r.posted = 1 AND r.trace_id IN"
+            f" (SELECT rt.id FROM runs AS rt WHERE rt.posted = 1 AND ({roots})) GROUP BY r.trace_id"
+        )
+        with self._lock:
+            rows = self._db.execute(sql, list(params)).fetchall()
+        return {row[0]: usage_totals(row[1:]) for row in rows}
+
+    def run_usage(self, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """run id -> its ``model``, ``priced_as``, tokens and costs (:data:`USAGE_FIELDS`), and for a root ``trace``,
+        its trace's :func:`usage_totals`."""
+        sql = f"SELECT id, parent_run_id IS NULL, model, priced_as, {', '.join(USAGE_FIELDS)} FROM runs WHERE id IN ({{}})"
+        out = {
+            row[0]: {"root": bool(row[1]), "model": row[2], "priced_as": row[3], **dict(zip(USAGE_FIELDS, row[4:]))}
+            for row in self._select_in(sql, list(dict.fromkeys(run_ids)))
+        }
+        roots = [run_id for run_id, usage in out.items() if usage.pop("root")]
+        if roots:
+            totals = self.trace_totals(f"rt.id IN ({', '.join('?' * len(roots))})", roots)
+            for run_id in roots:
+                out[run_id]["trace"] = totals.get(run_id)
+        return out
 
     def project_of_run(self, run_id: str) -> str | None:
         """The id of the project a posted run belongs to, or None."""
@@ -451,13 +484,13 @@ class RunStore:
         return project_row(row) if row else None
 
     def project_stats(self, project_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """project id -> run_count and last_run_start_time, for the projects that have runs."""
+        """project id -> run_count, last_run_start_time, tokens and costs, for the projects that have runs."""
         sql = (
-            "SELECT project_id, COUNT(*), MAX(start_time) FROM runs"
-            " WHERE posted = 1 AND project_id IN ({}) GROUP BY project_id"
+            f"SELECT r.project_id, COUNT(*), MAX(r.start_time), {USAGE_SUMS} FROM runs AS r"
+            " WHERE r.posted = 1 AND r.project_id IN ({}) GROUP BY r.project_id"
         )
         rows = self._select_in(sql, project_ids)
-        return {r[0]: {"run_count": r[1], "last_run_start_time": r[2]} for r in rows}
+        return {r[0]: {"run_count": r[1], "last_run_start_time": r[2], **usage_totals(r[3:])} for r in rows}
 
     def create_project(
         self,
@@ -481,55 +514,15 @@ class RunStore:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
-                by_name = db.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE name = ?", (name,)).fetchone()
-                by_id = (
-                    db.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE id = ?", (project_id,)).fetchone()
-                    if project_id is not None
-                    else None
+                found = create_project(
+                    db, name=name, project_id=project_id, description=description, extra=extra,
+                    reference_dataset_id=reference_dataset_id, start_time=start_time, end_time=end_time, upsert=upsert,
                 )
-                if by_id is not None and (by_name is None or by_id[0] != by_name[0]):
-                    raise ProjectExists(f"a project with id {project_id} already exists", project_row(by_id))
-                if by_name is not None:
-                    if not upsert:
-                        raise ProjectExists(
-                            f"a project named {name!r} already exists (id {by_name[0]}); pass upsert=true to update it",
-                            project_row(by_name),
-                        )
-                    updates = {
-                        "description": description,
-                        "extra": dumps(dict(extra)) if extra is not None else None,
-                        "reference_dataset_id": reference_dataset_id,
-                        "end_time": end_time,
-                    }
-                    given = {k: v for k, v in updates.items() if v is not None}
-                    if given:
-                        db.execute(
-                            f"UPDATE projects SET {', '.join(f'{k} = ?' for k in given)} WHERE id = ?",
-                            (*given.values(), by_name[0]),
-                        )
-                    row = db.execute(
-                        f"SELECT {PROJECT_COLUMNS} FROM projects WHERE id = ?", (by_name[0],)
-                    ).fetchone()
-                    db.execute("COMMIT")
-                    return project_row(row), False
-                new_id = project_id or str(uuid.uuid4())
-                insert_project(
-                    db,
-                    new_id,
-                    name,
-                    start_time or now_iso(),
-                    created=True,
-                    description=description,
-                    extra=extra,
-                    reference_dataset_id=reference_dataset_id,
-                    end_time=end_time,
-                )
-                row = db.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE id = ?", (new_id,)).fetchone()
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
-        return project_row(row), True
+        return found
 
     def count(self, *, completed: bool = False) -> int:
         """Number of posted runs (with an end_time when ``completed``)."""
@@ -562,10 +555,52 @@ class RunStore:
         return [_violation(r) for r in rows]
 
     def feedback(self) -> list[dict[str, Any]]:
-        """Feedback items received in multipart requests."""
+        """Every feedback item, oldest first, as kept (from multipart parts and ``POST /feedback``)."""
         with self._lock:
             rows = self._db.execute("SELECT data FROM feedback ORDER BY seq").fetchall()
         return [orjson.loads(r[0]) for r in rows]
+
+    def add_feedback(self, item: Mapping[str, Any]) -> dict[str, Any]:
+        """Keep one item checked by :mod:`._feedback`; the item kept under its id (the first, for a retry)."""
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                store_feedback.insert(db, [item])
+                kept = store_feedback.get(db, item["id"])
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            self._changed.notify_all()
+        assert kept is not None
+        return kept
+
+    def feedback_item(self, feedback_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            return store_feedback.get(self._db, feedback_id)
+
+    def update_feedback(self, feedback_id: str, changes: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Replace the given fields of one item; the item, or None when there is no such item."""
+        with self._lock:
+            item = store_feedback.update(self._db, feedback_id, changes)
+            self._changed.notify_all()
+        return item
+
+    def delete_feedback(self, feedback_id: str) -> bool:
+        with self._lock:
+            gone = store_feedback.delete(self._db, feedback_id)
+            self._changed.notify_all()
+        return gone
+
+    def list_feedback(self, **where: Any) -> list[dict[str, Any]]:
+        """Items matching every given list (:func:`._store_feedback.listing`), oldest first."""
+        with self._lock:
+            return store_feedback.listing(self._db, **where)
+
+    def feedback_of_runs(self, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+        with self._lock:
+            return store_feedback.of_runs(self._db, run_ids)
 
     def check(self) -> dict[str, list[Any]]:
         """Consistency report: runs patched but never posted, never completed, parents that never arrived,
@@ -706,6 +741,39 @@ class RunStore:
                 f"SELECT run_id, rule, msg, loc, path, accepted, at FROM violations WHERE {where} ORDER BY seq", args
             ).fetchall()
         return [_violation(r) for r in rows]
+
+    def rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """The rows of a whole SELECT a read module built from fixed expressions (:mod:`._charts`), values bound."""
+        with self._lock:
+            return [tuple(row) for row in self._db.execute(sql, list(params))]
+
+    def changes(self, trace_id: str, after: int, limit: int) -> tuple[list[QueriedRun], int, bool]:
+        """The posted runs of a trace stored or changed after write number ``after``, in the order they changed, at
+        most ``limit``; with the write number to ask after next, and whether more are waiting."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT r.id, r.post_data, r.patch_data, r.project_id, COALESCE(r.start_time, ''), r.seq, r.changed"
+                " FROM runs AS r WHERE r.trace_id = ? AND r.changed > ? AND r.posted = 1 ORDER BY r.changed LIMIT ?",
+                (trace_id, after, limit + 1),
+            ).fetchall()
+            version = self.version
+        more = len(rows) > limit
+        rows = rows[:limit]
+        found = []
+        for run_id, post_data, patch_data, project_id, start, seq, _ in rows:
+            run = merge_run(orjson.loads(post_data) if post_data else None, orjson.loads(patch_data) if patch_data else None)
+            run["id"] = run_id
+            found.append(QueriedRun(run, project_id, (start, seq)))
+        return found, (rows[-1][6] if more else max(version, after)), more
+
+    def changed_since(self, trace_id: str, after: int) -> bool:
+        """Whether a run of the trace was stored or changed after write number ``after`` (cheap: an index)."""
+        if self.version <= after:
+            return False
+        with self._lock:
+            return self._db.execute(
+                "SELECT 1 FROM runs WHERE trace_id = ? AND changed > ? AND posted = 1 LIMIT 1", (trace_id, after)
+            ).fetchone() is not None
 
     def wait(self, predicate: Any, timeout: float) -> bool:
         """Block until ``predicate()`` is true or ``timeout`` passes; re-checked after each write."""

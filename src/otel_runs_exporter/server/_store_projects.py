@@ -25,6 +25,7 @@ from ._validate import canonical_id
 __all__ = [
     "ProjectExists",
     "PROJECT_COLUMNS",
+    "create_project",
     "insert_project",
     "project_for_run",
     "project_id_for_name",
@@ -128,3 +129,61 @@ def project_row(row: Sequence[Any]) -> dict[str, Any]:
         "start_time": row[5],
         "end_time": row[6],
     }
+
+
+def create_project(
+    db: sqlite3.Connection,
+    *,
+    name: str,
+    project_id: str | None,
+    description: str | None,
+    extra: Mapping[str, Any] | None,
+    reference_dataset_id: str | None,
+    start_time: str | None,
+    end_time: str | None,
+    upsert: bool,
+) -> tuple[dict[str, Any], bool]:
+    """``POST /sessions`` inside the store's write transaction: the project and whether it is new (see
+    :meth:`RunStore.create_project <._store.RunStore.create_project>`)."""
+    by_name = db.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE name = ?", (name,)).fetchone()
+    by_id = (
+        db.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE id = ?", (project_id,)).fetchone()
+        if project_id is not None
+        else None
+    )
+    if by_id is not None and (by_name is None or by_id[0] != by_name[0]):
+        raise ProjectExists(f"a project with id {project_id} already exists", project_row(by_id))
+    if by_name is not None:
+        if not upsert:
+            raise ProjectExists(
+                f"a project named {name!r} already exists (id {by_name[0]}); pass upsert=true to update it",
+                project_row(by_name),
+            )
+        updates = {
+            "description": description,
+            "extra": dumps(dict(extra)) if extra is not None else None,
+            "reference_dataset_id": reference_dataset_id,
+            "end_time": end_time,
+        }
+        given = {k: v for k, v in updates.items() if v is not None}
+        if given:
+            db.execute(
+                f"UPDATE projects SET {', '.join(f'{k} = ?' for k in given)} WHERE id = ?",
+                (*given.values(), by_name[0]),
+            )
+        row = db.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE id = ?", (by_name[0],)).fetchone()
+        return project_row(row), False
+    new_id = project_id or str(uuid.uuid4())
+    insert_project(
+        db,
+        new_id,
+        name,
+        start_time or now_iso(),
+        created=True,
+        description=description,
+        extra=extra,
+        reference_dataset_id=reference_dataset_id,
+        end_time=end_time,
+    )
+    row = db.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE id = ?", (new_id,)).fetchone()
+    return project_row(row), True

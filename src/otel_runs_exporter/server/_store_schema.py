@@ -6,33 +6,42 @@ projects): no connection is opened here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import sqlite3
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 import orjson
 
+from .._cost import Cost, PriceTable, Usage, usage_of
 from ._validate import canonical_id, parse_timestamp
 
 __all__ = [
     "SCHEMA",
     "SCHEMA_VERSION",
     "INDEX_COLUMNS",
+    "FEEDBACK_COLUMNS",
+    "add_columns",
     "RUN_INDEX_SET",
     "RUN_INDEX_NAMES",
     "ApplyResult",
     "QueriedRun",
     "RunSummary",
+    "USAGE_FIELDS",
+    "USAGE_SUMS",
+    "usage_totals",
     "merge_run",
     "merge_into",
     "sortable_time",
     "now_iso",
     "dumps",
     "index_values",
+    "usage_values",
+    "reprice",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Columns of ``runs`` that only mirror the merged run, for the read API's filters.
 # Version 1 databases get them (and the projects table) added and filled on open.
 INDEX_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -46,6 +55,22 @@ INDEX_COLUMNS: tuple[tuple[str, str], ...] = (
     ("tags", "TEXT"),
     ("metadata", "TEXT"),
     ("reference_example_id", "TEXT"),
+    # A model run's model (what ran, else what was asked for: _cost.usage_of), the names to price it by (JSON),
+    # its provider and tokens: the filters, the stats and the charts add them up in SQL.
+    ("model", "TEXT"),
+    ("models", "TEXT"),
+    ("provider", "TEXT"),
+    ("prompt_tokens", "INTEGER"),
+    ("completion_tokens", "INTEGER"),
+    ("total_tokens", "INTEGER"),
+    ("cache_read_tokens", "INTEGER"),
+    ("reasoning_tokens", "INTEGER"),
+    # What it cost (USD): carried by the run, else its tokens at the price table's (_cost); null: no price.
+    # ``priced_as`` names the table's row, or "carried".
+    ("prompt_cost", "REAL"),
+    ("completion_cost", "REAL"),
+    ("total_cost", "REAL"),
+    ("priced_as", "TEXT"),
 )
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -69,10 +94,31 @@ CREATE TABLE IF NOT EXISTS runs (
     error TEXT,
     tags TEXT,
     metadata TEXT,
-    reference_example_id TEXT
+    reference_example_id TEXT,
+    model TEXT,
+    models TEXT,
+    provider TEXT,
+    prompt_tokens INTEGER,
+    completion_tokens INTEGER,
+    total_tokens INTEGER,
+    cache_read_tokens INTEGER,
+    reasoning_tokens INTEGER,
+    prompt_cost REAL,
+    completion_cost REAL,
+    total_cost REAL,
+    priced_as TEXT,
+    changed INTEGER
 );
 CREATE INDEX IF NOT EXISTS runs_by_trace ON runs (trace_id, dotted_order);
 CREATE INDEX IF NOT EXISTS runs_by_project ON runs (project_id, start_time);
+-- A project's traces newest first (the viewer's list, runs list): its roots in the order query_runs sorts by, so a
+-- page of them is read off the index, and a filter on their trees stops at the page instead of sorting every root.
+CREATE INDEX IF NOT EXISTS runs_roots_by_project ON runs (project_id, COALESCE(start_time, ''), seq)
+    WHERE parent_run_id IS NULL;
+-- The changes feed (GET /runs/changes): a trace's runs stored or changed after a write number.
+CREATE INDEX IF NOT EXISTS runs_changes ON runs (trace_id, changed);
+-- The search index (_store_search) names runs by seq.
+CREATE INDEX IF NOT EXISTS runs_by_seq ON runs (seq);
 -- Exactly the order query_runs sorts by, so a trace's pages (the viewer reads a 10,000-run
 -- trace 100 at a time) come off the index instead of sorting the whole trace for each page.
 CREATE INDEX IF NOT EXISTS runs_by_trace_start ON runs (trace_id, COALESCE(start_time, ''), seq);
@@ -89,6 +135,8 @@ CREATE TABLE IF NOT EXISTS projects (
 );
 -- Projects list newest first, and a new project's seq is one past the largest.
 CREATE INDEX IF NOT EXISTS projects_by_seq ON projects (seq);
+-- Facts about the store itself: 'prices', the fingerprint of the price table its costs were computed with.
+CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS violations (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT,
@@ -102,8 +150,19 @@ CREATE TABLE IF NOT EXISTS violations (
 CREATE TABLE IF NOT EXISTS feedback (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT,
-    data TEXT NOT NULL
+    data TEXT NOT NULL,
+    id TEXT,
+    trace_id TEXT,
+    session_id TEXT,
+    key TEXT,
+    score REAL,
+    source TEXT
 );
+-- One item per id: a second create of the same id (a retry) is ignored. Feedback is read by its
+-- run (the viewer's trees, list_feedback(run_ids=), feedback filters) and by its trace.
+CREATE UNIQUE INDEX IF NOT EXISTS feedback_by_id ON feedback (id);
+CREATE INDEX IF NOT EXISTS feedback_by_run ON feedback (run_id, key);
+CREATE INDEX IF NOT EXISTS feedback_by_trace ON feedback (trace_id);
 -- The bytes of multipart attachment.<run_id>.<name> parts; added without a version change,
 -- since a database without the table simply has no attachments.
 CREATE TABLE IF NOT EXISTS attachments (
@@ -114,6 +173,15 @@ CREATE TABLE IF NOT EXISTS attachments (
     PRIMARY KEY (run_id, name)
 );
 """
+FEEDBACK_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("id", "TEXT"),
+    ("trace_id", "TEXT"),
+    ("session_id", "TEXT"),
+    ("key", "TEXT"),
+    ("score", "REAL"),
+    ("source", "TEXT"),
+)
+"""Columns of ``feedback`` that mirror its JSON (version 3): a version 2 database gets them added and filled."""
 RUN_INDEX_SET = ", ".join(f"{name} = ?" for name, _ in INDEX_COLUMNS)
 RUN_INDEX_NAMES = ", ".join(name for name, _ in INDEX_COLUMNS)
 
@@ -186,13 +254,34 @@ class QueriedRun:
 
 
 class RunSummary:
-    """What :meth:`RunStore.summarize` found: counts from the index columns, and the few runs that report tokens."""
+    """What :meth:`RunStore.summarize` found, from the index columns: counts, latencies, tokens and costs."""
 
     count: int
     errors: int
     last_start_time: str | None
     latencies: list[float]
-    token_runs: list[dict[str, Any]]
+    usage: dict[str, Any] = field(default_factory=dict)
+    """:func:`usage_totals`: tokens and costs added up, and how many runs with tokens have no price."""
+
+
+USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens", "prompt_cost", "completion_cost", "total_cost")
+USAGE_SUMS = ", ".join(f"SUM(r.{name})" for name in USAGE_FIELDS) + (
+    ", SUM(CASE WHEN r.total_tokens IS NOT NULL AND r.total_cost IS NULL THEN 1 ELSE 0 END)"
+)
+"""SQL over ``runs AS r``: the usage fields added up, then the runs with tokens and no price; read by :func:`usage_totals`."""
+
+
+def usage_totals(row: Sequence[Any]) -> dict[str, Any]:
+    """The values of :data:`USAGE_SUMS` by name: tokens 0 when none, costs None when no run had a price.
+
+    >>> usage_totals((3, 2, 5, None, None, None, 1))["total_cost"], usage_totals((None,) * 7)["total_tokens"]
+    (None, 0)
+    """
+    out: dict[str, Any] = {}
+    for name, value in zip(USAGE_FIELDS, row):
+        out[name] = (int(value) if value is not None else 0) if name.endswith("tokens") else value
+    out["unpriced"] = int(row[len(USAGE_FIELDS)] or 0)
+    return out
 
 
 def dumps(value: Any) -> str:
@@ -203,14 +292,15 @@ def now_iso() -> str:
     return _sortable(datetime.now(timezone.utc)) or ""
 
 
-def index_values(merged: Mapping[str, Any], project_id: str | None) -> tuple[Any, ...]:
-    """The values of ``INDEX_COLUMNS`` for one merged run, in that order."""
+def index_values(merged: Mapping[str, Any], project_id: str | None, prices: PriceTable) -> tuple[Any, ...]:
+    """The values of ``INDEX_COLUMNS`` for one merged run, in that order, its cost at ``prices``."""
     begun, ended = parse_timestamp(merged.get("start_time")), parse_timestamp(merged.get("end_time"))
     latency = (ended - begun).total_seconds() if begun is not None and ended is not None else None
     name, run_type, error = merged.get("name"), merged.get("run_type"), merged.get("error")
     tags = merged.get("tags")
     extra = merged.get("extra")
     metadata = extra.get("metadata") if isinstance(extra, dict) else None
+    usage = usage_of(merged)
     return (
         project_id,
         name if isinstance(name, str) else None,
@@ -223,4 +313,67 @@ def index_values(merged: Mapping[str, Any], project_id: str | None) -> tuple[Any
         dumps(tags) if isinstance(tags, list) else None,
         dumps(metadata) if isinstance(metadata, dict) else None,
         canonical_id(merged.get("reference_example_id")),
+        *usage_values(usage, prices.cost(usage)),
     )
+
+
+def usage_values(usage: Usage, cost: Cost | None) -> tuple[Any, ...]:
+    """The model, token and cost columns of a run (the last 12 of ``INDEX_COLUMNS``)."""
+    both = usage.input is not None and usage.output is not None
+    total = usage.total if usage.total is not None else usage.input + usage.output if both else None  # type: ignore[operator]
+    return (
+        usage.model,
+        dumps(list(usage.models)) if usage.models else None,
+        usage.provider,
+        usage.input,
+        usage.output,
+        total,
+        usage.cache_read or None,
+        usage.reasoning or None,
+        *((cost.input, cost.output, cost.total, cost.priced_as) if cost is not None else (None, None, None, None)),
+    )
+
+
+def add_columns(db: sqlite3.Connection, table: str, columns: Sequence[tuple[str, str]]) -> list[str]:
+    """Add the ``columns`` a table of an older database lacks; their names.
+
+    Each ALTER commits on its own, so an upgrade cut short leaves some columns behind: only the rest are added.
+    """
+    present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+    if not present:
+        return []  # no table yet: the schema script creates it whole
+    added = [name for name, _ in columns if name not in present]
+    for name, kind in columns:
+        if name in added:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+    return added
+
+
+def reprice(db: sqlite3.Connection, prices: PriceTable) -> int | None:
+    """Cost every stored model run again at ``prices`` when the store's costs were computed with another table;
+    how many runs, or None when they were not. A cost the run carries stays."""
+    fingerprint = prices.fingerprint()
+    row = db.execute("SELECT value FROM store_meta WHERE key = 'prices'").fetchone()
+    if row is not None and row[0] == fingerprint:
+        return None
+    rows = db.execute(
+        "SELECT seq, models, provider, prompt_tokens, completion_tokens, cache_read_tokens, reasoning_tokens FROM runs"
+        " WHERE models IS NOT NULL AND COALESCE(priced_as, '') != 'carried'"
+        " AND (prompt_tokens IS NOT NULL OR completion_tokens IS NOT NULL)"
+    ).fetchall()
+    updates = []
+    for seq, models, provider, prompt, completion, cache, reasoning in rows:
+        usage = Usage(tuple(orjson.loads(models)), provider, prompt, completion, None, cache or 0, reasoning or 0)
+        cost = prices.cost(usage)
+        updates.append((*((cost.input, cost.output, cost.total, cost.priced_as) if cost else (None,) * 4), seq))
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.executemany(
+            "UPDATE runs SET prompt_cost = ?, completion_cost = ?, total_cost = ?, priced_as = ? WHERE seq = ?", updates
+        )
+        db.execute("INSERT OR REPLACE INTO store_meta (key, value) VALUES ('prices', ?)", (fingerprint,))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    return len(updates)

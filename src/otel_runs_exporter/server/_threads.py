@@ -19,7 +19,8 @@ share); the routes (:mod:`._handlers_v2`) run the store's queries::
 ``filter`` narrows the traces a thread is made of (a thread none of whose traces
 match is not listed); ``trace_filter`` keeps the threads with at least one trace whose
 root run matches, ``tree_filter`` those with a matching run anywhere in a trace.
-Costs, token details and feedback stats are null: not kept here. ``thread_filter``,
+Tokens and costs are the traces' (each run's own added up); token and cost details and
+feedback stats are null: not kept here. ``thread_filter``,
 ``ai_search`` and ``sem_filter`` are 422s naming them.
 """
 
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from ._query import FIELDS, QueryError, Where, parse_filter
+from ._filter import FIELDS, QueryError, Where, parse_filter
 from ._v2 import check_body, one_id, page_of, parse_params, preview, selects_of, time_window
 
 __all__ = [
@@ -326,6 +327,7 @@ def thread_summary(
     latency_p50: float | None,
     latency_p99: float | None,
     total_tokens: int,
+    total_cost: float | None = None,
 ) -> dict[str, Any]:
     """One item of ``/threads/query``: what the SDK's ``Thread`` holds, from the thread's roots."""
     return {
@@ -344,7 +346,7 @@ def thread_summary(
         "latency_p50": latency_p50,
         "latency_p99": latency_p99,
         "total_tokens": total_tokens,
-        "total_cost": None,
+        "total_cost": total_cost,
         "total_cost_details": None,
         "total_token_details": None,
         "feedback_stats": None,

@@ -47,6 +47,7 @@ from ._validate import canonical_id, parse_timestamp
 __all__ = [
     "RUN_SELECTS",
     "AGGREGATE_SELECTS",
+    "COST_SELECTS",
     "PagedQuery",
     "TraceRuns",
     "Params",
@@ -491,6 +492,10 @@ _VALUES: dict[str, _Getter] = {
     "IS_ROOT": lambda run, c: run.get("parent_run_id") is None,
     "REFERENCE_EXAMPLE_ID": lambda run, c: canonical_id(run.get("reference_example_id")),
     "TOTAL_TOKENS": lambda run, c: _tokens(run, "total"),
+    # A run's own cost (v2 answers a trace's under trace_aggregates), from the store's columns.
+    "TOTAL_COST": lambda run, c: (c.get("usage") or {}).get("total_cost"),
+    "PROMPT_COST": lambda run, c: (c.get("usage") or {}).get("prompt_cost"),
+    "COMPLETION_COST": lambda run, c: (c.get("usage") or {}).get("completion_cost"),
     "PROMPT_TOKENS": lambda run, c: _tokens(run, "in"),
     "COMPLETION_TOKENS": lambda run, c: _tokens(run, "out"),
     "TAGS": lambda run, c: run.get("tags") if isinstance(run.get("tags"), list) else None,
@@ -499,7 +504,9 @@ _VALUES: dict[str, _Getter] = {
     "IS_IN_DATASET": lambda run, c: False,
 }
 _NOT_KEPT = frozenset(RUN_SELECTS) - set(_VALUES)
-"""Selects answered as null: costs, token details, feedback stats, price model, app path, sharing, queues."""
+"""Selects answered as null: token and cost details, feedback stats, price model, app path, sharing, queues."""
+COST_SELECTS = frozenset({"TOTAL_COST", "PROMPT_COST", "COMPLETION_COST"})
+"""The selects :func:`v2_run` answers from the store's usage of the run (``usage``)."""
 assert _NOT_KEPT <= frozenset(RUN_SELECTS)
 
 
@@ -509,10 +516,12 @@ def v2_run(
     selects: Sequence[str],
     *,
     attachments: Mapping[str, str] | None = None,
+    usage: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A stored run as a v2 ``Run``: exactly the ``selects`` (only ``id`` when there are none).
 
-    ``attachments`` maps each attachment's name to its download address (``ATTACHMENTS``).
+    ``attachments`` maps each attachment's name to its download address (``ATTACHMENTS``); ``usage`` is the
+    store's for the run (:meth:`RunStore.run_usage <._store.RunStore.run_usage>`: its own costs).
 
     >>> v2_run({"id": "r1", "name": "agent", "run_type": "chain", "end_time": "2025-03-01T12:00:00Z"}, "p1",
     ...        ["NAME", "RUN_TYPE", "STATUS", "PROJECT_ID", "TOTAL_COST"])
@@ -524,6 +533,7 @@ def v2_run(
     begun, ended = parse_timestamp(run.get("start_time")), parse_timestamp(run.get("end_time"))
     computed["latency"] = (ended - begun).total_seconds() if begun is not None and ended is not None else None
     computed["attachments"] = dict(attachments) if attachments else None
+    computed["usage"] = usage
     out: dict[str, Any] = {}
     for name in selects:
         getter = _VALUES.get(name)
@@ -536,17 +546,22 @@ def _computed_inputs(run: Mapping[str, Any]) -> dict[str, Any]:
     return {k: run.get(k) for k in ("error", "end_time", "dotted_order", "extra")}
 
 
-def trace_aggregates(runs: Sequence[Mapping[str, Any]], selects: Sequence[str]) -> dict[str, Any] | None:
-    """``trace_aggregates`` of one trace for the aggregate ``selects``, from the trace's runs that report tokens."""
+def trace_aggregates(
+    totals: Mapping[str, Any], streamed: Sequence[Mapping[str, Any]], selects: Sequence[str]
+) -> dict[str, Any] | None:
+    """``trace_aggregates`` of one trace for the aggregate ``selects``: its runs' tokens and cost added up
+    (``totals``, :func:`._store_schema.usage_totals`), its first streamed token from the ``streamed`` runs."""
     wanted = [s for s in selects if s in AGGREGATE_SELECTS]
     if not wanted:
         return None
     out: dict[str, Any] = {}
     for name in wanted:
         if name == "TOTAL_TOKENS":
-            out["total_tokens"] = sum(token_counts(run).get("total", 0) for run in runs)
+            out["total_tokens"] = totals.get("total_tokens", 0)
+        elif name == "TOTAL_COST":
+            out["total_cost"] = totals.get("total_cost")
         elif name == "FIRST_TOKEN_TIME":
-            times = [t for t in (_first_token_time(run) for run in runs) if t is not None]
+            times = [t for t in (_first_token_time(run) for run in streamed) if t is not None]
             out["first_token_time"] = min(times) if times else None
         else:
             out[name.lower()] = None

@@ -20,6 +20,8 @@ Multipart ingestion (4.4)
     outputs are objects, events a list [field_types]
   * the main part carries no inputs, outputs or events [split_fields]
   * the main part includes trace_id and dotted_order [required_fields]
+  * a ``feedback.<id>`` part is a feedback object with a key and a run or project
+    (:func:`._feedback.check_feedback`, the rule ``POST /feedback`` answers 422 for) [feedback]
 
 Runs (2.3), for every way a run arrives
   * ids are UUIDs, 32-hex or hyphenated, and a body's id matches its part name or

@@ -46,8 +46,15 @@ _FILES = {
     "/viewer/api.js": ("api.js", "text/javascript; charset=utf-8"),
     "/viewer/dom.js": ("dom.js", "text/javascript; charset=utf-8"),
     "/viewer/list.js": ("list.js", "text/javascript; charset=utf-8"),
+    "/viewer/filters.js": ("filters.js", "text/javascript; charset=utf-8"),
     "/viewer/trace.js": ("trace.js", "text/javascript; charset=utf-8"),
     "/viewer/run.js": ("run.js", "text/javascript; charset=utf-8"),
+    "/viewer/feedback.js": ("feedback.js", "text/javascript; charset=utf-8"),
+    "/viewer/threads.js": ("threads.js", "text/javascript; charset=utf-8"),
+    "/viewer/charts.js": ("charts.js", "text/javascript; charset=utf-8"),
+    # uPlot (MIT, viewer/vendor/uPlot.LICENSE), the charts' library: its ES module and stylesheet as published.
+    "/viewer/vendor/uPlot.esm.js": ("vendor/uPlot.esm.js", "text/javascript; charset=utf-8"),
+    "/viewer/vendor/uPlot.min.css": ("vendor/uPlot.min.css", "text/css; charset=utf-8"),
     "/viewer/icon.svg": ("icon.svg", "image/svg+xml"),
 }
 PATHS = tuple(_FILES)
@@ -80,7 +87,7 @@ def viewer_file(path: str) -> ViewerFile | None:
     cached = _cache.get(path)
     if cached is None:
         name, content_type = known
-        data = resources.files(__package__).joinpath("viewer", name).read_bytes()
+        data = resources.files(__package__).joinpath("viewer", *name.split("/")).read_bytes()
         cached = _cache[path] = ViewerFile(data, content_type, dict(SECURITY_HEADERS))
     return cached
 

@@ -1,5 +1,5 @@
-// The viewer's only way to the service: the SDK's own read endpoints, with the
-// key from session storage, and errors that say what to do.
+// The viewer's only way to the service: the SDK's own endpoints (reads, and feedback its
+// user adds), with the key from session storage, and errors that say what to do.
 
 const KEY = "otel-runs.api-key";
 const TENANT = "otel-runs.tenant-id";
@@ -70,10 +70,18 @@ export const api = {
   query: (body) => request("POST", "/runs/query", body),
   // POST /runs/stats: the SDK's get_run_stats (run_count, total_tokens, ...).
   stats: (body) => request("POST", "/runs/stats", body),
+  // POST /runs/charts: a project's traffic over time, computed by the service (runs, errors, latency, tokens, cost).
+  charts: (body) => request("POST", "/runs/charts", body),
   // GET /runs/{id}: the SDK's read_run.
   run: (id) => request("GET", `/runs/${encodeURIComponent(id)}`),
+  // GET /runs/changes: the viewer's own long poll, a trace's runs stored or changed after a cursor.
+  changes: (query) => request("GET", `/runs/changes?${query}`),
   // GET /runs/{id}/violations: rule violations the service recorded for the run (and stored it despite).
   violations: (id) => request("GET", `/runs/${encodeURIComponent(id)}/violations`),
+  // GET /feedback: the SDK's list_feedback; `query` names runs (run=) or a trace (trace=), 100 a page (offset=).
+  feedback: (query) => request("GET", `/feedback?${query}`),
+  // POST /feedback: the SDK's create_feedback; the page's one write (a thumbs up or down, a comment).
+  addFeedback: (body) => request("POST", "/feedback", body),
   // POST /api/v2/threads/query: the SDK's client.threads.query; one page ({items, next_cursor}).
   threads: (body) => request("POST", "/api/v2/threads/query", body),
   // GET /api/v2/threads/{id}/traces: the SDK's client.threads.list_traces; `query` is the query string.

@@ -1,9 +1,12 @@
-// The viewer's shell: routes (#/, #/trace/ID, #/trace/ID/run/ID), the key prompt,
+// The viewer's shell: routes (#/?filters, #/trace/ID, #/trace/ID/run/ID, #/threads, #/threads/KEY,
+// #/projects/NAME), the key prompt,
 // and the one poller every view's background requests go through.
 
 import { ApiError, api, credentials, saveCredentials } from "./api.js";
 import { cut, h, isUuid, replace } from "./dom.js";
 import { ListView } from "./list.js";
+import { ProjectView } from "./charts.js";
+import { ThreadView, ThreadsView } from "./threads.js";
 import { TraceView } from "./trace.js";
 
 const POLL_MS = 1000; // the floor between two background requests: at most one a second
@@ -109,6 +112,28 @@ class App {
       return;
     }
     const params = new URLSearchParams(query || "");
+    if (parts[0] === "projects" && parts[1]) {
+      let name = null;
+      try {
+        name = decodeURIComponent(parts.slice(1).join("/"));
+      } catch {
+        name = null;
+      }
+      if (name) {
+        this.show(new ProjectView(this, name, params));
+        return;
+      }
+    }
+    if (parts[0] === "threads") {
+      let key = null;
+      try {
+        key = parts.length > 1 ? decodeURIComponent(parts.slice(1).join("/")) : null;
+      } catch {
+        key = null; // a malformed escape: the project's threads instead
+      }
+      this.show(key ? new ThreadView(this, key, params) : new ThreadsView(this, params));
+      return;
+    }
     if (this.view instanceof ListView && this.view.sameFilters(params)) return;
     this.show(new ListView(this, params));
   }

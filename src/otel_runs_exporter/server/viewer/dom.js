@@ -114,6 +114,16 @@ export function fmtInt(n) {
   return Number.isFinite(n) ? Math.round(n).toLocaleString("en-US") : "";
 }
 
+// A cost in US dollars; null (a model the price table does not have) is "no price", never $0.
+export function fmtCost(usd) {
+  const n = usd === null || usd === undefined ? NaN : Number(usd);
+  if (!Number.isFinite(n)) return "no price";
+  if (n === 0) return "$0";
+  if (n < 0.000001) return "<$0.000001";
+  if (n < 0.01) return `$${n.toPrecision(2)}`;
+  return `$${n.toFixed(n < 1 ? 4 : 2)}`;
+}
+
 export function fmtBytes(n) {
   if (n < 1024) return `${n} B`;
   if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;

@@ -1,17 +1,12 @@
-// The traces of one project, newest first: root runs from POST /runs/query, each
-// trace's run count and tokens from POST /runs/stats.
+// The traces of one project, newest first: root runs from POST /runs/query (narrowed by
+// the filters of filters.js), each trace's run count and tokens from POST /runs/stats.
 
-import { api, quote } from "./api.js";
-import { cut, fmtDuration, fmtInt, fmtTime, h, isUuid, link, parseTime, replace, statusBadge, statusOf } from "./dom.js";
+import { api } from "./api.js";
+import { Filters } from "./filters.js";
+import { cut, fmtCost, fmtDuration, fmtInt, fmtTime, h, isUuid, link, parseTime, replace, statusBadge, statusOf } from "./dom.js";
 
 const PAGE = 50;
 const ROOT_FIELDS = ["name", "run_type", "start_time", "end_time", "status", "trace_id"];
-const STATUSES = [
-  ["", "any status"],
-  ["ok", "ok"],
-  ["error", "error"],
-  ["open", "open"],
-];
 // Counts of traces fetched at once when the list first shows; later ones come one per poll.
 const FIRST_STATS = 3;
 
@@ -23,8 +18,7 @@ export class ListView {
   constructor(app, params) {
     this.app = app;
     this.projectKey = params.get("project") || "";
-    this.status = STATUSES.some(([v]) => v === params.get("status")) ? params.get("status") : "";
-    this.search = params.get("q") || "";
+    this.filters = new Filters(params);
     this.roots = [];
     this.stats = new Map(); // trace id -> {run_count, total_tokens, errors, seen}
     this.ticks = 0;
@@ -33,29 +27,17 @@ export class ListView {
   }
 
   sameFilters(params) {
-    return (
-      (params.get("project") || "") === this.projectKey &&
-      (params.get("status") || "") === this.status &&
-      (params.get("q") || "") === this.search
-    );
+    return (params.get("project") || "") === this.projectKey && this.filters.same(params);
   }
 
   build() {
     this.projectSelect = h("select", { id: "project", "aria-label": "project" });
-    this.statusSelect = h("select", { id: "status", "aria-label": "status" }, STATUSES.map(([v, label]) => h("option", { value: v }, label)));
-    this.statusSelect.value = this.status;
-    this.searchInput = h("input", { type: "search", id: "search", placeholder: "name contains…", autocomplete: "off", spellcheck: "false" });
-    this.searchInput.value = this.search;
+    this.threadsLink = h("a", { href: "#/threads", class: "tab" }, "Threads");
+    this.chartsLink = h("a", { href: "#/", class: "tab" }, "Charts");
     this.summary = h("span", { class: "summary", "aria-live": "polite" });
     this.tbody = h("tbody");
     this.empty = h("p", { class: "empty" });
     this.projectSelect.addEventListener("change", () => this.filtersChanged());
-    this.statusSelect.addEventListener("change", () => this.filtersChanged());
-    let debounce = null;
-    this.searchInput.addEventListener("input", () => {
-      clearTimeout(debounce);
-      debounce = setTimeout(() => this.filtersChanged(), 300);
-    });
     this.element = h(
       "section",
       { class: "list" },
@@ -64,10 +46,9 @@ export class ListView {
         { class: "filters" },
         h("label", { for: "project" }, "Project"),
         this.projectSelect,
-        h("label", { for: "status" }, "Status"),
-        this.statusSelect,
-        h("label", { for: "search" }, "Name"),
-        this.searchInput,
+        this.threadsLink,
+        this.chartsLink,
+        this.filters.controls(() => this.filtersChanged()),
         this.summary,
       ),
       h(
@@ -76,7 +57,7 @@ export class ListView {
         h(
           "thead",
           null,
-          h("tr", null, ["Name", "Status", "Start", "Latency", "Tokens", "Runs"].map((t) => h("th", { class: `col-${t.toLowerCase()}` }, t))),
+          h("tr", null, ["Name", "Status", "Start", "Latency", "Tokens", "Cost", "Runs"].map((t) => h("th", { class: `col-${t.toLowerCase()}` }, t))),
         ),
         this.tbody,
       ),
@@ -90,12 +71,9 @@ export class ListView {
 
   filtersChanged() {
     this.projectKey = this.projectSelect.value;
-    this.status = this.statusSelect.value;
-    this.search = this.searchInput.value.trim();
-    const params = new URLSearchParams();
-    if (this.projectKey) params.set("project", this.projectKey);
-    if (this.status) params.set("status", this.status);
-    if (this.search) params.set("q", this.search);
+    this.filters.read();
+    const params = new URLSearchParams(this.projectKey ? { project: this.projectKey } : {});
+    for (const [key, value] of this.filters.params()) params.set(key, value);
     const query = params.toString();
     // replaceState: typing a search should not leave a history entry per letter.
     history.replaceState(null, "", query ? `#/?${query}` : "#/");
@@ -122,6 +100,8 @@ export class ListView {
     );
     if (!this.projectKey && sorted.length) this.projectKey = projectLabel(sorted[0]);
     this.projectSelect.value = this.projectKey;
+    this.threadsLink.setAttribute("href", `#/threads?project=${encodeURIComponent(this.projectKey)}`);
+    this.chartsLink.setAttribute("href", `#/projects/${encodeURIComponent(this.projectKey)}`);
   }
 
   project() {
@@ -130,15 +110,7 @@ export class ListView {
 
   query() {
     const project = this.project();
-    const body = { session: [project.id], is_root: true, limit: PAGE, select: ROOT_FIELDS };
-    const filters = [];
-    if (this.status === "error") body.error = true;
-    if (this.status === "ok") filters.push('eq(status, "success")');
-    if (this.status === "open") filters.push('eq(status, "pending")');
-    // search() finds the text anywhere in a run; the name match is narrowed here, below.
-    if (this.search) filters.push(`search(${quote(this.search)})`);
-    if (filters.length) body.filter = filters.length === 1 ? filters[0] : `and(${filters.join(", ")})`;
-    return body;
+    return this.filters.apply({ session: [project.id], is_root: true, limit: PAGE, select: ROOT_FIELDS }, this.asOf);
   }
 
   async load() {
@@ -156,15 +128,13 @@ export class ListView {
   }
 
   async loadRoots() {
+    this.asOf = Date.now(); // "the last hour" is the hour before this read
     const body = this.query();
     const asked = JSON.stringify(body);
     const answer = await api.query(body);
     // An answer to filters the user has since changed is dropped, not drawn over the new ones.
     if (this.closed || asked !== JSON.stringify(this.query())) return;
-    const needle = this.search.toLowerCase();
-    this.roots = (answer.runs || []).filter(
-      (run) => isUuid(run.id) && (!needle || String(run.name || "").toLowerCase().includes(needle)),
-    );
+    this.roots = (answer.runs || []).filter((run) => isUuid(run.id));
     this.more = Boolean(answer.cursors && answer.cursors.next);
     this.render();
   }
@@ -186,6 +156,7 @@ export class ListView {
     this.stats.set(traceId, {
       runs,
       tokens: Number(stats.total_tokens) || 0,
+      cost: stats.total_cost,
       errors: Math.round((Number(stats.error_rate) || 0) * runs),
       seen: `${root.status}|${root.end_time}`,
     });
@@ -251,6 +222,7 @@ export class ListView {
       h("td", { class: "col-start" }, fmtTime(start)),
       h("td", { class: "col-latency" }, status === "open" ? "…" : fmtDuration(end - start)),
       h("td", { class: "col-tokens" }, stats ? fmtInt(stats.tokens) : "…"),
+      h("td", { class: "col-cost" }, stats ? (stats.tokens || (stats.cost !== null && stats.cost !== undefined) ? fmtCost(stats.cost) : "") : "…"),
       h("td", { class: "col-runs" }, stats ? fmtInt(stats.runs) : "…"),
     );
     // The whole row opens the trace; the name stays a real link to copy or open in a tab.

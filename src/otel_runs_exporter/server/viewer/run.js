@@ -4,8 +4,9 @@
 
 import { ApiError, api } from "./api.js";
 import {
-  clipped, copyButton, cut, fmtBytes, fmtDuration, fmtInt, fmtTime, h, link, parseTime, replace, statusBadge, statusOf, typeBadge,
+  clipped, copyButton, cut, fmtBytes, fmtCost, fmtDuration, fmtInt, fmtTime, h, link, parseTime, replace, statusBadge, statusOf, typeBadge,
 } from "./dom.js";
+import { feedbackBlock } from "./feedback.js";
 
 const TRUNCATE_AT = 100 * 1024; // characters of JSON; larger values show this much and a "show all"
 const STRING_AT = 10 * 1024; // characters of one string inside JSON or a message (a long prompt shows whole)
@@ -18,6 +19,7 @@ export class RunView {
   constructor(app) {
     this.app = app;
     this.element = h("aside", { class: "detail", "aria-live": "polite" });
+    this.onFeedback = null; // the trace's view, told of feedback added here
     this.clear();
   }
 
@@ -31,11 +33,13 @@ export class RunView {
     replace(this.element, h("p", { class: "loading" }, "Loading the run…"));
     let run;
     let violations;
+    let feedback;
     try {
-      // Violations are asked alongside; failing to read them must not hide the run.
-      [run, violations] = await Promise.all([
+      // Violations and feedback are asked alongside; failing to read them must not hide the run.
+      [run, violations, feedback] = await Promise.all([
         api.run(runId),
         api.violations(runId).catch((error) => ({ failed: error.message })),
+        api.feedback(`run=${encodeURIComponent(runId)}`).catch((error) => ({ failed: error.message })),
       ]);
     } catch (error) {
       if (this.current !== runId) return;
@@ -52,7 +56,8 @@ export class RunView {
       return;
     }
     if (this.current !== runId) return; // another run was selected meanwhile
-    replace(this.element, renderRun(run, traceId, violations));
+    const added = (item) => this.onFeedback && this.onFeedback(item);
+    replace(this.element, renderRun(run, traceId, violations, feedback, added));
   }
 }
 
@@ -80,7 +85,7 @@ function violationsBlock(violations) {
   return section(`Rule violations (${fmtInt(violations.length)})`, h("ul", { class: "violations" }, items));
 }
 
-function renderRun(run, traceId, violations) {
+function renderRun(run, traceId, violations, feedback, added) {
   const status = statusOf(run);
   const start = parseTime(run.start_time);
   const end = parseTime(run.end_time);
@@ -105,6 +110,7 @@ function renderRun(run, traceId, violations) {
       kv("latency", Number.isFinite(end) ? fmtDuration(end - start) : "open"),
       model ? kv("model", clipped(String(model) + (provider ? ` (${provider})` : ""))) : null,
       usage ? kv("tokens", `${fmtInt(usage.total)} total: ${fmtInt(usage.input)} in, ${fmtInt(usage.output)} out`) : null,
+      costRow(run),
       tags.length ? kv("tags", tagList(tags)) : null,
     ),
     section(
@@ -122,6 +128,11 @@ function renderRun(run, traceId, violations) {
   ];
   const ruled = violationsBlock(violations);
   if (ruled) blocks.push(ruled);
+  blocks.push(
+    Array.isArray(feedback)
+      ? feedbackBlock(run, feedback, added)
+      : section("Feedback", h("p", { class: "empty" }, `Cannot read it: ${feedback && feedback.failed}`)),
+  );
   if (run.error !== undefined && run.error !== null) {
     blocks.push(section("Error", bigText(String(run.error), "error")));
   }
@@ -144,6 +155,21 @@ function tagList(tags) {
   const more = h("button", { type: "button", class: "show-all" }, `show all ${fmtInt(tags.length)} tags`);
   more.addEventListener("click", () => replace(holder, show(tags)));
   return replace(holder, show(tags.slice(0, TAGS_AT)), more);
+}
+
+// The service's cost fields: a root's are its whole trace's; a model run's own, from the price table or as it reported.
+function costRow(run) {
+  const priced = run.total_cost !== null && run.total_cost !== undefined;
+  const tokens = Number(run.total_tokens) || 0;
+  if (!priced && !tokens) return null;
+  const label = run.parent_run_id ? "cost" : "cost (whole trace)";
+  if (!priced) {
+    const which = run.model ? `model ${cut(String(run.model), 200)} is` : "the model is";
+    return kv(label, `no price: ${which} not in the price table (otel-runs serve --prices FILE adds it)`);
+  }
+  const how = run.priced_as === "carried" ? "as the run reported it" : run.priced_as ? `priced as ${cut(String(run.priced_as), 200)}` : "";
+  const parts = `${fmtCost(run.total_cost)}: ${fmtCost(run.prompt_cost)} in, ${fmtCost(run.completion_cost)} out`;
+  return kv(label, how ? `${parts} (${how})` : parts);
 }
 
 function kv(label, value) {
@@ -221,7 +247,7 @@ function isMessage(value) {
   return Boolean(role) && ("content" in value || "parts" in value || "tool_calls" in value || "text" in value);
 }
 
-function roleOf(message) {
+export function roleOf(message) {
   const role = typeof message.role === "string" ? message.role : typeof message.type === "string" ? message.type : "";
   return ROLES.has(role.toLowerCase()) ? role.toLowerCase() : "";
 }
@@ -235,7 +261,7 @@ function messageList(value) {
 
 // Chat messages wherever the common clients put them: a list of messages, or
 // messages / input / output / prompt keys, or OpenAI's choices[].message.
-function findConversation(value) {
+export function findConversation(value) {
   const direct = messageList(value);
   if (direct) return { messages: direct, rest: null };
   if (!isObject(value)) return null;

@@ -1,5 +1,6 @@
 // One trace: the run tree in dotted_order order beside a waterfall on one time axis,
-// and the selected run's details.
+// and the selected run's details; new and changed runs shown as they arrive (a pause
+// control stops that).
 //
 // Only the rows in view are in the page (a fixed row height makes that simple), so a
 // 10,000-run trace costs as much to show as a 50-run one; a trace that large also
@@ -7,16 +8,21 @@
 
 import { api } from "./api.js";
 import {
-  copyButton, cut, fmtDuration, fmtInt, fmtTime, h, link, parseTime, replace, statusBadge, statusOf, typeBadge,
+  copyButton, cut, fmtCost, fmtDuration, fmtInt, fmtTime, h, link, parseTime, replace, statusBadge, statusOf, typeBadge,
 } from "./dom.js";
+import { badges, summaryText, traceFeedback } from "./feedback.js";
 import { RunView } from "./run.js";
 
 const ROW_H = 26;
 const OVERSCAN = 15;
 const PAGE = 100; // the query endpoint's largest page
-const TREE_FIELDS = ["name", "run_type", "start_time", "end_time", "status", "parent_run_id", "dotted_order", "trace_id"];
+// The service's own usage fields too (a root's are its trace's totals), and the local service's model and price row.
+const TREE_FIELDS = [
+  "name", "run_type", "start_time", "end_time", "status", "parent_run_id", "dotted_order", "trace_id",
+  "total_tokens", "total_cost", "model", "priced_as", "thread_id", "session_id",
+];
 const FOLD_ABOVE = 500; // runs; a larger trace opens folded below the root's children
-const REFRESH_UP_TO = 1000; // runs; an open trace up to this size is re-read in the background
+const LIVE_WAIT_S = 20; // how long the service holds a request for the trace's changes
 const REDRAW_EVERY_MS = 300; // while pages arrive
 
 export class TraceView {
@@ -31,8 +37,11 @@ export class TraceView {
     this.toggled = new Set(); // runs folded or unfolded by hand, against the default
     this.fold = false;
     this.closed = false;
-    this.refresh = null; // {cursor, runs} while a background re-read is under way
+    this.cursor = null; // where the changes feed (GET /runs/changes) left off
+    this.paused = false; // the page's pause control: no more changes asked for
     this.detail = new RunView(app);
+    this.detail.onFeedback = (item) => this.feedbackAdded(item);
+    this.feedback = null; // run id -> feedback items, once read
     this.build();
   }
 
@@ -59,6 +68,8 @@ export class TraceView {
       h("button", { type: "button", onclick: () => this.setFold(false) }, "Unfold all"),
       h("button", { type: "button", onclick: () => this.setFold(true) }, "Fold to first level"),
       h("button", { type: "button", onclick: () => this.reload() }, "Reload"),
+      (this.pauseButton = h("button", { type: "button", class: "live-toggle", onclick: () => this.setPaused(!this.paused) }, "Pause")),
+      (this.liveMark = h("span", { class: "live", title: "new and changed runs are shown as they arrive" }, "● live")),
       this.progress,
     );
     this.element = h(
@@ -93,9 +104,15 @@ export class TraceView {
     }
   }
 
+  setPaused(paused) {
+    this.paused = paused;
+    this.pauseButton.textContent = paused ? "Resume" : "Pause";
+    this.liveMark.textContent = paused ? "paused" : "● live";
+    this.liveMark.className = paused ? "live live-paused" : "live";
+  }
+
   async reload() {
     this.runs = new Map();
-    this.refresh = null;
     this.started = performance.now();
     for (const key of ["openedMs", "openedAt", "loadedMs", "loadedAt"]) delete this.element.dataset[key];
     try {
@@ -107,6 +124,9 @@ export class TraceView {
 
   async load() {
     this.stats = null;
+    // Where the changes feed starts: taken before the first page, so nothing stored meanwhile is missed (a run
+    // read twice is merged). Refused (a 429), the page loads without it and asks again later.
+    this.cursor = await api.changes(`trace=${encodeURIComponent(this.traceId)}`).then((a) => a.cursor, () => null);
     // The counts decide whether the tree opens folded; asked for beside the first page, not before it.
     // A refused count (/runs/stats is the most rate-limited read) must not keep the tree from showing.
     const stats = this.loadStats().then(() => null, (error) => error);
@@ -157,6 +177,21 @@ export class TraceView {
     this.element.dataset.runs = String(this.runs.size);
   }
 
+  async loadFeedback() {
+    this.feedback = await traceFeedback(this.traceId);
+    if (this.closed) return;
+    this.renderRows();
+    this.renderHead();
+  }
+
+  feedbackAdded(item) {
+    if (!this.feedback) this.feedback = new Map();
+    const runId = String(item.run_id || "");
+    this.feedback.set(runId, [...(this.feedback.get(runId) || []), item]);
+    this.renderRows();
+    this.renderHead();
+  }
+
   async loadStats() {
     const stats = await api.stats({ trace: this.traceId });
     const runs = Number(stats.run_count) || 0;
@@ -166,49 +201,55 @@ export class TraceView {
       prompt: Number(stats.prompt_tokens) || 0,
       completion: Number(stats.completion_tokens) || 0,
       errors: Math.round((Number(stats.error_rate) || 0) * runs),
+      cost: stats.total_cost,
+      promptCost: stats.prompt_cost,
+      completionCost: stats.completion_cost,
+      unpriced: Number(stats.unpriced_runs) || 0,
+      pricesOf: stats.prices_updated,
     };
   }
 
-  isOpenTrace() {
-    const root = this.nodes[0] && this.nodes[0].run;
-    return !root || root.parent_run_id || [...this.runs.values()].some((run) => statusOf(run) === "open");
-  }
-
-  // While the trace is still running, re-read it a page per tick and swap it in when whole.
+  // One background request per tick: the rest of the trace, its counts, its feedback, then its changes as they
+  // come (a long poll held by the service until a run of the trace is stored or changed): a trace of any size stays
+  // current, a request per change or per LIVE_WAIT_S. Counts are asked again after a change.
   pollJob() {
     if (!this.element.dataset.loadedMs) {
       // A load the service refused midway resumes here, so the poller's back-off paces it.
       return this.pass && !this.pass.running ? this.continueLoad() : null;
     }
-    if (!this.stats) {
+    if (!this.stats || this.statsStale) {
       return this.loadStats().then(() => {
+        this.statsStale = false;
         if (!this.closed) this.renderHead();
       });
     }
-    if (!this.refresh) {
-      if (!this.isOpenTrace() || this.runs.size > REFRESH_UP_TO) return null;
-      this.refresh = { cursor: null, runs: new Map(), statsDone: false };
-    }
-    const pass = this.refresh;
-    if (!pass.statsDone) {
-      return this.loadStats().then(() => {
-        pass.statsDone = true;
+    if (!this.feedback) return this.loadFeedback();
+    if (this.paused) return null;
+    if (!this.cursor) {
+      return api.changes(`trace=${encodeURIComponent(this.traceId)}`).then((a) => {
+        this.cursor = a.cursor;
       });
     }
-    const body = { trace: this.traceId, order: "asc", limit: PAGE, select: TREE_FIELDS };
-    if (pass.cursor) body.cursor = pass.cursor;
-    return api.query(body).then((answer) => {
-      if (this.closed || this.refresh !== pass) return;
-      for (const run of answer.runs || []) pass.runs.set(run.id, run);
-      pass.cursor = answer.cursors && answer.cursors.next;
-      if (pass.cursor) return;
-      const before = this.selected && this.runs.get(this.selected);
-      this.runs = pass.runs;
-      this.refresh = null;
-      this.rebuild();
-      const after = this.selected && this.runs.get(this.selected);
-      if (after && (!before || before.status !== after.status)) this.detail.show(this.selected, this.traceId);
-    });
+    return this.follow();
+  }
+
+  async follow() {
+    const asked = this.cursor;
+    const answer = await api.changes(`trace=${encodeURIComponent(this.traceId)}&after=${encodeURIComponent(asked)}&wait=${LIVE_WAIT_S}`);
+    // Closed, reloaded meanwhile, or paused: nothing changes on the page (a paused one asks again from the same
+    // cursor when resumed, so what came meanwhile is shown then).
+    if (this.closed || this.cursor !== asked || this.paused) return;
+    this.cursor = answer.cursor;
+    const runs = answer.runs || [];
+    if (!runs.length) return;
+    const before = this.selected && this.runs.get(this.selected);
+    for (const run of runs) this.runs.set(run.id, { ...(this.runs.get(run.id) || {}), ...run });
+    this.statsStale = true;
+    this.rebuild();
+    this.element.dataset.runs = String(this.runs.size);
+    this.element.dataset.changes = String((Number(this.element.dataset.changes) || 0) + runs.length);
+    const after = this.selected && this.runs.get(this.selected);
+    if (after && (!before || before.status !== after.status)) this.detail.show(this.selected, this.traceId);
   }
 
   setFold(fold) {
@@ -368,6 +409,8 @@ export class TraceView {
         node.status === "error" ? h("span", { class: "err-mark", title: "this run ended with an error" }, "error") : null,
         node.status === "open" ? h("span", { class: "open-mark", title: "no end time yet" }, "open") : null,
         folded ? h("span", { class: "hidden-count", title: "runs folded under this one" }, `+${fmtInt(node.size)}`) : null,
+        this.feedback ? badges(this.feedback.get(run.id)) : null,
+        usageCell(run),
       ),
       h(
         "span",
@@ -399,6 +442,12 @@ export class TraceView {
       fact("runs", fmtInt(Math.max(stats.runs, this.runs.size))),
       fact("tokens", stats.tokens === null ? "…" : stats.tokens ? `${fmtInt(stats.tokens)} (in ${fmtInt(stats.prompt)}, out ${fmtInt(stats.completion)})` : "0"),
       fact("failed runs", fmtInt(stats.errors)),
+      fact("cost", stats.tokens === null ? "…" : costText(stats)),
+      fact("feedback", this.feedback ? summaryText(this.feedback) : "…"),
+      run.thread_id
+        ? h("span", { class: "fact" }, h("span", { class: "label" }, "thread"),
+            h("a", { href: `#/threads/${encodeURIComponent(String(run.thread_id))}?project=${encodeURIComponent(String(run.session_id || ""))}` }, cut(String(run.thread_id), 80)))
+        : null,
       h("span", { class: "fact" }, h("span", { class: "label" }, "trace id"), h("code", null, this.traceId), copyButton(this.traceId, "trace id")),
     );
     this.app.setCrumbs(h("a", { href: "#/" }, "Traces"), h("span", null, cut(run.name || "trace", 80)));
@@ -417,4 +466,28 @@ export class TraceView {
 
 function fact(label, value) {
   return h("span", { class: "fact" }, h("span", { class: "label" }, label), h("span", { class: "value" }, value));
+}
+
+// A row's model, tokens and cost (a root's: its trace's); "no price" for tokens of a model the table lacks.
+function usageCell(run) {
+  const tokens = Number(run.total_tokens) || 0;
+  const priced = run.total_cost !== null && run.total_cost !== undefined;
+  if (!run.model && !tokens && !priced) return null;
+  const title = priced
+    ? `${fmtCost(run.total_cost)}${run.priced_as && run.priced_as !== "carried" ? `, priced as ${cut(run.priced_as, 100)}` : run.priced_as === "carried" ? ", as the run reported it" : ""}`
+    : "no price: the price table has no row for this model (otel-runs serve --prices FILE adds one)";
+  return h(
+    "span",
+    { class: "usage", title },
+    run.model ? h("span", { class: "model" }, cut(String(run.model), 40)) : null,
+    tokens ? h("span", { class: "tok" }, `${fmtInt(tokens)} tok`) : null,
+    tokens || priced ? h("span", { class: priced ? "cost" : "cost cost-none" }, fmtCost(run.total_cost)) : null,
+  );
+}
+
+function costText(stats) {
+  if (stats.cost === null || stats.cost === undefined) return stats.unpriced ? "no price" : "none";
+  const parts = [`${fmtCost(stats.cost)} (in ${fmtCost(stats.promptCost)}, out ${fmtCost(stats.completionCost)})`];
+  if (stats.unpriced) parts.push(`, ${fmtInt(stats.unpriced)} model run${stats.unpriced === 1 ? "" : "s"} without a price`);
+  return parts.join("");
 }
