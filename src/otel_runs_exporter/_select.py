@@ -44,18 +44,8 @@ from opentelemetry.trace import StatusCode
 from ._logging import RateLimitedLog
 from ._settings import Settings
 
-__all__ = [
-    "GENAI_SCOPES",
-    "GENAI_ATTRIBUTE_PREFIXES",
-    "KEEP",
-    "SKIP",
-    "ROOT",
-    "SpanFilter",
-    "TailRule",
-    "is_genai_span",
-    "genai_scope",
-    "has_genai_attributes",
-]
+__all__ = ["GENAI_SCOPES", "GENAI_ATTRIBUTE_PREFIXES", "KEEP", "SKIP", "ROOT", "SpanFilter", "TailRule",
+           "is_genai_span", "genai_scope", "has_genai_attributes"]
 
 logger = logging.getLogger(__name__)
 _once = RateLimitedLog(logger, interval_s=float("inf"))

@@ -113,17 +113,13 @@ class Worker:
         self._start_worker()
 
     @property
-    def ledger(self) -> Ledger:
-        """The counts, for what the processor decides above the queue (spans filtered, traces held)."""
-        return self._ledger
-
-    @property
     def options(self) -> ConvertOptions:
         """What conversion takes from the settings, resolved once; the processor resolves ids with its ``id_scheme`` too."""
         return self._opts
 
     def _init_state(self) -> None:
-        self._ledger = Ledger()
+        #: The counts; the processor adds what it decides above the queue (spans filtered, traces held).
+        self.ledger = Ledger()
         self._queue: deque[tuple[str, Any, RunNode]] = deque()
         self._wake = threading.Event()
         self._lock = threading.Lock()
@@ -175,14 +171,14 @@ class Worker:
         """
         if self._stopping:
             if kind == "patch":
-                self._ledger.refuse("after_shutdown")
+                self.ledger.refuse("after_shutdown")
             return True
         queue = self._queue
         settings = self._settings
         waiting = len(queue)
         if waiting >= settings.max_queue_size:
             if kind == "patch":
-                self._ledger.refuse("queue_full")
+                self.ledger.refuse("queue_full")
                 self._release(node)
             _rl.warning(
                 "queue_full",
@@ -200,7 +196,7 @@ class Worker:
         if held > settings.max_queue_bytes:
             # One budget for memory: spans waiting to be converted (estimated), open runs
             # (estimated, with their dotted_order) and encoded runs waiting to be sent (exact).
-            self._ledger.refuse("queue_bytes_full")
+            self.ledger.refuse("queue_bytes_full")
             if kind == "patch":
                 self._release(node)
             _rl.warning(
@@ -211,7 +207,7 @@ class Worker:
             )
             return False
         if kind == "patch":
-            self._ledger.admit()
+            self.ledger.admit()
             # Only now may the worker merge the post with the end: the patch is sure to be queued.
             node.state = RunNode.ENDED
         queue.append((kind, span, node))
@@ -232,7 +228,7 @@ class Worker:
         runs were dropped or spooled instead of delivered meanwhile.
         """
         if self._stopped or self._worker is None or not self._worker.is_alive():
-            return self._ledger.queued == 0 and not self._queue
+            return self.ledger.queued == 0 and not self._queue
         request = _FlushRequest(self._clock.now() + timeout_s)
         with self._lock:
             self._flush_requests.append(request)
@@ -276,7 +272,7 @@ class Worker:
 
     def stats(self) -> ExporterStats:
         events = self._events.counts() if self._events is not None else None
-        return self._ledger.snapshot(self._delivery.transport.counts, interval_s=self._pacer.interval,
+        return self.ledger.snapshot(self._delivery.transport.counts, interval_s=self._pacer.interval,
                                      log_events=events, sampling_held=self.hold.runs if self.hold is not None else 0)
 
     # --- shutdown ------------------------------------------------------------------
@@ -290,7 +286,7 @@ class Worker:
             # meanwhile); the batch in flight is counted as given up, and moved back
             # out of that count by the ledger if it is delivered after all.
             self._leave(spool=not interrupted)
-        self._ledger.give_up(waited_s, interrupted, note=self._delivery.exit_note())
+        self.ledger.give_up(waited_s, interrupted, note=self._delivery.exit_note())
 
     def _leave(self, spool: bool) -> None:
         """At shutdown, what is still in memory: to the spool (when there is one), the rest let go.
@@ -346,14 +342,14 @@ class Worker:
 
     def _flush(self, deadline: float) -> bool:
         """Send until nothing is left or the deadline; False also when runs were lost meanwhile."""
-        lost_before = self._ledger.lost()
+        lost_before = self.ledger.lost()
         while True:
             result = self._cycle(deadline)
             if result is not _Cycle.INTERRUPTED or self._stopping or self._clock.now() >= deadline:
                 break
             # New work woke a backoff wait: the flush goes on until its own deadline.
             self._wake.clear()
-        return result is _Cycle.DONE and self._ledger.lost() == lost_before
+        return result is _Cycle.DONE and self.ledger.lost() == lost_before
 
     def _cycle(self, deadline: float, paced: bool = False, early: bool = False) -> _Cycle:
         """Convert what is queued and send it, batch by batch, until nothing is left or the deadline.
@@ -404,7 +400,7 @@ class Worker:
                 return
 
     def _record(self, outcome: Outcome) -> None:
-        self._ledger.record(outcome)
+        self.ledger.record(outcome)
         if outcome.throttled:
             self._pacer.on_throttled(outcome.retry_after_s)
         elif outcome.delivered or outcome.delivered_sealed or outcome.replayed:
@@ -447,11 +443,11 @@ class Worker:
             except Exception as exc:  # noqa: BLE001 - one bad span must not stop the others
                 log_convert_error(span, exc)  # the post's failure and the patch's are one line
                 if kind == "patch":
-                    self._ledger.drop("convert_error")
+                    self.ledger.drop("convert_error")
                 continue
             if encoded is not None and not self._delivery.add(encoded):
                 if encoded.completes:
-                    self._ledger.drop("queue_bytes_full")
+                    self.ledger.drop("queue_bytes_full")
                 else:
                     # The early post did not fit: forget it, so the patch goes out as a whole post.
                     self._forget_early(encoded.run_id)
@@ -491,7 +487,7 @@ class Worker:
     def _completed(self, ids: RunIds) -> None:
         """Count what a run's completing operation says about its place."""
         if ids.depth_limit_parent is not None:
-            self._ledger.depth_limited()
+            self.ledger.depth_limited()
 
     def _convert(self, kind: str, span: Any, node: RunNode) -> EncodedRun | None:
         if kind == "post" and node.state == RunNode.DROPPED:
@@ -502,7 +498,7 @@ class Worker:
             if node.state == RunNode.ENDED:
                 # Its patch is queued already: one post carries the whole run, the patch is
                 # skipped. Marked only once encoded: if this raises, the patch still counts.
-                full = ended_run(span, ids, self._opts, self._events, self._ledger)
+                full = ended_run(span, ids, self._opts, self._events, self.ledger)
                 merged = encode_run("post", full, limit, completes=True)
                 self._completed(ids)
                 node.state = RunNode.MERGED
@@ -517,7 +513,7 @@ class Worker:
         if node.state == RunNode.MERGED:
             return None
         summary = self._forget_early(ids.run_id)
-        full = ended_run(span, ids, self._opts, self._events, self._ledger)
+        full = ended_run(span, ids, self._opts, self._events, self.ledger)
         if summary is None:
             # Its post never went out (dropped, or refused while the queue was full): send the whole run.
             encoded = encode_run("post", full, limit, completes=True)
