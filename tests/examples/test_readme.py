@@ -119,6 +119,6 @@ def test_the_compared_with_figures_are_the_benchmarks() -> None:
         for cell in row.split("|")[2:]:
             cell = re.sub(r"`[^`]*`", "", cell)  # names such as /otel/v1/traces are not figures
             figures |= {f for f in re.findall(r"\d[\d,.]*\d|\d", cell) if f not in {"0", "100"}}
-    assert {"71", "82", "1,752", "98,974", "2,560", "2,558"} <= figures  # the parse still finds the table
+    assert len(figures) >= 10, figures  # the parse still finds the table (its figures change with each run)
     missing = sorted(f for f in figures if not re.search(rf"(?<![\d,.]){re.escape(f)}(?![\d,])", benchmarks))
     assert missing == [], f"figures in README's 'Compared with' that BENCHMARKS.md does not report: {missing}"
