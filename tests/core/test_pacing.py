@@ -30,13 +30,13 @@ def test_at_rest_the_wait_is_the_schedule_delay_exactly():
     assert p.interval == 0.2 and not p.adapting
 
 
-def test_a_429_doubles_the_interval_up_to_the_bound():
+def test_a_429_grows_the_interval_by_half_up_to_the_bound():
     p, _ = pacer()
     seen = []
-    for _ in range(8):
+    for _ in range(12):
         p.on_throttled(None)
-        seen.append(round(p.interval, 6))
-    assert seen == [0.4, 0.8, 1.6, 3.2, 6.4, 10.0, 10.0, 10.0]
+        seen.append(round(p.interval, 4))
+    assert seen == [0.3, 0.45, 0.675, 1.0125, 1.5188, 2.2781, 3.4172, 5.1258, 7.6887, 10.0, 10.0, 10.0]
 
 
 def test_retry_after_is_a_floor_for_the_interval_and_for_the_next_wait():
@@ -68,10 +68,10 @@ def test_without_retry_after_the_wait_after_a_429_is_half_to_one_interval():
     p, _ = pacer(seed=4)
     waits = []
     for _ in range(200):
-        p.on_throttled(None)  # at the bound soon; each refusal owes one jittered wait
+        p.on_throttled(None)  # at the bound after ten; each refusal owes one jittered wait
         waits.append(p.next_wait())
-    assert all(5.0 <= w <= 10.0 for w in waits[6:])
-    assert min(waits[6:]) < 6.0 and max(waits[6:]) > 9.0
+    assert all(5.0 <= w <= 10.0 for w in waits[10:])
+    assert min(waits[10:]) < 6.0 and max(waits[10:]) > 9.0
 
 
 def test_success_shrinks_the_interval_by_10_ms_per_second_of_time():
