@@ -97,28 +97,40 @@ def _number(raw: str, kind: Callable[[str], Any], ok: Callable[[Any], bool], exp
     return value
 
 
-def _positive_int(raw: str) -> int:
-    return _number(raw, int, lambda v: v > 0, "a whole number greater than 0")
+@dataclass(frozen=True)
+class _Number:
+    """A numeric setting's parser: its type, its range and the words for them, owned once.
+
+    Called with the variable's text. :meth:`holds` checks a value given in code by
+    the same range, in the setting's own unit (``typed_expected`` says it when the
+    variable's differs: OTel's BSP variables spell seconds in milliseconds).
+    """
+
+    kind: type
+    ok: Callable[[Any], bool]
+    expected: str
+    per_unit: float = 1.0  # the variable's units in one of the setting's
+    typed_expected: str | None = None
+
+    def __call__(self, raw: str) -> Any:
+        value = _number(raw, self.kind, self.ok, self.expected)
+        return value / self.per_unit if self.per_unit != 1.0 else value
+
+    def holds(self, value: Any) -> bool:
+        if isinstance(value, bool) or not isinstance(value, int if self.kind is int else (int, float)):
+            return False
+        return value == value and bool(self.ok(value))  # value == value: not NaN
 
 
-def _non_negative_int(raw: str) -> int:
-    return _number(raw, int, lambda v: v >= 0, "a whole number of 0 or more")
-
-
-def _millis_to_seconds(raw: str) -> float:
-    return _number(raw, float, lambda v: 0 <= v < float("inf"), "milliseconds, 0 or more") / 1000.0
-
-
-def _seconds(raw: str) -> float:
-    return _number(raw, float, lambda v: 0 < v < float("inf"), "seconds, greater than 0")
-
-
-def _seconds_or_off(raw: str) -> float:
-    return _number(raw, float, lambda v: 0 <= v < float("inf"), "seconds, 0 or more (0: off)")
-
-
-def _ratio(raw: str) -> float:
-    return _number(raw, float, lambda v: 0 <= v <= 1, "a number from 0 to 1")
+_positive_int = _Number(int, lambda v: v > 0, "a whole number greater than 0")
+_non_negative_int = _Number(int, lambda v: v >= 0, "a whole number of 0 or more")
+_millis_to_seconds = _Number(
+    float, lambda v: 0 <= v < float("inf"), "milliseconds, 0 or more", per_unit=1000.0,
+    typed_expected="seconds, 0 or more",
+)
+_seconds = _Number(float, lambda v: 0 < v < float("inf"), "seconds, greater than 0")
+_seconds_or_off = _Number(float, lambda v: 0 <= v < float("inf"), "seconds, 0 or more (0: off)")
+_ratio = _Number(float, lambda v: 0 <= v <= 1, "a number from 0 to 1")
 
 
 def _scopes(raw: str) -> tuple[str, ...]:
@@ -819,17 +831,8 @@ def _typed(decl: _Decl, name: str, value: Any) -> Any:
     otel_runs_exporter._errors.ConfigError: argument max_queue_size=0 is not valid: expected a whole number greater than 0
     """
     parse = decl.parse
-    if parse is _positive_int or parse is _non_negative_int:
-        least = 1 if parse is _positive_int else 0
-        good = isinstance(value, int) and not isinstance(value, bool) and value >= least
-        expected = "a whole number greater than 0" if least else "a whole number of 0 or more"
-    elif parse is _seconds or parse is _millis_to_seconds:
-        good = _real(value) and (0 < value if parse is _seconds else 0 <= value) and value < float("inf")
-        expected = "seconds, greater than 0" if parse is _seconds else "seconds, 0 or more"
-    elif parse is _seconds_or_off:
-        good, expected = _real(value) and 0 <= value < float("inf"), "seconds, 0 or more (0: off)"
-    elif parse is _ratio:
-        good, expected = _real(value) and 0 <= value <= 1, "a number from 0 to 1"
+    if isinstance(parse, _Number):
+        good, expected = parse.holds(value), parse.typed_expected or parse.expected
     elif parse is _scopes:
         good = isinstance(value, (tuple, list)) and all(isinstance(v, str) for v in value)
         expected = "scope names, as a list or comma-separated text"
