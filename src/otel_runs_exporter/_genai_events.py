@@ -82,6 +82,7 @@ from ._convert import ConvertOptions, patch_fields, span_to_run
 from ._cost import stamp_cost
 from ._encode import EncodedRun, encode_run
 from ._fork import ForkSafeLock, WeakRegistry, renew_in_child
+from ._hold import span_bytes
 from ._ids import RunIds
 from ._logging import RateLimitedLog
 from ._semconv import GENAI_EVENT_PREFIX, SpanEvent
@@ -104,8 +105,6 @@ LATE_BYTES = 16 * 1024 * 1024
 
 # Beyond the JSON of its values: the SpanEvent, its dict, the list slot (tracemalloc, ~200 B).
 _EVENT_OVERHEAD = 200
-# A kept span beyond its string attributes: the SDK span, its context, resource and scope references.
-_SPAN_OVERHEAD = 2048
 #: Attributes every GenAI semconv span carries (one of them): the runs worth keeping for late events.
 _GENAI_SPAN_KEYS = ("gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.system")
 
@@ -229,7 +228,7 @@ class EventJoin:
                 old = self._kept.pop(key, None)  # the same span converted twice: the later one counts
                 if old is not None:
                     self._kept_bytes -= old.size
-                size = _span_size(span) + (entry.size if entry is not None else 0)
+                size = span_bytes(span) + (entry.size if entry is not None else 0)
                 self._kept[key] = _Kept(span, ids, now, list(events), size)
                 self._kept_bytes += size
                 self._trim_kept(now)
@@ -338,14 +337,6 @@ class EventJoin:
 def _is_genai_span(span: Any) -> bool:
     attributes = span.attributes
     return bool(attributes) and any(key in attributes for key in _GENAI_SPAN_KEYS)
-
-
-def _span_size(span: Any) -> int:
-    """A kept span's memory, estimated from its string attributes (the content, in span modes)."""
-    size = _SPAN_OVERHEAD
-    for value in (span.attributes or {}).values():
-        size += len(value) if isinstance(value, str) else 16
-    return size
 
 
 def _event_size(attributes: Mapping[str, Any]) -> int:

@@ -56,6 +56,9 @@ _EVENT_BYTES = 200
 def span_bytes(span: Any, events: Any = None) -> int:
     """What holding this ended span costs, estimated: a fixed part plus its string attributes.
 
+    The one estimate for an ended span kept in memory: this hold's, and the GenAI
+    log-event join's for the spans it keeps for late events.
+
     Strings counted at their length, as payloads (prompts, documents) are what make a span large.
     ``events``: the span's events when the caller has read them already.
     """
