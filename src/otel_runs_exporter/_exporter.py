@@ -65,6 +65,11 @@ _Key = tuple[int, int]  # (otel trace id, otel span id)
 _UNKNOWN = RunIds("", "", None, "", 0)
 
 
+def _entry_bytes(ids: RunIds | None) -> int:
+    """What one entry of the resolved map holds: the ids and the map slot, and the dotted_order."""
+    return _RESOLVED_ENTRY_BYTES + (len(ids.dotted_order) if ids is not None else 0)
+
+
 class RunsSpanExporter(SpanExporter):
     """A ``SpanExporter`` that sends spans as runs; reads its settings from the environment.
 
@@ -285,12 +290,12 @@ class RunsSpanExporter(SpanExporter):
         resolved = self._resolved
         old = resolved.pop(key, _UNKNOWN)
         if old is not _UNKNOWN:
-            self._resolved_bytes -= _RESOLVED_ENTRY_BYTES + (len(old.dotted_order) if old is not None else 0)
+            self._resolved_bytes -= _entry_bytes(old)
         resolved[key] = ids
-        self._resolved_bytes += _RESOLVED_ENTRY_BYTES + (len(ids.dotted_order) if ids is not None else 0)
+        self._resolved_bytes += _entry_bytes(ids)
         while len(resolved) > _RESOLVED_MAX or self._resolved_bytes > _RESOLVED_MAX_BYTES:
             _, gone = resolved.popitem(last=False)
-            self._resolved_bytes -= _RESOLVED_ENTRY_BYTES + (len(gone.dotted_order) if gone is not None else 0)
+            self._resolved_bytes -= _entry_bytes(gone)
 
     def _release(self, now: float, everything: bool) -> list[tuple[ReadableSpan, RunIds]]:
         """Send as roots the spans held too long, or too many, or all at shutdown."""
