@@ -15,8 +15,8 @@ import time
 from typing import Any
 
 from ._changes import FIELDS as CHANGE_FIELDS
-from ._charts import charts, parse_charts
 from ._changes import cursor, parse_changes
+from ._charts import charts, parse_charts
 from ._feedback import (
     api_feedback,
     feedback_stats,
@@ -181,12 +181,12 @@ def run_changes(request: Request, service: Service) -> Reply:
     # A cursor of another store (the service restarted) starts from the trace's beginning: runs again, never none.
     after = query.after[1] if query.after[0] == store.store_id else 0
     deadline = time.monotonic() + query.wait_s
-    while not request.stopping.is_set() and not store.changed_since(query.trace_id, after):
+    # In short waits, so a service stopping ends them at once; the store re-checks after each write.
+    changed = lambda: store.changed_since(query.trace_id, after)  # noqa: E731 - the store's wait takes a predicate
+    while not request.stopping.is_set():
         remaining = deadline - time.monotonic()
-        if remaining <= 0:
+        if store.wait(changed, min(0.5, max(0.0, remaining))) or remaining <= 0:
             break
-        # In short waits, so a service stopping ends them at once.
-        store.wait(lambda: store.changed_since(query.trace_id, after), min(0.5, remaining))
     found, version, more = store.changes(query.trace_id, after, query.limit)
     usage = store.run_usage([q.run["id"] for q in found])
     runs = [api_run(q.run, q.project_id, CHANGE_FIELDS, usage.get(q.run["id"])) for q in found]
