@@ -13,6 +13,10 @@ It answers what the contenders send:
 * ``POST /otel/v1/traces`` (OTLP/protobuf) -> 200; counts spans.
 * ``GET /info`` -> the shape the langsmith client reads to pick multipart and zstd.
 
+``--max-body-bytes N`` makes it a receiver with a request size limit: a body over
+``N`` bytes (as sent, before decompression) is read, counted as ``too_large`` and
+answered 413, like a collector or an ingest proxy past its limit.
+
 and a control surface under ``/_bench/``:
 
 * ``POST /_bench/reset?down=503|close|&latency=0|1`` zero the counters, set the mode;
@@ -65,6 +69,7 @@ class Counters:
         self.latency = latency
         self.requests = 0
         self.refused = 0
+        self.too_large = 0  # bodies over --max-body-bytes, answered 413
         self.body_bytes = 0  # as received on the wire (compressed when compressed)
         self.raw_bytes = 0  # after decompression
         self.posts = 0
@@ -79,6 +84,7 @@ class Counters:
             "down": self.down,
             "requests": self.requests,
             "refused": self.refused,
+            "too_large": self.too_large,
             "body_bytes": self.body_bytes,
             "raw_bytes": self.raw_bytes,
             "posts": self.posts,
@@ -92,6 +98,7 @@ class Counters:
 
 
 COUNTERS = Counters()
+MAX_BODY_BYTES = 0  # 0: no limit (--max-body-bytes)
 
 
 def _iso_to_ns(value: str) -> int:
@@ -174,7 +181,8 @@ def _info() -> dict:
             "scale_up_nthreads_limit": 16,
             "scale_down_nempty_trigger": 4,
             "size_limit": 100,
-            "size_limit_bytes": 20 * 1024 * 1024,
+            # A sink with a request size limit says so, as the service does.
+            "size_limit_bytes": min(20 * 1024 * 1024, MAX_BODY_BYTES or 20 * 1024 * 1024),
         },
         "instance_flags": {"zstd_compression_enabled": zstandard is not None},
         "local": True,
@@ -268,6 +276,13 @@ class Handler(BaseHTTPRequestHandler):
         body = self._read_body()
         arrival = time.time_ns()
         wire = len(body)
+        if MAX_BODY_BYTES and wire > MAX_BODY_BYTES:
+            with c.cond:
+                c.too_large += 1
+                c.requests += 1
+                c.body_bytes += wire
+            self._reply(413, b'{"detail":"request body over the sink\'s --max-body-bytes"}')
+            return
         if c.down:
             with c.cond:
                 c.refused += 1
@@ -331,7 +346,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--max-body-bytes", type=int, default=0, help="answer 413 to bodies over this (0: no limit)")
     args = parser.parse_args(argv)
+    global MAX_BODY_BYTES
+    MAX_BODY_BYTES = args.max_body_bytes
     server = Server((args.host, args.port), Handler)
     print(f"listening on http://{args.host}:{server.server_address[1]}", flush=True)
     try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -86,3 +87,15 @@ def test_outage_run_held_what_it_queued(smoke: dict) -> None:
         assert r["stats_after_burst"] is not None
         # A burst this small fits every cap: all of it arrives once the sink is back.
         assert r["held_delivered"] == r["spans"], r
+
+
+def test_oversize_spans_reach_the_sink(tmp_path: Path) -> None:
+    # bench/oversize.py at a size that takes a second: a receiver limiting requests to 1 MiB
+    # refuses OTLP's one 2.6 MB batch (413, not retried); ours splits by the limit /info gives.
+    out = os.path.join(str(tmp_path), "oversize.json")
+    run_bench("oversize.py", "--spans", "40", "--kb", "64", "--limit-mib", "1", "--json", out, timeout=120)
+    with open(out) as f:
+        rows = {r["contender"]: r for r in json.load(f)["rows"]}
+    assert rows["ours-processor"]["delivered"] == 40 and rows["ours-processor"]["refused_413"] == 0
+    assert rows["ours-exporter"]["delivered"] == 40 and rows["ours-exporter"]["refused_413"] == 0
+    assert rows["otlp"]["delivered"] == 0 and rows["otlp"]["refused_413"] >= 1
