@@ -120,7 +120,8 @@ class Worker:
     def _init_state(self) -> None:
         #: The counts; the processor adds what it decides above the queue (spans filtered, traces held).
         self.ledger = Ledger()
-        self._queue: deque[tuple[str, Any, RunNode]] = deque()
+        # A node per queued operation: its first is its post, its second its end (RunNode.pending).
+        self._queue: deque[RunNode] = deque()
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._flush_requests: list[_FlushRequest] = []
@@ -206,11 +207,16 @@ class Worker:
                 settings.max_queue_bytes,
             )
             return False
+        node.pending = span
         if kind == "patch":
+            if node.ids is None:
+                # Not placed yet: place it by the ended span, so the live one is not kept for that
+                # (the worker clears it once the run is complete, should it be placed meanwhile).
+                node.span = span
             self.ledger.admit()
             # Only now may the worker merge the post with the end: the patch is sure to be queued.
             node.state = RunNode.ENDED
-        queue.append((kind, span, node))
+        queue.append(node)
         if len(queue) >= self._wake_at and not self._wake.is_set():
             self._wake.set()
         return True
@@ -435,14 +441,20 @@ class Worker:
         catch_up = _CATCH_UP_BATCHES * self._settings.max_export_batch_size
         for _ in range(budget):
             try:
-                kind, span, node = queue.popleft()
+                node = queue.popleft()
             except IndexError:  # emptied by a shutdown that could not wait for us
                 return
+            first = not node.posted
+            node.posted = True
+            span = node.pending
             try:
-                encoded = self._convert(kind, span, node)
+                encoded = self._convert(first, span, node)
             except Exception as exc:  # noqa: BLE001 - one bad span must not stop the others
-                log_convert_error(span, exc)  # the post's failure and the patch's are one line
-                if kind == "patch":
+                log_convert_error(span, exc)
+                if node.state == RunNode.ENDED:
+                    # Its end was queued: the run is lost, counted once; a second operation is skipped.
+                    node.state = RunNode.DROPPED
+                    node.span = node.pending = None
                     self.ledger.drop("convert_error")
                 continue
             if encoded is not None and not self._delivery.add(encoded):
@@ -489,36 +501,37 @@ class Worker:
         if ids.depth_limit_parent is not None:
             self.ledger.depth_limited()
 
-    def _convert(self, kind: str, span: Any, node: RunNode) -> EncodedRun | None:
-        if kind == "post" and node.state == RunNode.DROPPED:
-            return None  # its end was refused and counted: a post alone would stay incomplete
+    def _convert(self, first: bool, span: Any, node: RunNode) -> EncodedRun | None:
+        """A node's queued operation: its first is its post, its second (if any) its end.
+
+        A post whose end is queued already carries the whole run, and the end is then
+        skipped; a run whose post never got into the queue (refused while it was full,
+        or held for sampling) has only its end queued, which is then its first.
+        """
+        state = node.state
+        if state == RunNode.DROPPED or state == RunNode.MERGED:
+            return None  # its end was refused and counted, or the post carried the whole run
         limit = self._settings.max_value_chars
         ids = node.resolve(self._opts.id_scheme)
-        if kind == "post":
-            if node.state == RunNode.ENDED:
-                # Its patch is queued already: one post carries the whole run, the patch is
-                # skipped. Marked only once encoded: if this raises, the patch still counts.
-                full = ended_run(span, ids, self._opts, self._events, self.ledger)
-                merged = encode_run("post", full, limit, completes=True)
-                self._completed(ids)
-                node.state = RunNode.MERGED
-                return merged
-            # Open, as far as counting knows (the span may have ended a moment ago, its patch
-            # not queued yet): only the patch carries the end, so a refused patch is a run lost.
+        if first and state == RunNode.OPEN:
+            # Open, as far as counting knows (the span may have ended a moment ago, its end not
+            # queued yet): only the end carries it, so a refused end is a run lost.
             run = span_to_run(span, ids, self._opts, as_open=True)
             self._remember_early(ids.run_id, early_post_summary(run), _OPEN_RUN_BYTES + len(ids.dotted_order))
             return encode_run("post", run, limit)
         # The span has ended: the last chance to see ids set after its start, once per span.
         warn_if_ids_set_late(span, node.given)
-        if node.state == RunNode.MERGED:
-            return None
-        summary = self._forget_early(ids.run_id)
+        summary = None if first else self._forget_early(ids.run_id)
         full = ended_run(span, ids, self._opts, self._events, self.ledger)
         if summary is None:
-            # Its post never went out (dropped, or refused while the queue was full): send the whole run.
+            # One post carries the whole run: its end is queued (merged), or its post never went out
+            # (refused, dropped on the way, or held): the end is then skipped.
             encoded = encode_run("post", full, limit, completes=True)
         else:
             encoded = encode_run("patch", patch_fields(full, summary), limit, completes=True)
+        # Marked only once encoded: a failure above is counted by the caller, once.
+        node.state = RunNode.MERGED
+        node.span = node.pending = None
         self._completed(ids)
         return encoded
 
