@@ -504,7 +504,7 @@ def _as_list(value: Any) -> list[Any] | None:
     if isinstance(decoded, dict):
         return [decoded]
     if isinstance(decoded, (list, tuple)):
-        return [_json_value(v) for v in decoded]
+        return [_json_value(v) if isinstance(v, str) else v for v in decoded]  # (most items are objects already)
     return None
 
 
@@ -775,12 +775,13 @@ def _anthropic_content(content: Any, tool_calls: list[dict[str, Any]], results: 
 
 
 def _plain_text_message(raw: dict[str, Any]) -> dict[str, Any] | None:
-    """The commonest GenAI message, ``{"role", "parts": [{"type": "text", "content"}]}`` with one text part, read
-    in one step; None for any other shape, which :func:`_message` reads in full.
+    """The commonest GenAI message, ``{"role", "parts": [{"type": "text", "content"}]}`` with one text part (an
+    output message also says its ``finish_reason``, which :func:`_message_list` reads), read in one step; None
+    for any other shape, which :func:`_message` reads in full.
 
     The result is what the full reading (:func:`_read_message`) gives for it; a test compares the two.
     """
-    if len(raw) != 2:
+    if len(raw) != 2 and (len(raw) != 3 or "finish_reason" not in raw):
         return None
     speaker = raw.get("role")
     parts = raw.get("parts")
@@ -877,7 +878,12 @@ def _read_message(raw: dict[str, Any], role: str | None) -> list[dict[str, Any]]
 def _messages(items: Iterable[Any], role: str | None = None) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for item in items:
-        out.extend(_message(item, role))
+        # The commonest message straight away: most conversations are only these.
+        simple = _plain_text_message(item) if type(item) is dict else None
+        if simple is not None:
+            out.append(simple)
+        else:
+            out.extend(_message(item, role))
     return out
 
 
