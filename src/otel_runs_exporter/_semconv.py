@@ -1495,8 +1495,9 @@ def _run_type(attributes: Mapping[str, Any], consumed: set[str], plan: _Plan) ->
     for key, run_type in plan.run_type_presence:
         if attributes.get(key) not in (None, ""):
             return run_type
-    if plan.model_key:
-        return "llm"
+    for key in plan.model_keys:
+        if key in attributes:
+            return "llm"
     return "chain"
 
 
@@ -1526,7 +1527,7 @@ def _usage(
                     usage.setdefault(path[0], {})[path[1]] = count
                 break
     found = bool(usage)
-    if found:
+    if found and plan.logfire_usage:
         provider_details = _logfire_usage(attributes, consumed)
         if provider_details is not None:
             _merge_usage(usage, provider_details)
@@ -1638,7 +1639,7 @@ def _invocation_params(ctx: _Ctx) -> tuple[dict[str, Any] | None, str | None]:
             else:
                 params[param] = found
                 ctx.consumed.add(key)
-    request = _logfire_data(ctx, _LOGFIRE_REQUEST)
+    request = _logfire_data(ctx, _LOGFIRE_REQUEST) if ctx.plan.logfire_request else None
     if request is not None:
         # Logfire's request body: its conversation is the inputs, the rest parameters the above left unsaid.
         ctx.consumed.add(_LOGFIRE_REQUEST)
@@ -1987,9 +1988,11 @@ class _Plan:
     """
 
     __slots__ = (
-        "outputs", "inputs", "inputs_final", "run_type_rules", "run_type_presence", "model_key", "finish_reason_keys",
+        "outputs", "inputs", "inputs_final", "run_type_rules", "run_type_presence", "model_keys", "finish_reason_keys",
         "usage_fields", "usage_objects", "param_object_keys", "param_fields", "request_model_keys",
-        "response_model_keys", "provider_keys", "metadata_keys", "name_rules", "tag_keys", "id_keys",
+        "response_model_keys", "provider_keys", "metadata_keys", "name_rules", "tag_keys", "id_keys", "documents",
+        "finish_reasons_array_keys", "first_chunk_after_keys", "metadata_object", "metadata_prefixes",
+        "logfire_usage", "logfire_request", "session",
     )
 
     def __init__(self, found: frozenset[str]) -> None:
@@ -1999,10 +2002,12 @@ class _Plan:
         self.inputs_final: tuple[frozenset[str], ...] = tuple(final for _, _, final in inputs)
         self.run_type_rules = tuple(row for row in _RUN_TYPE_RULES if row[0] in found)
         self.run_type_presence = tuple(row for row in _RUN_TYPE_PRESENCE if row[0] in found)
-        self.model_key = not found.isdisjoint(_MODEL_KEYS)
+        self.model_keys = _having(found, _MODEL_KEYS)
         self.finish_reason_keys = _having(found, _FINISH_REASON_KEYS)
         self.usage_fields = tuple((path, _having(found, keys)) for path, keys in _USAGE_FIELDS if not found.isdisjoint(keys))
         self.usage_objects = tuple(row for row in _USAGE_OBJECTS if row[0] is None or row[0] in found)
+        self.logfire_usage = _LOGFIRE_USAGE_RAW in found or _LOGFIRE_MARK in found
+        self.logfire_request = _LOGFIRE_REQUEST in found
         self.param_object_keys = _having(found, _PARAM_OBJECT_KEYS)
         self.param_fields = tuple(row for row in _PARAM_FIELDS if row[0] in found)
         self.request_model_keys = _having(found, _REQUEST_MODEL_KEYS)
@@ -2012,6 +2017,12 @@ class _Plan:
         self.name_rules = tuple(row for row in _NAME_RULES if row[0] in found)
         self.tag_keys = _having(found, _TAG_KEYS)
         self.id_keys = _having(found, _ID_ATTRIBUTES)
+        self.documents = not found.isdisjoint(_DOCUMENT_PREFIXES + _DOCUMENT_KEYS)
+        self.finish_reasons_array_keys = _having(found, _FINISH_REASONS_ARRAY_KEYS)
+        self.first_chunk_after_keys = _having(found, _FIRST_CHUNK_AFTER_KEYS)
+        self.metadata_object = _METADATA_OBJECT_KEY in found
+        self.metadata_prefixes = _having(found, _METADATA_PREFIXES)
+        self.session = _SESSION_NAME in found or _SESSION_ID in found
 
 
 _PLANS: dict[frozenset[str], _Plan] = {}
@@ -2045,7 +2056,9 @@ def _with_event_attributes(
     return attributes if merged is None else merged
 
 
-def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Mapped:
+def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent], plan: _Plan | None = None) -> Mapped:
+    """:func:`map_span` past its shortcut; ``plan`` replaces the rows the span's keys select (the tests
+    give every row, to check that the rows left out change nothing)."""
     out = Mapped()
     consumed = out.consumed
     if events:
@@ -2054,7 +2067,8 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
     found = _read_keys(attributes, flat)
     if events:
         found.add(_SPAN_EVENTS)
-    plan = _plan(found)
+    if plan is None:
+        plan = _plan(found)
     ctx = _Ctx(attributes, consumed, flat, plan)
     if events:
         _scan_events(ctx, events, out)
@@ -2070,7 +2084,7 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
         if out.outputs is None or "finish_reason" not in out.outputs:
             out.outputs = {**(out.outputs or {}), "finish_reason": reason[1]}
 
-    documents = _documents(ctx)
+    documents = _documents(ctx) if plan.documents else None
     if documents is not None:
         out.outputs = {**(out.outputs or {}), "documents": documents}
     usage = _usage(attributes, consumed, ctx.malformed, plan, out.outputs)
@@ -2079,7 +2093,7 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
     out.invocation_params, requested_model = _invocation_params(ctx)
     outputs = out.outputs
     if outputs is not None and "messages" in outputs:  # our message shape; a producer's own payload stays as it is
-        for key in _FINISH_REASONS_ARRAY_KEYS:
+        for key in plan.finish_reasons_array_keys:
             reasons = _as_list(attributes.get(key))
             if not reasons or not isinstance(reasons[0], str):
                 continue
@@ -2089,7 +2103,7 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
                 consumed.add(key)  # said already; several choices' reasons stay in metadata
             break
     if out.first_token_time_ns is None:
-        for key in _FIRST_CHUNK_AFTER_KEYS:
+        for key in plan.first_chunk_after_keys:
             after = attributes.get(key)
             if isinstance(after, (int, float)) and not isinstance(after, bool) and 0 <= after < 86_400:
                 out.first_token_after_s = float(after)
@@ -2107,11 +2121,11 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
         if value is not None:
             metadata[target] = value
             consumed.add(key)
-    extra = _json_value(attributes.get(_METADATA_OBJECT_KEY))
+    extra = _json_value(attributes.get(_METADATA_OBJECT_KEY)) if plan.metadata_object else None
     if isinstance(extra, dict):
         metadata.update(extra)
         consumed.add(_METADATA_OBJECT_KEY)
-    for prefix in _METADATA_PREFIXES:
+    for prefix in plan.metadata_prefixes:
         group = ctx.take_flat(prefix)
         if group:
             decode = prefix in _JSON_METADATA_PREFIXES
@@ -2135,16 +2149,17 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
             out.name = name
             consumed.add(key)
             break
-    session = attributes.get(_SESSION_NAME)
+    session = attributes.get(_SESSION_NAME) if plan.session else None
     if isinstance(session, str) and session:
         out.session_name = session
         consumed.add(_SESSION_NAME)
-    else:
+    elif plan.session:
         session_id = attributes.get(_SESSION_ID)
         if session_id not in (None, ""):
             out.session_id = session_id  # checked by _convert.span_ids, which can say when it is unusable
             consumed.add(_SESSION_ID)
-    consumed.update(plan.id_keys)
+    if plan.id_keys:
+        consumed.update(k for k in plan.id_keys if k in attributes)
     out.tags = _tags(attributes, consumed, plan.tag_keys) if plan.tag_keys else None
     out.malformed = ctx.malformed
     return out
