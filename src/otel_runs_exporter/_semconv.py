@@ -1862,7 +1862,7 @@ def map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent] = ()) ->
 
 # Attribute keys seen on spans that no table reads. An app sets the same few
 # keys on span after span, so one C-level subset test usually settles a span;
-# the prefix checks run only for keys not seen before. Bounded, so an app that
+# the key facts (:func:`_key_facts`) are looked up only for keys not seen before. Bounded, so an app that
 # puts ids in its keys cannot grow it forever (past the bound, new keys are
 # checked every time, as before the cache).
 _UNREAD_KEYS: set[str] = set()
@@ -1870,13 +1870,19 @@ _UNREAD_KEYS_MAX = 4096
 
 
 def reads_nothing(attributes: Mapping[str, Any]) -> bool:
-    """True when no table reads any of these attributes."""
+    """True when no table reads any of these attributes: dispatch by key would find none (:func:`_read_keys`).
+
+    (No row applies to such a span, so its mapping is ``Mapped()``: a test compares the two.)
+    """
     unread = _UNREAD_KEYS
     if unread.issuperset(attributes):
         return True
+    facts = _KEY_FACTS
     for key in attributes:
-        if key not in unread and key.startswith(_READ_PREFIXES):
-            return False
+        if key not in unread:
+            exact, prefix, _ = facts.get(key) or _key_facts(key)
+            if exact or prefix:
+                return False
     if len(unread) < _UNREAD_KEYS_MAX:
         unread.update(attributes)
     return True
@@ -1884,8 +1890,7 @@ def reads_nothing(attributes: Mapping[str, Any]) -> bool:
 
 def _table_keys() -> list[str]:
     """Every attribute key (or flattened family's prefix) a table above reads, drawn from the
-    tables themselves, so that a new row can never be skipped by :func:`reads_nothing` or
-    :class:`_Plan`.
+    tables themselves, so that dispatch by key (and :func:`reads_nothing`) can never skip a new row.
 
     The source readers' own companions (a ``.mime_type`` beside a ``.value``, the system
     instructions beside the GenAI input messages) are :func:`_source_reads`';
@@ -1906,15 +1911,6 @@ def _table_keys() -> list[str]:
     keys += [*_FLAT_PREFIXES, *_DOCUMENT_PREFIXES, *_TAG_KEYS, *_DOCUMENT_KEYS]
     keys += [key for reader, arg in _INPUT_READERS + _OUTPUT_SOURCES for key in _source_reads(reader, arg)]
     return [key for key in keys if key != _SPAN_EVENTS]
-
-
-def _read_prefixes() -> tuple[str, ...]:
-    """:func:`_table_keys` as the fewest prefixes that cover them all (for one ``startswith``)."""
-    covering: list[str] = []
-    for key in sorted(set(_table_keys())):  # a key after its own prefix in sorted order: one startswith() covers both
-        if not covering or not key.startswith(covering[-1]):
-            covering.append(key)
-    return tuple(covering)
 
 
 # ---------------------------------------------------------------------------
@@ -2195,8 +2191,5 @@ def _tags(attributes: Mapping[str, Any], consumed: set[str], keys: Sequence[str]
     return tags or None
 
 
-# Every attribute any table above reads starts with one of these; a span with
-# none of them (and no events) maps to a plain chain run with nothing consumed.
-_READ_PREFIXES = _read_prefixes()
 #: Every key a row reads by its whole name; the flattened families are told by prefix (:func:`_family`).
 _EXACT_KEYS = frozenset(_table_keys()) - frozenset(_FLAT_PREFIXES)
