@@ -1862,9 +1862,9 @@ def map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent] = ()) ->
 
 # Attribute keys seen on spans that no table reads. An app sets the same few
 # keys on span after span, so one C-level subset test usually settles a span;
-# the key facts (:func:`_key_facts`) are looked up only for keys not seen before. Bounded, so an app that
-# puts ids in its keys cannot grow it forever (past the bound, new keys are
-# checked every time, as before the cache).
+# the key facts (:func:`_key_facts`) are looked up only for keys not seen before.
+# Bounded, so an app that puts ids in its keys cannot grow it forever (past the
+# bound, new keys are checked every time, as before the cache).
 _UNREAD_KEYS: set[str] = set()
 _UNREAD_KEYS_MAX = 4096
 
@@ -1917,7 +1917,7 @@ def _table_keys() -> list[str]:
 # Dispatch by key
 # ---------------------------------------------------------------------------
 #
-# A span carries a dozen attributes; the tables have some 150 rows. Rather than
+# A span carries a dozen attributes; the tables read some 100 keys and 13 key families. Rather than
 # probe every row against the attributes, ``_map_span`` walks the attributes once
 # (:func:`_read_keys`) and applies only the rows of the keys it found
 # (:class:`_Plan`), in each table's own order: a row whose keys are all absent
@@ -2000,7 +2000,9 @@ class _Plan:
         self.run_type_presence = tuple(row for row in _RUN_TYPE_PRESENCE if row[0] in found)
         self.model_keys = _having(found, _MODEL_KEYS)
         self.finish_reason_keys = _having(found, _FINISH_REASON_KEYS)
-        self.usage_fields = tuple((path, _having(found, keys)) for path, keys in _USAGE_FIELDS if not found.isdisjoint(keys))
+        self.usage_fields = tuple(
+            (path, _having(found, keys)) for path, keys in _USAGE_FIELDS if not found.isdisjoint(keys)
+        )
         self.usage_objects = tuple(row for row in _USAGE_OBJECTS if row[0] is None or row[0] in found)
         self.logfire_usage = _LOGFIRE_USAGE_RAW in found or _LOGFIRE_MARK in found
         self.logfire_request = _LOGFIRE_REQUEST in found
