@@ -1917,11 +1917,12 @@ def _table_keys() -> list[str]:
 # Dispatch by key
 # ---------------------------------------------------------------------------
 #
-# A span carries a dozen attributes; the tables read some 100 keys and 13 key families. Rather than
-# probe every row against the attributes, ``_map_span`` walks the attributes once
-# (:func:`_read_keys`) and applies only the rows of the keys it found
-# (:class:`_Plan`), in each table's own order: a row whose keys are all absent
-# does nothing, so skipping it changes nothing.
+# A span carries a dozen attributes; the tables read some 100 keys and 13 key
+# families. Rather than probe every row against the attributes, ``_map_span``
+# walks the attributes once (:func:`_read_keys`) and applies only the rows of the
+# keys it found (:class:`_Plan`), in each table's own order: a row whose keys are
+# all absent does nothing, so skipping it changes nothing. A test maps spans with
+# every row as well and wants the same result.
 
 
 def _family(key: str) -> tuple[str, str]:
@@ -1981,6 +1982,8 @@ class _Plan:
     """The rows of each table that a span's read keys can fire, each table's order kept.
 
     Computed once per set of read keys (:func:`_plan`): spans of one instrumentation share it.
+    A flag (``documents``, ``session`` ...) gates a step that looks its keys up itself, so a
+    plan that sets every flag maps as the tables did before dispatch.
     """
 
     __slots__ = (
