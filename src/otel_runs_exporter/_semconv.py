@@ -504,7 +504,7 @@ def _as_list(value: Any) -> list[Any] | None:
     if isinstance(decoded, dict):
         return [decoded]
     if isinstance(decoded, (list, tuple)):
-        return [_json_value(v) for v in decoded]
+        return [_json_value(v) if isinstance(v, str) else v for v in decoded]  # (most items are objects already)
     return None
 
 
@@ -775,12 +775,13 @@ def _anthropic_content(content: Any, tool_calls: list[dict[str, Any]], results: 
 
 
 def _plain_text_message(raw: dict[str, Any]) -> dict[str, Any] | None:
-    """The commonest GenAI message, ``{"role", "parts": [{"type": "text", "content"}]}`` with one text part, read
-    in one step; None for any other shape, which :func:`_message` reads in full.
+    """The commonest GenAI message, ``{"role", "parts": [{"type": "text", "content"}]}`` with one text part (an
+    output message also says its ``finish_reason``, which :func:`_message_list` reads), read in one step; None
+    for any other shape, which :func:`_message` reads in full.
 
     The result is what the full reading (:func:`_read_message`) gives for it; a test compares the two.
     """
-    if len(raw) != 2:
+    if len(raw) != 2 and (len(raw) != 3 or "finish_reason" not in raw):
         return None
     speaker = raw.get("role")
     parts = raw.get("parts")
@@ -877,7 +878,12 @@ def _read_message(raw: dict[str, Any], role: str | None) -> list[dict[str, Any]]
 def _messages(items: Iterable[Any], role: str | None = None) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for item in items:
-        out.extend(_message(item, role))
+        # The commonest message straight away: most conversations are only these.
+        simple = _plain_text_message(item) if type(item) is dict else None
+        if simple is not None:
+            out.append(simple)
+        else:
+            out.extend(_message(item, role))
     return out
 
 
@@ -933,16 +939,21 @@ class _Ctx:
 
     __slots__ = (
         "attributes", "flat", "consumed", "claim_only", "event_in", "event_out", "finish_reasons", "replies_used",
-        "event_prompt", "event_completion", "logfire", "logfire_data", "malformed", "partial_inputs",
+        "event_prompt", "event_completion", "logfire", "logfire_data", "malformed", "partial_inputs", "plan",
     )
 
-    def __init__(self, attributes: Mapping[str, Any], consumed: set[str]) -> None:
+    def __init__(
+        self, attributes: Mapping[str, Any], consumed: set[str], flat: dict[str, dict[str, Any]], plan: _Plan
+    ) -> None:
         self.attributes = attributes
         self.consumed = consumed
+        #: The flattened families' members, by family (see _read_keys).
+        self.flat = flat
+        #: The rows this span's keys can fire.
+        self.plan = plan
         #: Set once a source table has its winner: the remaining readers only
         #: mark their attributes consumed and return without parsing.
         self.claim_only = False
-        self.flat: dict[str, dict[str, Any]] = {}
         #: Message events in order, each with whether it is a reply (assistant or tool message).
         self.event_in: list[tuple[bool, list[dict[str, Any]]]] = []
         #: Choice events: (index, messages), and (index, finish_reason).
@@ -1420,6 +1431,34 @@ _OUTPUT_SOURCES: tuple[tuple[_Reader, str], ...] = (
 )
 
 
+#: Stands among a span's read keys (:func:`_read_keys`) when the span has events: the event readers' rows need it.
+_SPAN_EVENTS = "(span events)"
+
+
+def _source_reads(reader: _Reader, arg: str) -> tuple[str, ...]:
+    """Every key (or flattened family, by its prefix) a source row may look up.
+
+    A row none of whose keys a span has finds nothing and consumes nothing, so
+    :class:`_Plan` leaves it out; :func:`reads_nothing` knows them all.
+    """
+    if reader is _read_events:
+        return (_SPAN_EVENTS, "gen_ai.prompt" if arg == "in" else "gen_ai.completion")
+    if reader is _read_pydantic_ai:
+        return (_PYDANTIC_AI_MESSAGES, "gen_ai.tool.name", _PYDANTIC_AI_TOOL_ARGUMENTS, _PYDANTIC_AI_TOOL_RESULT,
+                _PYDANTIC_AI_FINAL_RESULT, _PYDANTIC_AI_NEW_MESSAGE_INDEX, "gen_ai.system_instructions")
+    if reader is _read_logfire_events:
+        return (_LOGFIRE_EVENTS,)
+    if reader is _read_logfire_data:
+        return (arg, _LOGFIRE_MARK, "gen_ai.system")
+    if reader is _read_genai_input:
+        return (arg, "gen_ai.system_instructions")
+    if reader is _read_tool_parameters:
+        return (arg, arg + ".")  # the whole value, or its flattened family
+    if arg.endswith(".value"):
+        return (arg, arg[: -len(".value")] + ".mime_type")
+    return (arg,)
+
+
 def _first_source(ctx: _Ctx, sources: tuple[tuple[_Reader, str], ...]) -> tuple[dict[str, Any] | None, int]:
     """Apply a source table: the value found and the index of its row (-1: none).
 
@@ -1444,8 +1483,8 @@ def _first_source(ctx: _Ctx, sources: tuple[tuple[_Reader, str], ...]) -> tuple[
 # ---------------------------------------------------------------------------
 
 
-def _run_type(attributes: Mapping[str, Any], consumed: set[str]) -> str:
-    for key, values, default in _RUN_TYPE_RULES:
+def _run_type(attributes: Mapping[str, Any], consumed: set[str], plan: _Plan) -> str:
+    for key, values, default in plan.run_type_rules:
         raw = attributes.get(key)
         if not isinstance(raw, str) or not raw:
             continue
@@ -1453,11 +1492,12 @@ def _run_type(attributes: Mapping[str, Any], consumed: set[str]) -> str:
         if run_type is not None:
             consumed.add(key)
             return run_type
-    for key, run_type in _RUN_TYPE_PRESENCE:
+    for key, run_type in plan.run_type_presence:
         if attributes.get(key) not in (None, ""):
             return run_type
-    if any(k in attributes for k in _MODEL_KEYS):
-        return "llm"
+    for key in plan.model_keys:
+        if key in attributes:
+            return "llm"
     return "chain"
 
 
@@ -1470,10 +1510,10 @@ def _first_str(attributes: Mapping[str, Any], keys: Sequence[str]) -> tuple[str,
 
 
 def _usage(
-    attributes: Mapping[str, Any], consumed: set[str], malformed: list[tuple[str, str]], outputs: Any = None
+    attributes: Mapping[str, Any], consumed: set[str], malformed: list[tuple[str, str]], plan: _Plan, outputs: Any
 ) -> dict[str, Any] | None:
     usage: dict[str, Any] = {}
-    for path, keys in _USAGE_FIELDS:
+    for path, keys in plan.usage_fields:
         for key in keys:
             raw = attributes.get(key)
             count = None if raw is None else _as_int(raw)
@@ -1487,11 +1527,11 @@ def _usage(
                     usage.setdefault(path[0], {})[path[1]] = count
                 break
     found = bool(usage)
-    if found:
+    if found and plan.logfire_usage:
         provider_details = _logfire_usage(attributes, consumed)
         if provider_details is not None:
             _merge_usage(usage, provider_details)
-    for object_key, where in _USAGE_OBJECTS:
+    for object_key, where in plan.usage_objects:
         source: Any
         if object_key is None:
             source = outputs.get("usage_metadata") if isinstance(outputs, dict) else None
@@ -1569,7 +1609,7 @@ def _langsmith_sdk_usage_object(value: Any) -> dict[str, Any] | None:
 def _invocation_params(ctx: _Ctx) -> tuple[dict[str, Any] | None, str | None]:
     """The invocation params, and the model a whole-object params names (the requested one)."""
     params: dict[str, Any] = {}
-    for key in _PARAM_OBJECT_KEYS:
+    for key in ctx.plan.param_object_keys:
         raw = ctx.attributes.get(key)
         value = _json_value(raw)
         if isinstance(value, dict):
@@ -1590,7 +1630,7 @@ def _invocation_params(ctx: _Ctx) -> tuple[dict[str, Any] | None, str | None]:
         tools = _openinference_tools(ctx)
         if tools:
             params["tools"] = [_tool_definition(t) for t in tools]
-    for key, param, shape in _PARAM_FIELDS:
+    for key, param, shape in ctx.plan.param_fields:
         value = ctx.attributes.get(key)
         if value is not None and param not in params:
             found = _param_value(value, shape)
@@ -1599,7 +1639,7 @@ def _invocation_params(ctx: _Ctx) -> tuple[dict[str, Any] | None, str | None]:
             else:
                 params[param] = found
                 ctx.consumed.add(key)
-    request = _logfire_data(ctx, _LOGFIRE_REQUEST)
+    request = _logfire_data(ctx, _LOGFIRE_REQUEST) if ctx.plan.logfire_request else None
     if request is not None:
         # Logfire's request body: its conversation is the inputs, the rest parameters the above left unsaid.
         ctx.consumed.add(_LOGFIRE_REQUEST)
@@ -1651,14 +1691,14 @@ def _openinference_tools(ctx: _Ctx) -> list[Any] | None:
 
 
 def _models(
-    attributes: Mapping[str, Any], requested: str | None, consumed: set[str], metadata: dict[str, Any]
+    attributes: Mapping[str, Any], plan: _Plan, requested: str | None, consumed: set[str], metadata: dict[str, Any]
 ) -> None:
     """``ls_model_name``: the requested model, else the one that answered; ``response_model`` when they differ."""
-    request = _first_str(attributes, _REQUEST_MODEL_KEYS)
+    request = _first_str(attributes, plan.request_model_keys)
     if request:
         consumed.add(request[0])
         requested = request[1]
-    response = _first_str(attributes, _RESPONSE_MODEL_KEYS)
+    response = _first_str(attributes, plan.response_model_keys)
     if response:
         consumed.add(response[0])
         if requested is None:
@@ -1822,32 +1862,38 @@ def map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent] = ()) ->
 
 # Attribute keys seen on spans that no table reads. An app sets the same few
 # keys on span after span, so one C-level subset test usually settles a span;
-# the prefix checks run only for keys not seen before. Bounded, so an app that
-# puts ids in its keys cannot grow it forever (past the bound, new keys are
-# checked every time, as before the cache).
+# the key facts (:func:`_key_facts`) are looked up only for keys not seen before.
+# Bounded, so an app that puts ids in its keys cannot grow it forever (past the
+# bound, new keys are checked every time, as before the cache).
 _UNREAD_KEYS: set[str] = set()
 _UNREAD_KEYS_MAX = 4096
 
 
 def reads_nothing(attributes: Mapping[str, Any]) -> bool:
-    """True when no table reads any of these attributes."""
+    """True when no table reads any of these attributes: dispatch by key would find none (:func:`_read_keys`).
+
+    (No row applies to such a span, so its mapping is ``Mapped()``: a test compares the two.)
+    """
     unread = _UNREAD_KEYS
     if unread.issuperset(attributes):
         return True
+    facts = _KEY_FACTS
     for key in attributes:
-        if key not in unread and key.startswith(_READ_PREFIXES):
-            return False
+        if key not in unread:
+            exact, prefix, _ = facts.get(key) or _key_facts(key)
+            if exact or prefix:
+                return False
     if len(unread) < _UNREAD_KEYS_MAX:
         unread.update(attributes)
     return True
 
 
-def _read_prefixes() -> tuple[str, ...]:
-    """Every attribute key (or key prefix) a table above reads, drawn from the tables
-    themselves, so that a new row can never be skipped by :func:`reads_nothing`.
+def _table_keys() -> list[str]:
+    """Every attribute key (or flattened family's prefix) a table above reads, drawn from the
+    tables themselves, so that dispatch by key (and :func:`reads_nothing`) can never skip a new row.
 
-    The readers' own companions (a ``.mime_type`` beside a ``.value``, the system
-    instructions beside the GenAI input messages) are listed with them here;
+    The source readers' own companions (a ``.mime_type`` beside a ``.value``, the system
+    instructions beside the GenAI input messages) are :func:`_source_reads`';
     ``test_semconv.py`` records every key ``_map_span`` looks up and checks it is covered.
     """
     keys: list[str] = []
@@ -1861,26 +1907,138 @@ def _read_prefixes() -> tuple[str, ...]:
     keys += [key for key, _, _ in _PARAM_FIELDS]
     keys += [key for _, names in _USAGE_FIELDS for key in names]
     keys += [key for key, _ in _USAGE_OBJECTS if key is not None]
+    keys += [_LOGFIRE_USAGE_RAW, _LOGFIRE_MARK, _LOGFIRE_RESPONSE]  # the provider's usage object (_logfire_usage)
     keys += [*_FLAT_PREFIXES, *_DOCUMENT_PREFIXES, *_TAG_KEYS, *_DOCUMENT_KEYS]
-    for _, arg in _INPUT_READERS + _OUTPUT_SOURCES:
-        if arg not in ("in", "out"):  # the event readers' side, not a key
-            keys.append(arg)
-        if arg.endswith(".value"):
-            keys.append(arg[: -len(".value")] + ".mime_type")
-    keys += _READER_COMPANIONS
-    covering: list[str] = []
-    for key in sorted(set(keys)):  # a key after its own prefix in sorted order: one startswith() covers both
-        if not covering or not key.startswith(covering[-1]):
-            covering.append(key)
-    return tuple(covering)
+    keys += [key for reader, arg in _INPUT_READERS + _OUTPUT_SOURCES for key in _source_reads(reader, arg)]
+    return [key for key in keys if key != _SPAN_EVENTS]
 
 
-#: Keys a reader takes beside the one its row names.
-_READER_COMPANIONS = [
-    "gen_ai.system_instructions", "gen_ai.prompt", "gen_ai.completion", _LOGFIRE_EVENTS,
-    _PYDANTIC_AI_MESSAGES, _PYDANTIC_AI_NEW_MESSAGE_INDEX, _PYDANTIC_AI_FINAL_RESULT, _PYDANTIC_AI_TOOL_ARGUMENTS,
-    _PYDANTIC_AI_TOOL_RESULT, _LOGFIRE_MARK, _LOGFIRE_USAGE_RAW,
-]
+# ---------------------------------------------------------------------------
+# Dispatch by key
+# ---------------------------------------------------------------------------
+#
+# A span carries a dozen attributes; the tables read some 100 keys and 13 key
+# families. Rather than probe every row against the attributes, ``_map_span``
+# walks the attributes once (:func:`_read_keys`) and applies only the rows of the
+# keys it found (:class:`_Plan`), in each table's own order: a row whose keys are
+# all absent does nothing, so skipping it changes nothing. A test maps spans with
+# every row as well and wants the same result.
+
+
+def _family(key: str) -> tuple[str, str]:
+    """The flattened family a key belongs to and the rest of the key, or ``("", "")``.
+
+    ``gen_ai.prompt.0.content`` is ``("gen_ai.prompt.", "0.content")``; ``gen_ai.prompt.name``
+    belongs to none (an indexed family's next segment must be a position).
+    """
+    if key.startswith(_FLAT_PREFIXES):
+        for prefix in _FLAT_PREFIXES:
+            if key.startswith(prefix):
+                rest = key[len(prefix) :]
+                if prefix not in _INDEXED_PREFIXES or _position(rest.partition(".")[0]) is not None:
+                    return prefix, rest
+                break
+    return "", ""
+
+
+#: What :func:`_read_keys` learnt of each key it saw: whether a row reads it by its
+#: whole name, and its flattened family (:func:`_family`). An app sets the same keys
+#: on span after span, so a key costs one lookup; bounded as ``_UNREAD_KEYS`` is.
+_KEY_FACTS: dict[str, tuple[bool, str, str]] = {}
+_KEY_FACTS_MAX = 4096
+
+
+def _key_facts(key: str) -> tuple[bool, str, str]:
+    prefix, rest = _family(key)
+    facts = (key in _EXACT_KEYS, prefix, rest)
+    if len(_KEY_FACTS) < _KEY_FACTS_MAX:
+        _KEY_FACTS[key] = facts
+    return facts
+
+
+def _read_keys(attributes: Mapping[str, Any], flat: dict[str, dict[str, Any]]) -> set[str]:
+    """The one pass over a span's attributes: the keys a row reads by name, and the flattened
+    families present (by prefix), whose members it groups into ``flat``."""
+    found: set[str] = set()
+    facts = _KEY_FACTS
+    for key, value in attributes.items():
+        exact, prefix, rest = facts.get(key) or _key_facts(key)
+        if exact:
+            found.add(key)
+        if prefix:
+            found.add(prefix)
+            group = flat.get(prefix)
+            if group is None:
+                group = flat[prefix] = {}
+            group[rest] = value
+    return found
+
+
+def _having(found: frozenset[str], keys: Sequence[str]) -> tuple[str, ...]:
+    return tuple(key for key in keys if key in found)
+
+
+class _Plan:
+    """The rows of each table that a span's read keys can fire, each table's order kept.
+
+    Computed once per set of read keys (:func:`_plan`): spans of one instrumentation share it.
+    A flag (``documents``, ``session`` ...) gates a step that looks its keys up itself, so a
+    plan that sets every flag maps as the tables did before dispatch.
+    """
+
+    __slots__ = (
+        "outputs", "inputs", "inputs_final", "run_type_rules", "run_type_presence", "model_keys", "finish_reason_keys",
+        "usage_fields", "usage_objects", "param_object_keys", "param_fields", "request_model_keys",
+        "response_model_keys", "provider_keys", "metadata_keys", "name_rules", "tag_keys", "id_keys", "documents",
+        "finish_reasons_array_keys", "first_chunk_after_keys", "metadata_object", "metadata_prefixes",
+        "logfire_usage", "logfire_request", "session",
+    )
+
+    def __init__(self, found: frozenset[str]) -> None:
+        self.outputs = tuple(row for row in _OUTPUT_SOURCES if not found.isdisjoint(_source_reads(*row)))
+        inputs = [row for row in _INPUT_SOURCES if not found.isdisjoint(_source_reads(row[0], row[1]))]
+        self.inputs: tuple[tuple[_Reader, str], ...] = tuple((reader, arg) for reader, arg, _ in inputs)
+        self.inputs_final: tuple[frozenset[str], ...] = tuple(final for _, _, final in inputs)
+        self.run_type_rules = tuple(row for row in _RUN_TYPE_RULES if row[0] in found)
+        self.run_type_presence = tuple(row for row in _RUN_TYPE_PRESENCE if row[0] in found)
+        self.model_keys = _having(found, _MODEL_KEYS)
+        self.finish_reason_keys = _having(found, _FINISH_REASON_KEYS)
+        self.usage_fields = tuple(
+            (path, _having(found, keys)) for path, keys in _USAGE_FIELDS if not found.isdisjoint(keys)
+        )
+        self.usage_objects = tuple(row for row in _USAGE_OBJECTS if row[0] is None or row[0] in found)
+        self.logfire_usage = _LOGFIRE_USAGE_RAW in found or _LOGFIRE_MARK in found
+        self.logfire_request = _LOGFIRE_REQUEST in found
+        self.param_object_keys = _having(found, _PARAM_OBJECT_KEYS)
+        self.param_fields = tuple(row for row in _PARAM_FIELDS if row[0] in found)
+        self.request_model_keys = _having(found, _REQUEST_MODEL_KEYS)
+        self.response_model_keys = _having(found, _RESPONSE_MODEL_KEYS)
+        self.provider_keys = _having(found, _PROVIDER_KEYS)
+        self.metadata_keys = tuple(row for row in _METADATA_KEYS if row[0] in found)
+        self.name_rules = tuple(row for row in _NAME_RULES if row[0] in found)
+        self.tag_keys = _having(found, _TAG_KEYS)
+        self.id_keys = _having(found, _ID_ATTRIBUTES)
+        self.documents = not found.isdisjoint(_DOCUMENT_PREFIXES + _DOCUMENT_KEYS)
+        self.finish_reasons_array_keys = _having(found, _FINISH_REASONS_ARRAY_KEYS)
+        self.first_chunk_after_keys = _having(found, _FIRST_CHUNK_AFTER_KEYS)
+        self.metadata_object = _METADATA_OBJECT_KEY in found
+        self.metadata_prefixes = _having(found, _METADATA_PREFIXES)
+        self.session = _SESSION_NAME in found or _SESSION_ID in found
+
+
+_PLANS: dict[frozenset[str], _Plan] = {}
+#: Distinct sets of read keys are few (one or two per instrumentation's span kind); starting over past this is cheap.
+_PLANS_MAX = 512
+
+
+def _plan(found: set[str]) -> _Plan:
+    key = frozenset(found)
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= _PLANS_MAX:
+            _PLANS.clear()
+        plan = _PLANS[key] = _Plan(key)
+    return plan
 
 
 def _with_event_attributes(
@@ -1899,47 +2057,44 @@ def _with_event_attributes(
     return attributes if merged is None else merged
 
 
-def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Mapped:
+def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent], plan: _Plan | None = None) -> Mapped:
+    """:func:`map_span` past its shortcut; ``plan`` replaces the rows the span's keys select (the tests
+    give every row, to check that the rows left out change nothing)."""
     out = Mapped()
     consumed = out.consumed
     if events:
         attributes = _with_event_attributes(attributes, events, out.consumed_events)
-    ctx = _Ctx(attributes, consumed)
-
-    # The one pass over every attribute: group the flattened conventions.
-    flat = ctx.flat
-    for key, value in attributes.items():
-        if key.startswith(_FLAT_PREFIXES):
-            for prefix in _FLAT_PREFIXES:
-                if key.startswith(prefix):
-                    rest = key[len(prefix) :]
-                    if prefix not in _INDEXED_PREFIXES or _position(rest.partition(".")[0]) is not None:
-                        flat.setdefault(prefix, {})[rest] = value
-                    break
+    flat: dict[str, dict[str, Any]] = {}
+    found = _read_keys(attributes, flat)
+    if events:
+        found.add(_SPAN_EVENTS)
+    if plan is None:
+        plan = _plan(found)
+    ctx = _Ctx(attributes, consumed, flat, plan)
     if events:
         _scan_events(ctx, events, out)
 
-    out.run_type = _run_type(attributes, consumed)
+    out.run_type = _run_type(attributes, consumed, plan)
     # Outputs first: when assistant/tool message events become the outputs, the inputs leave them out.
-    out.outputs = _first_source(ctx, _OUTPUT_SOURCES)[0]
-    out.inputs, row = _first_source(ctx, _INPUT_READERS)
-    out.inputs_final = row >= 0 and out.run_type in _INPUT_SOURCES[row][2] and not ctx.partial_inputs
-    reason = _first_str(attributes, _FINISH_REASON_KEYS)
+    out.outputs = _first_source(ctx, plan.outputs)[0]
+    out.inputs, row = _first_source(ctx, plan.inputs)
+    out.inputs_final = row >= 0 and out.run_type in plan.inputs_final[row] and not ctx.partial_inputs
+    reason = _first_str(attributes, plan.finish_reason_keys)
     if reason:
         consumed.add(reason[0])
         if out.outputs is None or "finish_reason" not in out.outputs:
             out.outputs = {**(out.outputs or {}), "finish_reason": reason[1]}
 
-    documents = _documents(ctx)
+    documents = _documents(ctx) if plan.documents else None
     if documents is not None:
         out.outputs = {**(out.outputs or {}), "documents": documents}
-    usage = _usage(attributes, consumed, ctx.malformed, out.outputs)
+    usage = _usage(attributes, consumed, ctx.malformed, plan, out.outputs)
     if usage is not None:
         out.outputs = {**(out.outputs or {}), "usage_metadata": usage}
     out.invocation_params, requested_model = _invocation_params(ctx)
     outputs = out.outputs
     if outputs is not None and "messages" in outputs:  # our message shape; a producer's own payload stays as it is
-        for key in _FINISH_REASONS_ARRAY_KEYS:
+        for key in plan.finish_reasons_array_keys:
             reasons = _as_list(attributes.get(key))
             if not reasons or not isinstance(reasons[0], str):
                 continue
@@ -1949,7 +2104,7 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
                 consumed.add(key)  # said already; several choices' reasons stay in metadata
             break
     if out.first_token_time_ns is None:
-        for key in _FIRST_CHUNK_AFTER_KEYS:
+        for key in plan.first_chunk_after_keys:
             after = attributes.get(key)
             if isinstance(after, (int, float)) and not isinstance(after, bool) and 0 <= after < 86_400:
                 out.first_token_after_s = float(after)
@@ -1957,27 +2112,27 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
                 break
 
     metadata = out.metadata
-    _models(attributes, requested_model, consumed, metadata)
-    provider = _first_str(attributes, _PROVIDER_KEYS)
+    _models(attributes, plan, requested_model, consumed, metadata)
+    provider = _first_str(attributes, plan.provider_keys)
     if provider:
         metadata["ls_provider"] = provider[1]
         consumed.add(provider[0])
-    for key, target in _METADATA_KEYS:
+    for key, target in plan.metadata_keys:
         value = attributes.get(key)
         if value is not None:
             metadata[target] = value
             consumed.add(key)
-    extra = _json_value(attributes.get(_METADATA_OBJECT_KEY))
+    extra = _json_value(attributes.get(_METADATA_OBJECT_KEY)) if plan.metadata_object else None
     if isinstance(extra, dict):
         metadata.update(extra)
         consumed.add(_METADATA_OBJECT_KEY)
-    for prefix in _METADATA_PREFIXES:
+    for prefix in plan.metadata_prefixes:
         group = ctx.take_flat(prefix)
         if group:
             decode = prefix in _JSON_METADATA_PREFIXES
             metadata.update((k, _plain(_json_value(v) if decode else v)) for k, v in group.items())
     # After the metadata: explicit metadata (the langsmith SDK's ls_model_name) names the requested model.
-    response_model = _first_str(attributes, _RESPONSE_MODEL_KEYS)
+    response_model = _first_str(attributes, plan.response_model_keys)
     if response_model is not None:
         if response_model[1] != metadata.get("ls_model_name"):
             metadata["response_model"] = response_model[1]
@@ -1987,7 +2142,7 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
     if out.run_type == "llm":
         _langsmith_sdk_request_tools(out)
 
-    for key, run_type in _NAME_RULES:
+    for key, run_type in plan.name_rules:
         if run_type is not None and out.run_type != run_type:
             continue
         name = attributes.get(key)
@@ -1995,17 +2150,18 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent]) -> Map
             out.name = name
             consumed.add(key)
             break
-    session = attributes.get(_SESSION_NAME)
+    session = attributes.get(_SESSION_NAME) if plan.session else None
     if isinstance(session, str) and session:
         out.session_name = session
         consumed.add(_SESSION_NAME)
-    else:
+    elif plan.session:
         session_id = attributes.get(_SESSION_ID)
         if session_id not in (None, ""):
             out.session_id = session_id  # checked by _convert.span_ids, which can say when it is unusable
             consumed.add(_SESSION_ID)
-    consumed.update(k for k in _ID_ATTRIBUTES if k in attributes)
-    out.tags = _tags(attributes, consumed)
+    if plan.id_keys:
+        consumed.update(k for k in plan.id_keys if k in attributes)
+    out.tags = _tags(attributes, consumed, plan.tag_keys) if plan.tag_keys else None
     out.malformed = ctx.malformed
     return out
 
@@ -2021,9 +2177,9 @@ _TAG_KEYS = (
 )
 
 
-def _tags(attributes: Mapping[str, Any], consumed: set[str]) -> list[str] | None:
+def _tags(attributes: Mapping[str, Any], consumed: set[str], keys: Sequence[str]) -> list[str] | None:
     tags: list[str] = []
-    for key in _TAG_KEYS:
+    for key in keys:
         raw = attributes.get(key)
         if not raw:
             continue
@@ -2040,6 +2196,5 @@ def _tags(attributes: Mapping[str, Any], consumed: set[str]) -> list[str] | None
     return tags or None
 
 
-# Every attribute any table above reads starts with one of these; a span with
-# none of them (and no events) maps to a plain chain run with nothing consumed.
-_READ_PREFIXES = _read_prefixes()
+#: Every key a row reads by its whole name; the flattened families are told by prefix (:func:`_family`).
+_EXACT_KEYS = frozenset(_table_keys()) - frozenset(_FLAT_PREFIXES)
