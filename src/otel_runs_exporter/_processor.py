@@ -25,7 +25,7 @@ from . import _registry, _sdk_bridge
 from ._arguments import SettingsArguments, Unpack
 from ._choice import Choice
 from ._clock import SYSTEM_CLOCK, Clock
-from ._convert import EndedSpan, RunNode
+from ._convert import RunNode
 from ._ids import IdScheme, RunIds
 from ._logging import RateLimitedLog
 from ._settings import Settings, check_usable, resolve
@@ -180,8 +180,7 @@ class RunsSpanProcessor(SpanProcessor):
                     recent.popitem(last=False)
                 except KeyError:
                     pass
-            # The SDK's span objects are let go here, not when the worker gets to the run.
-            batcher.submit("patch", EndedSpan(span), node)
+            batcher.submit("patch", span, node)
         except Exception:  # noqa: BLE001
             _rl.error("on_end", "could not record the end of span %r", getattr(span, "name", "?"), exc_info=True)
 

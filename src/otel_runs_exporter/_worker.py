@@ -46,6 +46,7 @@ from opentelemetry import context as otel_context
 from ._clock import SYSTEM_CLOCK, Clock
 from ._convert import (
     ConvertOptions,
+    EndedSpan,
     RunNode,
     early_post_summary,
     log_convert_error,
@@ -207,15 +208,23 @@ class Worker:
                 settings.max_queue_bytes,
             )
             return False
-        node.pending = span
         if kind == "patch":
+            if waiting >= self._wake_at:
+                # The worker is a batch or more behind, so this span will wait: let the SDK's
+                # objects go now (~3.1 KB, a dozen objects for the collector to walk) and keep
+                # what conversion reads. Not when the worker keeps up: the copy costs the app
+                # thread ~1.5-2 us, and the span is converted before its size matters.
+                span = EndedSpan(span)
             if node.ids is None:
                 # Not placed yet: place it by the ended span, so the live one is not kept for that
                 # (the worker clears it once the run is complete, should it be placed meanwhile).
                 node.span = span
             self.ledger.admit()
+            node.pending = span
             # Only now may the worker merge the post with the end: the patch is sure to be queued.
             node.state = RunNode.ENDED
+        else:
+            node.pending = span
         queue.append(node)
         if len(queue) >= self._wake_at and not self._wake.is_set():
             self._wake.set()
