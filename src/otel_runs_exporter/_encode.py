@@ -41,6 +41,8 @@ from typing import Any, Iterable, Sequence
 
 import orjson
 
+from ._parsed import ParsedJson
+
 __all__ = [
     "EncodedRun",
     "dumps",
@@ -257,8 +259,9 @@ def dumps(value: Any, max_value_chars: int = 0, keep: frozenset[str] = frozenset
         out = orjson.dumps(value, default=json_value, option=_OPTIONS)
     except (orjson.JSONEncodeError, TypeError, ValueError, RecursionError):
         return _exact(orjson.dumps(_sanitize(value, max_value_chars, 0, set(), keep), option=_OPTIONS))
-    # orjson writes NaN/Infinity as null; only rebuild when a float could be one of them.
-    needs_fix = b"null" in out and _has_nonfinite(value, 0)
+    # orjson writes NaN/Infinity as null; only rebuild when a float could be one of them. What
+    # orjson.loads made has none, and the scan for null costs as much as the dump on 64 KB of text.
+    needs_fix = type(value) is not ParsedJson and b"null" in out and _has_nonfinite(value, 0)
     if needs_fix or (max_value_chars and len(out) > max_value_chars):
         out = orjson.dumps(_sanitize(value, max_value_chars, 0, set(), keep), option=_OPTIONS)
     return _exact(out)

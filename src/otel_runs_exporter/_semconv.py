@@ -40,6 +40,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import orjson
 
 from ._ids import ID_ATTRIBUTES, LANGSMITH_SESSION_ID, LANGSMITH_SESSION_NAME
+from ._parsed import ParsedJson
 
 __all__ = ["SpanEvent", "Mapped", "map_span", "reads_nothing", "RUN_TYPES", "GENAI_EVENT_PREFIX"]
 
@@ -1309,7 +1310,14 @@ def _read_value(ctx: _Ctx, key: str) -> dict[str, Any] | None:
         try:
             value = orjson.loads(value)
         except orjson.JSONDecodeError:
-            pass
+            return _payload(value, default)
+        payload = _payload(value, default)
+        # Kept as decoded (not reshaped as messages): the encoder may skip its checks for non-JSON values.
+        if payload is value:
+            return ParsedJson(payload)
+        if len(payload) == 1 and payload.get(default) is value:
+            return ParsedJson({default: value})
+        return payload
     return _payload(value, default)
 
 
