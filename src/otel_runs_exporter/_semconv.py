@@ -1313,11 +1313,15 @@ def _read_value(ctx: _Ctx, key: str) -> dict[str, Any] | None:
             return _payload(value, default)
         payload = _payload(value, default)
         # Kept as decoded (not reshaped as messages): the encoder may skip its checks for non-JSON values.
+        # (Typed here: the compiled build sees ParsedJson's module as untyped.)
+        marked: dict[str, Any]
         if payload is value:
-            return ParsedJson(payload)
-        if len(payload) == 1 and payload.get(default) is value:
-            return ParsedJson({default: value})
-        return payload
+            marked = ParsedJson(payload)
+        elif len(payload) == 1 and payload.get(default) is value:
+            marked = ParsedJson({default: value})
+        else:
+            marked = payload
+        return marked
     return _payload(value, default)
 
 
