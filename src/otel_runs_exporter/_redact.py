@@ -27,6 +27,7 @@ import re
 from typing import Any, Callable
 
 from ._logging import RateLimitedLog
+from ._parsed import plain
 
 __all__ = ["make_redactor", "scrub", "REDACTED"]
 
@@ -101,6 +102,10 @@ def make_redactor(
         run[field] = {} if rule is True else _apply(rule, run[field], field)
 
     def redact(run: dict[str, Any]) -> None:
+        for field in ("inputs", "outputs"):
+            if field in run:
+                # A callable may change the value in place; the encoder must then check it as any value.
+                run[field] = plain(run[field])
         hide("inputs", hide_inputs, run)
         hide("outputs", hide_outputs, run)
         for fn in masks:

@@ -40,6 +40,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import orjson
 
 from ._ids import ID_ATTRIBUTES, LANGSMITH_SESSION_ID, LANGSMITH_SESSION_NAME
+from ._parsed import ParsedJson
 
 __all__ = ["SpanEvent", "Mapped", "map_span", "reads_nothing", "RUN_TYPES", "GENAI_EVENT_PREFIX"]
 
@@ -1320,7 +1321,18 @@ def _read_value(ctx: _Ctx, key: str) -> dict[str, Any] | None:
         try:
             value = orjson.loads(value)
         except orjson.JSONDecodeError:
-            pass
+            return _payload(value, default)
+        payload = _payload(value, default)
+        # Kept as decoded (not reshaped as messages): the encoder may skip its checks for non-JSON values.
+        # (Typed here: the compiled build sees ParsedJson's module as untyped.)
+        marked: dict[str, Any]
+        if payload is value:
+            marked = ParsedJson(payload)
+        elif len(payload) == 1 and payload.get(default) is value:
+            marked = ParsedJson({default: value})
+        else:
+            marked = payload
+        return marked
     return _payload(value, default)
 
 

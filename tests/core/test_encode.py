@@ -8,7 +8,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_runs_exporter._encode import TRUNCATION_MARKER, basic_body, dumps, encode_run, multipart_body
+from otel_runs_exporter._encode import TRUNCATION_MARKER, basic_body, dumps, encode_run, multipart_body, new_boundary
 from otel_runs_exporter.server._multipart import parse
 
 
@@ -42,6 +42,25 @@ def test_boundary_inside_content_is_replaced():
     boundary = ctype.split("boundary=")[1]
     assert boundary != "BOUND"
     assert [p.name for p in parse(body, boundary)] == ["post.r", "post.r.inputs"]
+
+
+def test_a_drawn_boundary_in_content_is_replaced_though_bodies_are_not_searched_for_it():
+    # Bodies of runs whose parts hold no boundary mark are not searched (multipart_body); a part
+    # that holds the mark, here with a whole boundary we would draw, is.
+    boundary = new_boundary()
+    near = encode_run("post", {"id": "a", "inputs": {"x": "--" + boundary[:-1]}})
+    echo = encode_run("post", {"id": "r", "inputs": {"x": "body: --" + boundary + "\r\n"}})
+    assert near.mark_free is False and echo.mark_free is False
+    plain_run = encode_run("post", {"id": "p", "inputs": {"x": "--" + boundary[32:]}})
+    assert plain_run.mark_free is True
+    ctype, body = multipart_body([plain_run, echo, near], boundary)
+    used = ctype.split("boundary=")[1]
+    assert used != boundary and used.startswith(boundary[:32])
+    assert [p.name for p in parse(body, used)] == [
+        "post.p", "post.p.inputs", "post.r", "post.r.inputs", "post.a", "post.a.inputs"
+    ]
+    ctype, body = multipart_body([plain_run], boundary)
+    assert ctype.endswith(boundary) and [p.name for p in parse(body, boundary)] == ["post.p", "post.p.inputs"]
 
 
 def test_basic_body_splices_parts_back():
