@@ -3,6 +3,7 @@
     python bench/selection.py                  # 5 interleaved rounds (~3 min on 2 cores); rewrites the
                                                # "Sending what matters" block of BENCHMARKS.md
     python bench/selection.py --rounds 3 --traces 300 --no-write     # a quicker look, nothing written
+    python bench/selection.py --smoke                                # does it still run (seconds); no figure
 
 Two ratios, each measured as in ``contenders.py`` (a fresh process per measurement,
 the sink in its own process, process CPU from the first span until the sink has
@@ -202,7 +203,7 @@ def _tracing(workload: str):
     return make
 
 
-def measure(mode: str, traces: int, sink: str) -> dict:
+def measure(mode: str, traces: int, sink: str, warm_up: int = 20) -> dict:
     from opentelemetry.sdk.trace import TracerProvider
 
     workload, settings = MODES[mode]
@@ -216,7 +217,7 @@ def measure(mode: str, traces: int, sink: str) -> dict:
         )
         provider.add_span_processor(processor)
     trace = _tracing(workload)(provider)
-    for k in range(20):  # warm up: the first connection, caches
+    for k in range(warm_up):  # the first connection, caches
         trace(10**6 + k)
     provider.force_flush(60_000)
     _sink_call(sink, "/_bench/reset")
@@ -364,6 +365,22 @@ def render(results: dict) -> str:
     return "\n".join(lines)
 
 
+def _smoke(sink: Any, out: str | None) -> int:
+    """What the full run does, at a scale that proves only that it still runs: every mode once, in one
+    process rather than one each (the figures mean nothing here), the hold past a tiny bound, the report."""
+    try:
+        rounds = [{mode: measure(mode, 3, sink.url, warm_up=2) for mode in MODES}]
+    finally:
+        sink.close()
+    results = {"rounds": rounds, "traces": 3, "when": time.strftime("%Y-%m-%d"),
+               "hold": [hold_memory(3, 20, 64 * 2**10)]}
+    print(render(results))
+    if out:
+        with open(out, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -372,6 +389,9 @@ def main() -> int:
     parser.add_argument("--src", help="import otel_runs_exporter from this directory")
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--only", help="measure only the modes whose names start with this (say, 'small'); nothing written")
+    parser.add_argument("--smoke", action="store_true",
+                        help="every mode once on a few traces, in this process, and a tiny hold; nothing written "
+                             "(tests/test_bench_smoke.py: the script still runs, no figure)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--sink", help=argparse.SUPPRESS)
     parser.add_argument("--hold", action="store_true", help=argparse.SUPPRESS)
@@ -385,6 +405,8 @@ def main() -> int:
 
     from run import SinkProcess
 
+    if a.smoke:
+        return _smoke(SinkProcess(), a.json)
     sink = SinkProcess()
     rounds: list[dict[str, dict]] = []
     names = [name for name in MODES if not a.only or name.startswith(a.only)]
