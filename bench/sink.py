@@ -249,6 +249,14 @@ class Handler(BaseHTTPRequestHandler):
                 c.unknown["GET " + url.path] = c.unknown.get("GET " + url.path, 0) + 1
             self._reply(404, b'{"detail":"not found"}')
 
+    def _refuse(self, status: int, wire: int, counter: str, body: bytes) -> None:
+        c = COUNTERS
+        with c.cond:
+            setattr(c, counter, getattr(c, counter) + 1)
+            c.requests += 1
+            c.body_bytes += wire
+        self._reply(status, body)
+
     def do_POST(self) -> None:
         self._ingest("POST")
 
@@ -277,18 +285,10 @@ class Handler(BaseHTTPRequestHandler):
         arrival = time.time_ns()
         wire = len(body)
         if MAX_BODY_BYTES and wire > MAX_BODY_BYTES:
-            with c.cond:
-                c.too_large += 1
-                c.requests += 1
-                c.body_bytes += wire
-            self._reply(413, b'{"detail":"request body over the sink\'s --max-body-bytes"}')
+            self._refuse(413, wire, "too_large", b'{"detail":"request body over the sink\'s --max-body-bytes"}')
             return
         if c.down:
-            with c.cond:
-                c.refused += 1
-                c.requests += 1
-                c.body_bytes += wire
-            self._reply(503, b'{"detail":"down for the benchmark"}')
+            self._refuse(503, wire, "refused", b'{"detail":"down for the benchmark"}')
             return
         latencies: list[float] | None = [] if c.latency else None
         encoding = self.headers.get("Content-Encoding", "").lower()
