@@ -118,7 +118,8 @@ def test_producer_that_never_pauses_still_gets_runs_delivered(service_process):
             pass
         n += 1
     during = processor.stats()
-    requests_during = sum(svc.tally()["statuses"].values())
+    at_service_during = svc.tally()
+    requests_during = sum(at_service_during["statuses"].values())
     assert processor.force_flush(120_000)
     at_service = svc.tally()
     stats = processor.stats()
@@ -131,6 +132,7 @@ def test_producer_that_never_pauses_still_gets_runs_delivered(service_process):
         "elapsed_s": round(time.monotonic() - began, 1),
         "extra": {
             "requests_while_producing": requests_during,
+            "stored_while_producing": at_service_during["posted"],
             "sent_while_producing": during.sent,
             "queued_when_producing_ended": during.queued,
         },
@@ -138,8 +140,11 @@ def test_producer_that_never_pauses_still_gets_runs_delivered(service_process):
     report(figures)
     assert at_service["completed"] == n and stats.dropped == {}, figures
     assert stats.settled() and stats.created == n
-    assert requests_during > 0 and during.sent > 0, (
-        f"{n} spans created in 2 s and nothing sent meanwhile ({during.queued} operations waiting)"
+    # Counted where the runs arrive: the exporter counts a batch as sent only once its answer is
+    # back, which on a loaded machine can come just after the producer stops (seen: 2 requests
+    # answered, 0 sent by the exporter's count, read a moment before).
+    assert at_service_during["posted"] > 0, (
+        f"{n} spans created in 2 s and no run reached the service meanwhile ({during.queued} operations waiting)"
     )
     provider.shutdown()
 
