@@ -57,11 +57,11 @@ def cursor(store_id: str, version: int) -> str:
     return f"{store_id}.{version}"
 
 
-def _number(params: dict[str, list[str]], name: str, default: int, highest: int) -> int:
+def _number(params: dict[str, list[str]], name: str, default: int, lowest: int, highest: int) -> int:
     raw = params.get(name, [str(default)])[0].strip()
     value = plain_int(raw)
-    if value is None or value > highest or (name == "limit" and value < 1):
-        raise QueryError(("query", name), f"{name} must be a whole number from {1 if name == 'limit' else 0} to {highest}")
+    if value is None or not lowest <= value <= highest:
+        raise QueryError(("query", name), f"{name} must be a whole number from {lowest} to {highest}")
     return value
 
 
@@ -87,4 +87,4 @@ def parse_changes(query: str) -> ChangesQuery:
         if not store_id or version is None:
             raise QueryError(("query", "after"), "after is a cursor this service handed out; pass it unchanged")
         after = (store_id, version)
-    return ChangesQuery(trace_id, after, _number(params, "wait", 20, MAX_WAIT_S), _number(params, "limit", MAX_LIMIT, MAX_LIMIT))
+    return ChangesQuery(trace_id, after, _number(params, "wait", 20, 0, MAX_WAIT_S), _number(params, "limit", MAX_LIMIT, 1, MAX_LIMIT))
