@@ -52,6 +52,13 @@ _NOWHERE: tuple[RunNode | None, RunIds | None] = (None, None)
 _ENDED_MAX = 16_384
 
 
+def _remember(ended: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+    """Keep ``value`` for what starts after it ended, the oldest forgotten past ``_ENDED_MAX``."""
+    ended[key] = value
+    if len(ended) > _ENDED_MAX:
+        ended.popitem(last=False)
+
+
 class _Waiting:
     """A root waiting for a kept descendant: its span, the remote run it hangs under, and where it stands."""
 
@@ -192,22 +199,13 @@ class Choice:
         span_id = ctx.span_id
         place = self._skipped.pop(span_id, None)
         if place is not None:
-            ended = self._skipped_ended
-            ended[span_id] = place
-            if len(ended) > _ENDED_MAX:
-                ended.popitem(last=False)
+            _remember(self._skipped_ended, span_id, place)
             self._worker.ledger.filtered()
             return
         tail = self._tail
         if tail is not None and ctx.trace_flags.sampled and not tail.rate_keeps(ctx.trace_id) and self._out(ctx.trace_id):
             self._worker.ledger.sampled_out()
         # else: not sampled, started before the processor, or refused at the door (counted there)
-
-    def _remember_skipped(self, span_id: int, place: tuple[RunNode | None, RunIds | None]) -> None:
-        ended = self._skipped_ended
-        ended[span_id] = place
-        if len(ended) > _ENDED_MAX:
-            ended.popitem(last=False)
 
     def ended(self, span: Any, node: RunNode) -> bool:
         """A span with a node ended: True when it is a run to remember and whose end is queued now
@@ -256,11 +254,8 @@ class Choice:
                 return False
             self._waiting.pop(node, None)
             # For children that start after it ended: those that found its node, and those that will not.
-            left = self._left_out
-            left[node] = entry
-            if len(left) > _ENDED_MAX:
-                left.popitem(last=False)
-            self._remember_skipped(span_id, (None, entry.remote))
+            _remember(self._left_out, node, entry)
+            _remember(self._skipped_ended, span_id, (None, entry.remote))
             if entry.state == _Waiting.REFUSED:
                 return True  # counted as dropped when its post was refused
             entry.state = _Waiting.LEFT_OUT
@@ -292,13 +287,10 @@ class Choice:
             if node not in self._waiting and not worker.submit("post", span, node):
                 self._refused.add(node)
         # Parents first: a run whose post never went out goes whole, with its end.
-        kept = self._kept_ended
         for span, node, span_id in sorted(decision.ended, key=lambda item: item[0].start_time or 0):
             worker.submit("patch", span, node)
             held_nodes.pop(span_id, None)
-            kept[span_id] = node
-            if len(kept) > _ENDED_MAX:
-                kept.popitem(last=False)
+            _remember(self._kept_ended, span_id, node)
 
     def handed_on(self, span_id: int, node: RunNode | None) -> tuple[RunNode | None, RunIds | None]:
         """The run a child of ``span_id`` in another process (or of the langsmith SDK) hangs under.
