@@ -343,8 +343,9 @@ class RunsSpanExporter(SpanExporter):
             if decided is False or not tail.can_rescue:
                 ledger.sampled_out()
                 continue
-            decision = hold.add(trace_id, (span, ids), span_bytes(span), now)
-            why = tail.rescues(span) if decision is None else None
+            events = span.events  # the SDK copies them on each read: once for both
+            decision = hold.add(trace_id, (span, ids), span_bytes(span, events), now)
+            why = tail.rescues(span, events) if decision is None else None
             if why is not None:
                 decision = hold.decide(trace_id, True, why)
             if decision is not None:
