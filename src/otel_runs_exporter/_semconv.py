@@ -879,12 +879,16 @@ def _read_message(raw: dict[str, Any], role: str | None) -> list[dict[str, Any]]
 def _messages(items: Iterable[Any], role: str | None = None) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for item in items:
-        # The commonest message straight away: most conversations are only these.
-        simple = _plain_text_message(item) if type(item) is dict else None
+        if type(item) is not dict:
+            out.extend(_message(item, role))
+            continue
+        # The commonest message straight away: most conversations are only these. Any other
+        # object goes to the full reading directly, not through _message's same first look.
+        simple = _plain_text_message(item)
         if simple is not None:
             out.append(simple)
         else:
-            out.extend(_message(item, role))
+            out.extend(_read_message(item, role))
     return out
 
 
