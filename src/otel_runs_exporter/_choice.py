@@ -22,12 +22,19 @@ ends is placed under it only if it is sent, else under the root's own parent.
 
 **Holding traces** (``sample_rate`` below 1). A trace the rate keeps flows as
 any other, early posts included. One it does not is held (``_hold``): its
-runs get nodes but no early post, and its ended spans wait, unconverted, until
-an error or a slow run keeps it (everything held is queued at once, the
-trace's open runs as early posts) or its last local root ends (sampled out).
-Queued under the same lock as the decision, so a run's post is always queued
-before its end. A span of a trace already sampled out, or that nothing could
-keep (``keep_errors`` off and no slowness rule), gets no node at all.
+spans wait, as the spans they are (``_HeldSpan``), with no early post and
+nothing converted, until an error or a slow run keeps it (everything held is
+queued at once, the trace's open runs as early posts) or its last local root
+ends (sampled out). A held span gets its node (its place in the run tree) only
+when something needs it: its trace is kept, a child's place or its run id is
+asked for (the propagator), or the span filter placed it at its start. Most
+held traces are sampled out, so most held spans never get one: holding a span
+costs the application thread little more than the hold's own entries.
+Decisions, and the nodes they make, are taken under one lock, so a run's post
+is always queued before its end, and a span that ends as its trace is kept
+finds the node the keep gave it. A span of a trace already sampled out, or
+that nothing could keep (``keep_errors`` off and no slowness rule), gets no
+node and no entry at all.
 """
 
 from __future__ import annotations
@@ -35,12 +42,16 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
-from ._convert import RunNode
+from opentelemetry.context import Context
+
+from . import _registry
+from ._convert import RunNode, given_ids
 from ._fork import renew_in_child
 from ._hold import BOUNDS, Decision, span_bytes
-from ._ids import RunIds
+from ._ids import GivenIds, RunIds
 from ._select import KEEP, ROOT, SKIP, SpanFilter, TailRule
 from ._settings import Settings
 from ._worker import Worker
@@ -75,13 +86,29 @@ class _Waiting:
         self.state = _Waiting.WAITING
 
 
-class Choice:
-    """The span filter and the trace hold of one processor; built by :meth:`for_settings`."""
+# A span of a held trace, as the hold keeps it: (span, span id, the remote run it hangs under, its
+# ``langsmith.*`` ids as they were at its start), what placing it later needs. A tuple: one is made per
+# held span on the application thread. Its node, once made, is in Choice._made.
+_HeldSpan = tuple[Any, int, RunIds | None, GivenIds | None]
 
-    def __init__(self, settings: Settings, worker: Worker) -> None:
+
+class Choice:
+    """The span filter and the trace hold of one processor; built by :meth:`for_settings`.
+
+    ``nodes``: the processor's open runs by span id, where a held span's node goes
+    when its trace is decided while it runs (its end is then the processor's, as
+    any run's); ``find``: the processor's own node for a span id, if any.
+    """
+
+    def __init__(self, settings: Settings, worker: Worker, nodes: dict[int, RunNode],
+                 find: Callable[[int], RunNode | None]) -> None:
         self._worker = worker
+        self._nodes = nodes
+        self._find = find
         self._filter = SpanFilter.from_settings(settings)
         self._tail = TailRule.from_settings(settings)
+        # With no span filter, a held span needs nothing at its start but its entry (hold_start).
+        self.lean = self._filter is None and self._tail is not None
         self._lock = threading.Lock()
         # span id of a left-out span -> the place its children take (kept ancestor's node, remote run)
         self._skipped: dict[int, tuple[RunNode | None, RunIds | None]] = {}
@@ -91,40 +118,111 @@ class Choice:
         # Open runs of a kept trace whose early post was refused at the byte bound (counted there):
         # like a span refused at its start, their end is not queued.
         self._refused: set[RunNode] = set()
-        # Nodes of held runs that ended, then of kept ones, by span id, for children that start later.
-        # The processor does not remember these: a node of a run never converted keeps its span alive,
-        # which for a trace sampled out would be memory held past its decision.
-        self._held_nodes: dict[int, RunNode] = {}
+        # The spans of held traces, open or ended, by span id, until their trace is decided, and the
+        # nodes made for some of them (a held span gets one only when something needs it).
+        self._held: dict[int, _HeldSpan] = {}
+        self._made: dict[int, RunNode] = {}
+        # Nodes of held runs kept after they ended, by span id, for children that start later.
         self._kept_ended: OrderedDict[int, RunNode] = OrderedDict()
         self._ended = 0  # held runs ended, to look at the hold's ages every so many
         renew_in_child(self)
 
     @classmethod
-    def for_settings(cls, settings: Settings, worker: Worker) -> "Choice | None":
+    def for_settings(cls, settings: Settings, worker: Worker, nodes: dict[int, RunNode],
+                     find: Callable[[int], RunNode | None]) -> "Choice | None":
         """None when every span is a run and every trace is sent: the processor then asks nothing."""
         if SpanFilter.from_settings(settings) is None and TailRule.from_settings(settings) is None:
             return None
-        return cls(settings, worker)
+        return cls(settings, worker, nodes, find)
 
     def _after_fork_in_child(self) -> None:
         # The worker's hold starts empty in the child (the parent's held runs are the parent's to send).
         self._lock = threading.Lock()
-        self._held_nodes.clear()
+        self._held.clear()
+        self._made.clear()
         self._refused.clear()
 
     # --- on_start -------------------------------------------------------------------
 
+    def hold_start(self, span: Any, ctx: Any, parent_context: Context | None) -> bool:
+        """The processor's first question when there is no span filter: True when this span is
+        the hold's (held with its trace, or sampled out, counted at its end), False when its trace
+        is sent and the processor places it as any other.
+
+        A held span gets an entry and nothing else: no node, no parent looked up.
+        """
+        tail = self._tail
+        assert tail is not None  # lean: made with a tail rule
+        trace_id = ctx.trace_id
+        if tail.rate_keeps(trace_id):
+            return False
+        hold = self._worker.hold
+        assert hold is not None  # made with the tail rule, from the same setting
+        decided = hold.decision(trace_id)
+        if decided is not None or not tail.can_rescue:
+            return decided is not True
+        parent = span.parent
+        span_id = ctx.span_id
+        remote = _registry.remote_run(parent_context) if parent is not None and parent.is_remote else None
+        item = (span, span_id, remote, given_ids(span.attributes))
+        held = self._held
+        with self._lock:
+            decided = hold.decision(trace_id)
+            if decided is None:
+                held[span_id] = item
+                # A local root: no parent here (a remote one, or none); its trace is decided when the last ends.
+                decision = hold.start(trace_id, span_id, item, parent is None or parent.span_id not in held)
+                if decision is not None:
+                    self._apply(decision)
+                return True
+        return decided is False
+
     def spliced(self, span_id: int) -> tuple[RunNode | None, RunIds | None]:
         """Where a child of ``span_id`` goes when the processor does not know that span as a run:
-        a left-out span's place, or a held (or just kept) run that ended; (None, None) otherwise."""
+        a left-out span's place, a held span (given its node now), or a held run kept after it ended;
+        (None, None) otherwise."""
+        item = self._held.get(span_id)
+        if item is not None:
+            with self._lock:
+                return self._place(item), None
+        return self._known(span_id)
+
+    def _known(self, span_id: int) -> tuple[RunNode | None, RunIds | None]:
+        """What stands for ``span_id`` outside the hold: a left-out span's place, a held run kept after
+        it ended, or the processor's own node."""
         place = self._skipped.get(span_id) or self._skipped_ended.get(span_id)
         if place is not None:
             return place
-        node = self._held_nodes.get(span_id) or self._kept_ended.get(span_id)
+        node = self._kept_ended.get(span_id) or self._find(span_id)
         return (node, None) if node is not None else _NOWHERE
 
+    def _place(self, item: _HeldSpan) -> RunNode:
+        """The node of a held span, made now if it has none (with those of its held ancestors that have
+        none). Under the lock, so two threads never give one span two nodes (two runs)."""
+        made = self._made
+        node = made.get(item[1])
+        if node is not None:
+            return node
+        chain: list[_HeldSpan] = []
+        found: _HeldSpan | None = item
+        while found is not None:
+            node = made.get(found[1])
+            if node is not None:
+                break
+            chain.append(found)
+            parent = found[0].parent
+            found = self._held.get(parent.span_id) if parent is not None and found[2] is None else None
+        for span, span_id, remote, given in reversed(chain):  # from the highest ancestor without one down
+            parent_node = node
+            if parent_node is None and remote is None and span.parent is not None:
+                parent_node, remote = self._known(span.parent.span_id)
+            node = made[span_id] = RunNode(span, parent_node, remote, given=given)
+        assert node is not None
+        return node
+
     def started(self, span: Any, span_id: int, trace_id: int, parent: RunNode | None, remote: RunIds | None) -> RunNode | None:
-        """Decide a starting span; its node for the processor to keep, or None when it has no run.
+        """Decide a starting span; its node for the processor to keep, or None when it has no run
+        (left out, refused, or held: then the hold keeps it).
 
         ``parent``/``remote``: where the processor placed it (after splicing and the SDK bridge).
         """
@@ -153,10 +251,12 @@ class Choice:
         with self._lock:
             decided = hold.decision(trace_id)
             if decided is None:
-                decision = hold.start(trace_id, span_id, (span, node, span_id), root or parent is None)
-                if decision is not None:
-                    self._apply(decision)
-            elif decided and not root and not self._worker.submit("post", span, node):
+                # Placed now (the filter's rules need its parent's node), held as any span of its trace.
+                item = self._held[span_id] = (span, span_id, remote, node.given)
+                self._made[span_id] = node
+                self._apply(hold.start(trace_id, span_id, item, root or parent is None))
+                return None
+            if decided and not root and not self._worker.submit("post", span, node):
                 return None  # kept meanwhile, and refused at the byte bound (counted there)
         return node
 
@@ -193,23 +293,70 @@ class Choice:
 
     # --- on_end ---------------------------------------------------------------------
 
-    def ended_without_run(self, span: Any) -> None:
-        """A span with no node ended: one left out or sampled out at its start is counted."""
-        ctx = span.context
+    def ended_without_run(self, span: Any, ctx: Any) -> RunNode | None:
+        """A span the processor has no node for ended (``ctx``: its context): one left out, held or
+        sampled out is settled here. A node when its trace was kept while it ran: the node the keep
+        gave it, whose end the processor queues as any run's."""
         span_id = ctx.span_id
-        place = self._skipped.pop(span_id, None)
-        if place is not None:
-            _remember(self._skipped_ended, span_id, place)
-            self._worker.ledger.filtered()
-            return
+        trace_id = ctx.trace_id
+        if span_id in self._held and not self._held_ended(span, trace_id, span_id):
+            return None  # the commonest case under sampling first: held, and still undecided
+        if self._skipped:
+            place = self._skipped.pop(span_id, None)
+            if place is not None:
+                _remember(self._skipped_ended, span_id, place)
+                self._worker.ledger.filtered()
+                return None
         tail = self._tail
-        if tail is not None and ctx.trace_flags.sampled and not tail.rate_keeps(ctx.trace_id) and self._out(ctx.trace_id):
+        if tail is None or not ctx.trace_flags.sampled or tail.rate_keeps(trace_id):
+            return None  # not sampled, started before the processor, or refused at the door (counted there)
+        hold = self._worker.hold
+        assert hold is not None  # made with the tail rule, from the same setting
+        decided = hold.decision(trace_id)  # set before a keep takes its spans from the hold
+        if decided:
+            with self._lock:  # a keep registers the nodes it makes under this lock
+                node = self._nodes.pop(span_id, None)
+            return node if node is not None and self.ended(span, node) else None
+        if decided is False or not tail.can_rescue:
             self._worker.ledger.sampled_out()
-        # else: not sampled, started before the processor, or refused at the door (counted there)
+        # else: a kept trace's span with no run (refused at its start, counted there), or one never held
+        return None
+
+    def _held_ended(self, span: Any, trace_id: int, span_id: int) -> bool:
+        """A held span ended: it waits with its trace, or decides it (an error, a slow run, its last
+        root). True only when its trace was kept while it ran (the caller then takes its node)."""
+        if self._waiting:
+            node = self._made.get(span_id)
+            entry = self._waiting.get(node) if node is not None else None
+            if entry is not None and node is not None and self._leave_out(entry, node, span_id):
+                return False
+        tail = self._tail
+        hold = self._worker.hold
+        assert tail is not None and hold is not None  # held only with a tail rule
+        events = span.events
+        why = tail.rescues(span, events)
+        size = span_bytes(span, events)
+        with self._lock:
+            last_root = hold.end(trace_id, span_id, size)
+            if last_root is None:  # its trace was decided while it ran
+                if hold.decision(trace_id) is True:
+                    return True
+                self._held.pop(span_id, None)
+                self._made.pop(span_id, None)
+                self._worker.ledger.sampled_out()
+                return False
+            if why is not None or last_root:
+                self._apply(hold.decide(trace_id, why is not None, why or "root"))
+            self._ended += 1
+            if not self._ended & 255 or hold.bytes > hold.max_bytes:
+                # Ages are looked at every 256 ends (and at each flush): the bound is minutes.
+                for expired in hold.expire(time.monotonic()):
+                    self._apply(expired)
+        return False
 
     def ended(self, span: Any, node: RunNode) -> bool:
         """A span with a node ended: True when it is a run to remember and whose end is queued now
-        (the processor's patch); False when it is left out, held, or sampled out."""
+        (the processor's patch); False when it is left out, or sampled out."""
         if self._waiting:
             entry = self._waiting.get(node)
             if entry is not None and self._leave_out(entry, node, span.context.span_id):
@@ -220,31 +367,11 @@ class Choice:
         tail = self._tail
         if tail is None:
             return True
-        ctx = span.context
-        trace_id = ctx.trace_id
-        if tail.rate_keeps(trace_id):
-            return True
+        trace_id = span.context.trace_id
         hold = self._worker.hold
-        assert hold is not None  # made with the tail rule, from the same setting
-        span_id = ctx.span_id
-        events = span.events
-        why = tail.rescues(span, events)
-        size = span_bytes(span, events)
-        with self._lock:
-            last_root = hold.end(trace_id, span_id, size)
-            if last_root is None:  # its trace was decided without it
-                if hold.decision(trace_id) is True:
-                    return True
-                self._worker.ledger.sampled_out()
-                return False
-            self._held_nodes[span_id] = node
-            if why is not None or last_root:
-                self._apply(hold.decide(trace_id, why is not None, why or "root"))
-            self._ended += 1
-            if not self._ended & 255 or hold.bytes > hold.max_bytes:
-                # Ages are looked at every 256 ends (and at each flush): the bound is minutes.
-                for expired in hold.expire(time.monotonic()):
-                    self._apply(expired)
+        if tail.rate_keeps(trace_id) or (hold is not None and hold.decision(trace_id) is True):
+            return True
+        self._worker.ledger.sampled_out()  # its trace was decided, not to be sent, while it ran
         return False
 
     def _leave_out(self, entry: _Waiting, node: RunNode, span_id: int) -> bool:
@@ -253,6 +380,8 @@ class Choice:
             if entry.state == _Waiting.KEPT:
                 return False
             self._waiting.pop(node, None)
+            self._held.pop(span_id, None)
+            self._made.pop(span_id, None)
             # For children that start after it ended: those that found its node, and those that will not.
             _remember(self._left_out, node, entry)
             _remember(self._skipped_ended, span_id, (None, entry.remote))
@@ -275,21 +404,36 @@ class Choice:
         if decision is None:
             return
         worker = self._worker
-        held_nodes = self._held_nodes
+        held = self._held
         worker.ledger.decided(len(decision.ended), decision.keep, decision.reason if decision.reason in BOUNDS else None)
+        opened: list[_HeldSpan] = decision.open
+        ended: list[_HeldSpan] = decision.ended
+        made = self._made
         if not decision.keep:
-            for _, _, span_id in decision.ended:
-                held_nodes.pop(span_id, None)
-            return  # open runs of the trace are sampled out at their end
-        for span, node, _ in decision.open:
+            for _, span_id, _, _ in ended:
+                held.pop(span_id, None)
+                made.pop(span_id, None)
+            for _, span_id, _, _ in opened:
+                held.pop(span_id, None)
+                node = made.pop(span_id, None)
+                if node is not None:
+                    # Its end is then the processor's, counted as sampled out (a waiting root's entry settled).
+                    self._nodes[span_id] = node
+            return
+        nodes = [self._place(item) for item in opened + ended]  # all first: a parent may be any of them
+        for (span, span_id, _, _), node in zip(opened, nodes):
             # Early, as their held children are about to arrive under them; a root still waiting is
-            # posted when a kept descendant comes.
+            # posted when a kept descendant comes. Their end is the processor's, as any run's.
+            held.pop(span_id, None)
+            made.pop(span_id, None)
+            self._nodes[span_id] = node
             if node not in self._waiting and not worker.submit("post", span, node):
                 self._refused.add(node)
         # Parents first: a run whose post never went out goes whole, with its end.
-        for span, node, span_id in sorted(decision.ended, key=lambda item: item[0].start_time or 0):
+        for (span, span_id, _, _), node in sorted(zip(ended, nodes[len(opened):]), key=lambda pair: pair[0][0].start_time or 0):
+            held.pop(span_id, None)
+            made.pop(span_id, None)
             worker.submit("patch", span, node)
-            held_nodes.pop(span_id, None)
             _remember(self._kept_ended, span_id, node)
 
     def handed_on(self, span_id: int, node: RunNode | None) -> tuple[RunNode | None, RunIds | None]:

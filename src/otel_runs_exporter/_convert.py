@@ -286,6 +286,9 @@ def warn_if_ids_set_late(span: Any, at_start: GivenIds | None) -> None:
     )
 
 
+_AT_START: Final[Any] = object()  # RunNode's default: read the span's id attributes now
+
+
 class RunNode:
     """A started span's place in its run tree, resolved to :class:`RunIds` on demand.
 
@@ -314,12 +317,16 @@ class RunNode:
     MERGED: Final = 2
     DROPPED: Final = 3
 
-    def __init__(self, span: Any, parent: "RunNode | None", remote: RunIds | None = None) -> None:
+    def __init__(
+        self, span: Any, parent: "RunNode | None", remote: RunIds | None = None, given: Any = _AT_START
+    ) -> None:
+        """``given``: the span's id attributes as they were at its start, when the node is made later
+        (a held span's, ``_choice``); read from the span by default."""
         self.span: Any = span
         self.parent = parent
         self.remote = remote
         # Kept after resolve: the end of the span is checked against it (warn_if_ids_set_late).
-        self.given = given_ids(span.attributes)
+        self.given: GivenIds | None = given_ids(span.attributes) if given is _AT_START else given
         self.ids: RunIds | None = None
         self.state = RunNode.OPEN
         # How deep its run will be, known before its ids (given ids may place it elsewhere):

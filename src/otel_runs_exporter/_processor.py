@@ -26,7 +26,7 @@ from ._arguments import SettingsArguments, Unpack
 from ._choice import Choice
 from ._clock import SYSTEM_CLOCK, Clock
 from ._convert import RunNode
-from ._ids import IdScheme, RunIds
+from ._ids import RunIds
 from ._logging import RateLimitedLog
 from ._settings import Settings, check_usable, resolve
 from ._stats import ExporterStats
@@ -37,6 +37,7 @@ __all__ = ["RunsSpanProcessor"]
 logger = logging.getLogger(__name__)
 _rl = RateLimitedLog(logger)
 
+_RUN_HELPERS = "langsmith.run_helpers"  # the SDK module the bridge reads, never imported here
 _RECENT_MAX = 16_384  # ended spans remembered for children that start after their parent ended
 # Deeper ended runs are remembered apart, fewer of them: each holds its dotted_order, up to
 # ~15 kB at _ids.MAX_DEPTH, so 16,384 of those would hold 250 MB. Two maps rather than a byte
@@ -70,7 +71,10 @@ class RunsSpanProcessor(SpanProcessor):
         self._recent_deep: OrderedDict[int, RunNode] = OrderedDict()
         self._worker: Worker | None = None if self._settings.disabled else Worker(self._settings, clock=clock)
         # The span filter and tail sampling (_choice); None, and never asked, when every span is sent.
-        self._choice = Choice.for_settings(self._settings, self._worker) if self._worker is not None else None
+        self._choice = (
+            Choice.for_settings(self._settings, self._worker, self._open, self._node)
+            if self._worker is not None else None
+        )
         if self._worker is not None:
             _registry.register(self)
 
@@ -89,7 +93,7 @@ class RunsSpanProcessor(SpanProcessor):
         would leave it to pick its own.
         """
         batcher = self._worker
-        node = self._open.get(span_id) or self._recent.get(span_id) or self._recent_deep.get(span_id)
+        node = self._node(span_id)
         ids = None
         if self._choice is not None:
             # A span left out hands on its nearest kept ancestor's run (or the remote run above it).
@@ -104,6 +108,10 @@ class RunsSpanProcessor(SpanProcessor):
             ids = ids._replace(project=self._settings.project)
         return ids
 
+    def _node(self, span_id: int) -> RunNode | None:
+        """The node of an open or recently ended run of this processor."""
+        return self._open.get(span_id) or self._recent.get(span_id) or self._recent_deep.get(span_id)
+
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         batcher = self._worker
         if batcher is None:
@@ -112,9 +120,12 @@ class RunsSpanProcessor(SpanProcessor):
             ctx = span.get_span_context()
             if not ctx.trace_flags.sampled:
                 return  # sampling keeps or drops whole traces; never export what was not sampled
+            choice = self._choice
+            sdk = self._sdk_run() if self._bridge and _RUN_HELPERS in sys.modules else None
+            if sdk is None and choice is not None and choice.lean and choice.hold_start(span, ctx, parent_context):
+                return  # held with its trace, or sampled out: no node yet, maybe never
             parent_node = remote = None
             parent = span.parent
-            choice = self._choice
             if parent is not None:
                 key = parent.span_id
                 parent_node = self._open.get(key) or self._recent.get(key) or self._recent_deep.get(key)
@@ -122,12 +133,11 @@ class RunsSpanProcessor(SpanProcessor):
                     parent_node, remote = choice.spliced(key)  # a parent left out: its nearest kept ancestor
                 if parent_node is None and parent.is_remote:
                     remote = _registry.remote_run(parent_context)
-            if self._bridge:
-                run_helpers = sys.modules.get("langsmith.run_helpers")  # never imports it
-                if run_helpers is not None:
-                    sdk = self._sdk_parent(run_helpers, parent_node, remote, batcher.options.id_scheme)
-                    if sdk is not None:
-                        parent_node, remote = None, sdk
+            if sdk is not None:
+                # The SDK's current run, when it is nested deeper than the span's OTel parent.
+                here = parent_node.resolve(batcher.options.id_scheme) if parent_node is not None else remote
+                if _sdk_bridge.innermost(here, sdk) is sdk:
+                    parent_node, remote = None, sdk
             if choice is not None:
                 kept = choice.started(span, ctx.span_id, ctx.trace_id, parent_node, remote)
                 if kept is not None:
@@ -141,34 +151,34 @@ class RunsSpanProcessor(SpanProcessor):
         except Exception:  # noqa: BLE001 - never raise into the application
             _rl.error("on_start", "could not record the start of span %r", getattr(span, "name", "?"), exc_info=True)
 
-    def _sdk_parent(
-        self, run_helpers: Any, parent_node: RunNode | None, remote: RunIds | None, id_scheme: IdScheme
-    ) -> RunIds | None:
-        """The langsmith SDK's current run, when it is nested deeper than the span's OTel parent."""
+    def _sdk_run(self) -> RunIds | None:
+        """The langsmith SDK's current run, when the app uses the SDK alongside (the bridge)."""
+        run_helpers = sys.modules.get(_RUN_HELPERS)  # never imports it
+        if run_helpers is None:
+            return None
         if self._hooked is not run_helpers:
             # First span since the app imported the SDK: let its runs nest under ours too.
             _sdk_bridge.install_parent_hook(run_helpers)
             self._hooked = run_helpers
-        sdk = _sdk_bridge.current_sdk_run(run_helpers)
-        if sdk is None:
-            return None
-        here = parent_node.resolve(id_scheme) if parent_node is not None else remote
-        return sdk if _sdk_bridge.innermost(here, sdk) is sdk else None
+        return _sdk_bridge.current_sdk_run(run_helpers)
 
     def on_end(self, span: ReadableSpan) -> None:
         batcher = self._worker
         if batcher is None:
             return
         try:
-            span_id = span.context.span_id
+            ctx = span.context
+            span_id = ctx.span_id
             node = self._open.pop(span_id, None)
             choice = self._choice
             if node is None:
-                if choice is not None:
-                    choice.ended_without_run(span)
-                return  # not sampled, started before this processor was added, dropped at its start, or left out
-            if choice is not None and not choice.ended(span, node):
-                return  # left out, held for its trace's sampling decision, or sampled out
+                # Not sampled, started before this processor was added, dropped at its start, left out,
+                # held, or sampled out; or held, and its trace kept as it ran (a node made at the keep).
+                node = choice.ended_without_run(span, ctx) if choice is not None else None
+                if node is None:
+                    return
+            elif choice is not None and not choice.ended(span, node):
+                return  # left out, or sampled out
             ids = node.ids
             if (ids.depth if ids is not None else node.depth) <= _RECENT_DEEP:
                 recent, most = self._recent, _RECENT_MAX
