@@ -75,6 +75,8 @@ GENAI_ATTRIBUTE_PREFIXES: Final[tuple[str, ...]] = (
 )
 
 _GENAI_SCOPE_PREFIXES: Final = tuple(prefix for prefix, _ in GENAI_SCOPES)
+# Their first letters: most names of a noise span (http.*, db.*, server.*) are told apart by one.
+_GENAI_FIRST_LETTERS: Final = frozenset(prefix[0] for prefix in GENAI_ATTRIBUTE_PREFIXES)
 
 # A span's verdict. ROOT: not a GenAI span under spans=genai; a run only as the root of a
 # tree with kept descendants (each path finds out whether it has any).
@@ -102,8 +104,15 @@ def has_genai_attributes(attributes: Any) -> bool:
     """
     if not attributes:
         return False
-    for key in attributes:
-        if key.startswith(GENAI_ATTRIBUTE_PREFIXES):
+    try:
+        # Iterating the SDK's mapping lists its keys under its lock through Python methods; a copy
+        # of its dict is one C call (as _convert.given_ids does).
+        keys = attributes.copy()
+    except AttributeError:
+        keys = attributes
+    letters = _GENAI_FIRST_LETTERS
+    for key in keys:
+        if key[:1] in letters and key.startswith(GENAI_ATTRIBUTE_PREFIXES):
             return True
     return False
 
@@ -165,7 +174,8 @@ class SpanFilter:
         given) decides the rest instead of ``spans``, and an exception it raises
         keeps the span (logged once).
         """
-        name = _scope_name(span)
+        scope = span.instrumentation_scope  # _scope_name's reading, inline: once per span at its start
+        name = scope.name if scope is not None and scope.name else ""
         by_scope = self._scopes.get(name)
         if by_scope is None:
             by_scope = self._by_scope(name)
