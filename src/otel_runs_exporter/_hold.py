@@ -47,7 +47,7 @@ __all__ = ["TraceHold", "Decision", "span_bytes"]
 # Decisions remembered for spans that end after their trace was decided (~100 B each).
 _DECIDED_MAX = 65_536
 # What a held ended span costs besides its strings: the SDK span, its context, attribute mapping,
-# our node and the hold's entries: ~3.1 KB for a small span, measured with tracemalloc
+# the hold's entries (a node only for a trace kept): ~3.1 KB for a small span, measured with tracemalloc
 # (bench/selection.py, "hold"), as _worker's comment on _OP_BYTES measured for a queued span.
 _SPAN_BYTES = 3100
 _EVENT_BYTES = 200
