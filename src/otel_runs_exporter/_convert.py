@@ -379,16 +379,17 @@ on_fork_in_child(RunNode._renew_lock)
 def snapshot_attributes(span: Any) -> dict[str, Any]:
     """A plain copy of a span's attributes, safe while the app thread still writes them."""
     attrs = span.attributes
-    if not attrs:
-        return {}
     try:
         # The SDK's attribute mapping copies its dict in one C call (given_ids does the same);
-        # dict(attrs) would read it key by key through Python methods, ~10x slower.
+        # dict(attrs) would read it key by key through Python methods, ~10x slower. Copied
+        # before asking whether it is empty, which is a Python call on the SDK's mapping.
         plain = attrs.copy()
-    except Exception:  # noqa: BLE001 - an older SDK or another mapping: read it key by key
+    except Exception:  # noqa: BLE001 - an older SDK or another mapping (or None): read it key by key
         plain = None
     if type(plain) is dict:
         return plain
+    if not attrs:
+        return {}
     for _ in range(3):
         try:
             return dict(attrs)
