@@ -312,19 +312,23 @@ class Choice:
             return None  # not sampled, started before the processor, or refused at the door (counted there)
         hold = self._worker.hold
         assert hold is not None  # made with the tail rule, from the same setting
-        decided = hold.decision(trace_id)  # set before a keep takes its spans from the hold
-        if decided:
-            with self._lock:  # a keep registers the nodes it makes under this lock
+        decided = hold.decision(trace_id)  # set before a decision takes its spans from the hold
+        if decided is not None:
+            # A decision taken while this span ran may have handed its node to the processor, under
+            # this lock, after the processor looked: kept, its end is queued; not, it is counted.
+            with self._lock:
                 node = self._nodes.pop(span_id, None)
-            return node if node is not None and self.ended(span, node) else None
-        if decided is False or not tail.can_rescue:
+            if node is not None:
+                return node if self.ended(span, node) else None
+        if decided is False or (decided is None and not tail.can_rescue):
             self._worker.ledger.sampled_out()
         # else: a kept trace's span with no run (refused at its start, counted there), or one never held
         return None
 
     def _held_ended(self, span: Any, trace_id: int, span_id: int) -> bool:
         """A held span ended: it waits with its trace, or decides it (an error, a slow run, its last
-        root). True only when its trace was kept while it ran (the caller then takes its node)."""
+        root). True only when its trace was decided while it ran: the caller settles it then, as any
+        span of a decided trace."""
         if self._waiting:
             node = self._made.get(span_id)
             entry = self._waiting.get(node) if node is not None else None
@@ -338,13 +342,8 @@ class Choice:
         size = span_bytes(span, events)
         with self._lock:
             last_root = hold.end(trace_id, span_id, size)
-            if last_root is None:  # its trace was decided while it ran
-                if hold.decision(trace_id) is True:
-                    return True
-                self._held.pop(span_id, None)
-                self._made.pop(span_id, None)
-                self._worker.ledger.sampled_out()
-                return False
+            if last_root is None:  # its trace was decided while it ran (the decision took its entries)
+                return True
             if why is not None or last_root:
                 self._apply(hold.decide(trace_id, why is not None, why or "root"))
             self._ended += 1

@@ -10,6 +10,7 @@ trace was sent at once, held and then kept, or went through the exporter path.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import orjson
@@ -201,3 +202,42 @@ def test_threads_ending_spans_as_their_trace_is_kept_lose_no_run(service):
     assert len(runs) == total and {k: v for k, v in service.check().items() if v} == {}
     stats = processor.stats()
     assert stats.created == stats.delivered == total and stats.sampled_out == stats.dropped_total == 0
+
+
+@pytest.mark.parametrize("spans", ["all", "genai"])
+def test_what_the_hold_keeps_is_let_go_whatever_decides_a_trace(service, spans):
+    """Kept by an error, dropped at its root's end, or decided at the span bound while its root runs:
+    once every span has ended the processor and the hold keep nothing for the trace (nothing leaks)."""
+    provider, processor = processor_provider(service.url, sample_rate=0.0, spans=spans, sample_hold_max_spans=4)
+    server = provider.get_tracer("opentelemetry.instrumentation.fastapi")
+    llm = provider.get_tracer("opentelemetry.instrumentation.openai_v2")
+    for name, error, children in (("kept", True, 2), ("dropped", False, 2), ("past the bound", False, 6)):
+        with server.start_as_current_span(name):
+            for i in range(children):
+                with llm.start_as_current_span(f"chat-{i}", attributes={"gen_ai.operation.name": "chat"}) as chat:
+                    if error and i == 1:
+                        chat.set_status(Status(StatusCode.ERROR, "rate limited"))
+    assert processor.force_flush(5000)
+    choice = processor._choice
+    assert (processor._open, choice._held, choice._made, choice._waiting) == ({}, {}, {}, {})
+    assert len(processor._worker.hold) == 0
+    stats = processor.stats()
+    assert stats.created == 3 and stats.sampled_at_bound == {"spans": 1}
+    assert stats.created + stats.sampled_out + stats.filtered + stats.sampling_held == 3 + 3 + 7
+    assert {r["name"] for r in service.wait_for_runs(3)} == {"kept", "chat-0", "chat-1"}
+
+
+def test_a_waiting_root_of_a_trace_decided_while_it_runs_is_settled_at_its_end(service):
+    """``spans=genai``: a root still waiting for a kept descendant when the time bound decides its
+    trace ends left out (filtered, as with no sampling), and nothing of it is kept."""
+    provider, processor = processor_provider(service.url, sample_rate=0.0, spans="genai", sample_hold_max_s=0.01)
+    server = provider.get_tracer("opentelemetry.instrumentation.fastapi")
+    with server.start_as_current_span("GET /health"):
+        time.sleep(0.03)
+        assert processor.force_flush(5000)  # decides the held traces past their time bound
+        assert processor.stats().sampled_at_bound == {"seconds": 1}
+    assert processor.force_flush(5000)
+    choice = processor._choice
+    assert (processor._open, choice._held, choice._made, choice._waiting) == ({}, {}, {}, {})
+    stats = processor.stats()
+    assert (stats.created, stats.filtered, stats.sampled_out) == (0, 1, 0)
