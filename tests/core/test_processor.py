@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
 import logging
 import threading
 import time
+import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
 
 from opentelemetry import context as otel_context
@@ -257,4 +259,28 @@ def test_byte_cap_counts_spans_waiting_in_the_queue(service):
     assert stats.dropped["queue_bytes_full"] == 15 and "queue_full" not in stats.dropped
     assert processor.force_flush(5000)
     assert len(service.wait_for_runs(5)) == 5
+    provider.shutdown()
+
+
+def test_a_run_dropped_at_its_end_lets_its_span_go(service):
+    """Ends refused at a full queue (an outage) are counted, and their spans are not kept for children that
+    may come: the processor remembers such a run by its ids (~0.3 KB), not its span with its payload."""
+    service.faults.update(outage=True)
+    provider, processor = processor_provider(service.url, max_queue_size=16, schedule_delay_s=30.0)
+    tracer = provider.get_tracer("t")
+    spans, payload = 400, 64 * 1024
+    gc.collect()
+    tracemalloc.start()
+    try:
+        for i in range(spans):
+            with tracer.start_as_current_span(f"s{i}") as span:
+                span.set_attribute("output.value", "x" * payload + str(i))  # a payload only at the end
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert processor.stats().dropped["queue_full"] > spans // 2
+    # Kept, the refused spans alone would hold ~25 MB; the queue holds at most 16 operations.
+    assert grown < 8 * 2**20, f"{grown / 2**20:.1f} MiB held after {spans} spans of {payload // 1024} KB"
+    service.faults.update(outage=False)
     provider.shutdown()
