@@ -102,13 +102,13 @@ def has_genai_attributes(attributes: Any) -> bool:
     >>> has_genai_attributes({"llm.model_name": "x"}), has_genai_attributes({"http.method": "GET"})
     (True, False)
     """
-    if not attributes:
-        return False
     try:
         # Iterating the SDK's mapping lists its keys under its lock through Python methods; a copy
-        # of its dict is one C call (as _convert.given_ids does).
+        # of its dict is one C call (as _convert.given_ids does), and an empty one is the answer.
         keys = attributes.copy()
     except AttributeError:
+        if not attributes:
+            return False
         keys = attributes
     letters = _GENAI_FIRST_LETTERS
     for key in keys:
