@@ -272,8 +272,9 @@ def backoff_of(settings: Settings) -> Backoff:
 class RetryLater(Exception):
     """The deadline (or an interruption) came before the request could succeed.
 
-    ``response`` is the last retryable answer, if there was one (for its status
-    and Retry-After), or None after connection errors.
+    ``response`` is the last retryable answer of the call, if there was one (for its
+    status and Retry-After), even when a later attempt got none (a connection error,
+    a timeout cut short by the deadline); None when no attempt was answered.
     """
 
     def __init__(self, response: requests.Response | None = None, interrupted: bool = False) -> None:
@@ -388,14 +389,16 @@ class HttpClient:
         """
         url = self.base + path
         counts = self.counts
+        # What the caller is told at the deadline: the last answer, not the last attempt's silence
+        # (the last try, started just before the deadline, may be cut short by it).
+        last: requests.Response | None = None
         while True:
             limit = self._limit(deadline)
-            self._wait_until(self._not_before, limit)
+            self._wait_until(self._not_before, limit, last)
             remaining = limit - self._clock.now()
             if remaining <= 0:
-                raise RetryLater()
+                raise RetryLater(last)
             retry_after: float | None = None
-            last: requests.Response | None = None
             try:
                 bounded = min(self._timeout_s, remaining)
                 timeout: float | tuple[float, float] = (
@@ -496,13 +499,15 @@ class HttpClient:
             delay = max(delay, retry_after)
         return self._capped(delay)
 
-    def _wait_until(self, when: float, deadline: float) -> None:
+    def _wait_until(self, when: float, deadline: float, last: requests.Response | None = None) -> None:
+        """Wait until ``when``; :class:`RetryLater` (with ``last``, the call's last answer) if that
+        passes ``deadline``, or at once when the wake event is set."""
         while True:
             now = self._clock.now()
             if now >= when:
                 return
             if when >= deadline:
-                raise RetryLater()
+                raise RetryLater(last)
             if self._clock.wait(self._wake, when - now):
                 raise RetryLater(interrupted=True)  # new work or shutdown: let the caller decide
 

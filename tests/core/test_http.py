@@ -99,6 +99,25 @@ def test_a_backoff_past_the_deadline_gets_one_last_try_just_before_it():
     assert clock.waits == [10.0 - Backoff.last_try_margin_s]
 
 
+def test_an_answer_then_only_timeouts_up_to_the_deadline_still_gives_that_answer():
+    """The last try starts just before the deadline and may be cut short by it: the caller is told the
+    last answer the call got (the API client's ServerError), not that nothing ever answered."""
+    calls = []
+
+    def first_503_then_timeouts(request):
+        calls.append(request)
+        if len(calls) == 1:
+            return answer(503)
+        raise requests.Timeout("read timed out")
+
+    net = ScriptedNetwork(first_503_then_timeouts)
+    http, _ = client(net)
+    with pytest.raises(RetryLater) as info:
+        http.request("GET", "/x", 10.0)
+    assert info.value.response is not None and info.value.response.status_code == 503
+    assert len(calls) > 2 and not info.value.interrupted
+
+
 def test_no_answer_at_the_deadline_is_retry_later_without_a_response():
     def refused(request):
         raise requests.ConnectionError("connection refused")
