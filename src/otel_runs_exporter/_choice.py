@@ -200,9 +200,7 @@ class Choice:
         """The node of a held span, made now if it has none (with those of its held ancestors that have
         none). Under the lock, so two threads never give one span two nodes (two runs)."""
         made = self._made
-        node = made.get(item[1])
-        if node is not None:
-            return node
+        node: RunNode | None = None
         chain: list[_HeldSpan] = []
         found: _HeldSpan | None = item
         while found is not None:
@@ -330,10 +328,11 @@ class Choice:
         root). True only when its trace was decided while it ran: the caller settles it then, as any
         span of a decided trace."""
         if self._waiting:
-            node = self._made.get(span_id)
-            entry = self._waiting.get(node) if node is not None else None
-            if entry is not None and node is not None and self._leave_out(entry, node, span_id):
-                return False
+            node = self._made.get(span_id)  # a waiting root got its node at its start
+            if node is not None:
+                entry = self._waiting.get(node)
+                if entry is not None and self._leave_out(entry, node, span_id):
+                    return False
         tail = self._tail
         hold = self._worker.hold
         assert tail is not None and hold is not None  # held only with a tail rule
@@ -407,31 +406,27 @@ class Choice:
         worker.ledger.decided(len(decision.ended), decision.keep, decision.reason if decision.reason in BOUNDS else None)
         opened: list[_HeldSpan] = decision.open
         ended: list[_HeldSpan] = decision.ended
+        items = opened + ended
         made = self._made
+        # Nodes before the entries go: kept, every span gets one (a parent may be any of them);
+        # not, an open span that has one (a waiting root's) hands it to the processor.
+        nodes = [self._place(item) for item in items] if decision.keep else []
+        handed = [] if decision.keep else [(span_id, made[span_id]) for _, span_id, _, _ in opened if span_id in made]
+        for _, span_id, _, _ in items:
+            held.pop(span_id, None)
+            made.pop(span_id, None)
         if not decision.keep:
-            for _, span_id, _, _ in ended:
-                held.pop(span_id, None)
-                made.pop(span_id, None)
-            for _, span_id, _, _ in opened:
-                held.pop(span_id, None)
-                node = made.pop(span_id, None)
-                if node is not None:
-                    # Its end is then the processor's, counted as sampled out (a waiting root's entry settled).
-                    self._nodes[span_id] = node
+            for span_id, node in handed:
+                self._nodes[span_id] = node  # its end is the processor's, counted as sampled out
             return
-        nodes = [self._place(item) for item in opened + ended]  # all first: a parent may be any of them
         for (span, span_id, _, _), node in zip(opened, nodes):
             # Early, as their held children are about to arrive under them; a root still waiting is
             # posted when a kept descendant comes. Their end is the processor's, as any run's.
-            held.pop(span_id, None)
-            made.pop(span_id, None)
             self._nodes[span_id] = node
             if node not in self._waiting and not worker.submit("post", span, node):
                 self._refused.add(node)
         # Parents first: a run whose post never went out goes whole, with its end.
         for (span, span_id, _, _), node in sorted(zip(ended, nodes[len(opened):]), key=lambda pair: pair[0][0].start_time or 0):
-            held.pop(span_id, None)
-            made.pop(span_id, None)
             worker.submit("patch", span, node)
             _remember(self._kept_ended, span_id, node)
 

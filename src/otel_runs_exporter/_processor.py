@@ -128,6 +128,7 @@ class RunsSpanProcessor(SpanProcessor):
             parent = span.parent
             if parent is not None:
                 key = parent.span_id
+                # _node's lookup, written out: this runs for every span, and the call would cost ~70 ns.
                 parent_node = self._open.get(key) or self._recent.get(key) or self._recent_deep.get(key)
                 if parent_node is None and choice is not None:
                     parent_node, remote = choice.spliced(key)  # a parent left out: its nearest kept ancestor

@@ -174,8 +174,7 @@ class SpanFilter:
         given) decides the rest instead of ``spans``, and an exception it raises
         keeps the span (logged once).
         """
-        scope = span.instrumentation_scope  # _scope_name's reading, inline: once per span at its start
-        name = scope.name if scope is not None and scope.name else ""
+        name = _scope_name(span)
         by_scope = self._scopes.get(name)
         if by_scope is None:
             by_scope = self._by_scope(name)
