@@ -235,7 +235,7 @@ class Choice:
         if held and self._out(trace_id):
             return None  # its trace is not sent: no node, no work (sampled out at its end)
         if parent is not None and (self._waiting or self._left_out):
-            entry = self._waiting.get(parent) or self._left_out.get(parent)
+            entry = self._root_entry(parent)
             if entry is not None and not self._keep_waiting(entry, parent):
                 parent, remote = None, entry.remote  # its root was left out: this run starts the tree here
         node = RunNode(span, parent, remote)
@@ -264,6 +264,18 @@ class Choice:
         assert self._tail is not None
         hold = self._worker.hold
         return hold is None or not self._tail.can_rescue or hold.decision(trace_id) is False
+
+    def _root_entry(self, node: RunNode) -> _Waiting | None:
+        """The entry of the root whose node this is, when it waits or was left out; None otherwise.
+
+        A root left out so long ago that its entry was forgotten (past ``_ENDED_MAX``) is still known:
+        its node let go of its span and never got ids. It stands left out, so nothing hangs under it.
+        """
+        entry = self._waiting.get(node) or self._left_out.get(node)
+        if entry is None and node.span is None and node.ids is None:
+            entry = _Waiting(None, node.remote)
+            entry.state = _Waiting.LEFT_OUT
+        return entry
 
     def _keep_waiting(self, entry: _Waiting, node: RunNode) -> bool:
         """A kept run is about to hang under a waiting root: queue the root's post first. False when the
@@ -383,12 +395,15 @@ class Choice:
             # For children that start after it ended: those that found its node, and those that will not.
             _remember(self._left_out, node, entry)
             _remember(self._skipped_ended, span_id, (None, entry.remote))
+            # Remembered as a key and a remote run only: it is never a run, so neither its entry nor its
+            # node may keep the SDK's span alive (~3 KB each, 16,384 of them, a walk for the collector).
+            span, entry.span, node.span = entry.span, None, None
             if entry.state == _Waiting.REFUSED:
                 return True  # counted as dropped when its post was refused
             entry.state = _Waiting.LEFT_OUT
             self._worker.ledger.filtered()
             hold = self._worker.hold
-            trace_id = entry.span.get_span_context().trace_id
+            trace_id = span.get_span_context().trace_id
             if hold is not None and hold.holds(trace_id) and hold.end(trace_id, span_id, 0, keep_item=False):
                 decision = hold.decide(trace_id, False, "root")
                 if decision is not None:
@@ -439,7 +454,7 @@ class Choice:
             node, remote = self.spliced(span_id)
             if node is None:
                 return None, remote
-        entry = self._waiting.get(node) or self._left_out.get(node)
+        entry = self._root_entry(node)
         if entry is not None and not self._keep_waiting(entry, node):
             return None, entry.remote
         return node, None
