@@ -426,10 +426,12 @@ class Choice:
         # Nodes before the entries go: kept, every span gets one (a parent may be any of them);
         # not, an open span that has one (a waiting root's) hands it to the processor.
         nodes = [self._place(item) for item in items] if decision.keep else []
-        handed = [] if decision.keep else [(span_id, made[span_id]) for _, span_id, _, _ in opened if span_id in made]
+        handed = [] if decision.keep or not made else [(span_id, made[span_id]) for _, span_id, _, _ in opened if span_id in made]
         for _, span_id, _, _ in items:
             held.pop(span_id, None)
-            made.pop(span_id, None)
+        if made:  # empty but for spans placed early (the span filter's, or asked for): most traces
+            for _, span_id, _, _ in items:
+                made.pop(span_id, None)
         if not decision.keep:
             for span_id, node in handed:
                 self._nodes[span_id] = node  # its end is the processor's, counted as sampled out
