@@ -27,6 +27,8 @@ def test_every_mode_runs_and_sends_what_its_settings_say(tmp_path) -> None:
         spans = result["spans"]
         if name.endswith("floor"):
             assert result["sent"] == 0, name
+        elif name.startswith("noisy-kept"):  # only the 3 runs spans=genai keeps, per 10-span request
+            assert result["sent"] == spans * 3 // 10 and result["dropped"] == 0, name
         elif name.endswith(("unsampled", "spans=all")):
             assert result["sent"] == spans and result["dropped"] == 0, name
         elif "rate 0.1" in name:
