@@ -389,12 +389,13 @@ class Choice:
         with self._lock:
             if entry.state == _Waiting.KEPT:
                 return False
+            # For children that start after it ended: those that found its node, and those that will not.
+            # Remembered before it leaves _waiting: a child starting meanwhile looks there without the lock.
+            _remember(self._left_out, node, entry)
+            _remember(self._skipped_ended, span_id, (None, entry.remote))
             self._waiting.pop(node, None)
             self._held.pop(span_id, None)
             self._made.pop(span_id, None)
-            # For children that start after it ended: those that found its node, and those that will not.
-            _remember(self._left_out, node, entry)
-            _remember(self._skipped_ended, span_id, (None, entry.remote))
             # Remembered as a key and a remote run only: it is never a run, so neither its entry nor its
             # node may keep the SDK's span alive (~3 KB each, 16,384 of them, a walk for the collector).
             span, entry.span, node.span = entry.span, None, None
