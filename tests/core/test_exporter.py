@@ -159,3 +159,34 @@ def test_zero_argument_constructor_reads_the_environment(service, monkeypatch):
     exporter.export(_spans())
     assert {r["session_name"] for r in service.wait_for_runs(3)} == {"from-env"}
     exporter.shutdown()
+
+
+def test_the_resolved_ids_bound_counts_what_an_entry_weighs():
+    """The exporter remembers resolved runs for late children within 32 MiB: its estimate of an entry
+    (key, ids, strings, map slot) is what tracemalloc sees, so the bound is the memory it says."""
+    import gc
+    import tracemalloc
+
+    from otel_runs_exporter._ids import SCHEMES, child_ids, root_ids, run_id_str
+
+    exporter = RunsSpanExporter(endpoint="http://127.0.0.1:9", api_key="k")
+    try:
+        v7, start = SCHEMES["v7"], 1_700_000_000_000_000_000
+        gc.collect()
+        tracemalloc.start()
+        for t in range(500):  # shallow traces, as an app's: a root and nine children
+            trace_id = (t + 1) << 64
+            root = root_ids(run_id_str(v7, trace_id, 1, start + t), start + t)
+            exporter._remember((trace_id, 1), root)
+            for s in range(2, 11):
+                exporter._remember((trace_id, s), child_ids(root, run_id_str(v7, trace_id, s, start + t + s), start + t + s))
+        # What this loop allocated and still holds, wherever it was made (not other threads' work).
+        # (RunIds is a NamedTuple: its __new__ is generated code, "<string>".)
+        mine = [tracemalloc.Filter(True, p) for p in ("*/_ids.py", "*/_exporter.py", "<string>", __file__)]
+        weight = sum(stat.size for stat in tracemalloc.take_snapshot().filter_traces(mine).statistics("filename"))
+        tracemalloc.stop()
+        estimate = exporter._resolved_bytes
+        assert len(exporter._resolved) == 5000
+        assert 0.9 < estimate / weight < 1.15, (estimate / 5000, weight / 5000)
+    finally:
+        exporter.shutdown()
