@@ -834,8 +834,9 @@ def _typed(decl: _Decl, name: str, value: Any) -> Any:
     if isinstance(parse, _Number):
         good, expected = parse.holds(value), parse.typed_expected or parse.expected
     elif parse is _scopes:
-        good = isinstance(value, (tuple, list)) and all(isinstance(v, str) for v in value)
-        expected = "scope names, as a list or comma-separated text"
+        # An empty name is a prefix of every scope: it would leave every span out.
+        good = isinstance(value, (tuple, list)) and all(isinstance(v, str) and v.strip() for v in value)
+        expected = "scope names, none blank, as a list or comma-separated text"
     elif name == "should_export":
         good, expected = callable(value), "a function span -> bool"
     elif parse is _backoff:
@@ -855,7 +856,9 @@ def _typed(decl: _Decl, name: str, value: Any) -> Any:
         return value  # a callable (mask), a mapping (headers), a path: checked where they are used
     if not good:
         raise ConfigError(f"argument {name}={value!r} is not valid: expected {expected}")
-    return tuple(value) if parse is _backoff or parse is _scopes else value
+    if parse is _scopes:
+        return tuple(v.strip() for v in value)
+    return tuple(value) if parse is _backoff else value
 
 
 def _from_env(decl: _Decl, env: Mapping[str, str]) -> Any:

@@ -168,7 +168,10 @@ def test_a_malformed_essential_variable_is_a_config_error_naming_it_and_what_is_
         ("sample_rate", "half", "a number from 0 to 1"),
         ("keep_slower_than_s", -1.0, "seconds, 0 or more (0: off)"),
         ("sample_hold_max_s", 0, "seconds, greater than 0"),
-        ("blocked_scopes", 5, "scope names, as a list or comma-separated text"),
+        ("blocked_scopes", 5, "scope names, none blank, as a list or comma-separated text"),
+        # An empty prefix matches every scope: it left every span out.
+        ("blocked_scopes", ("opentelemetry.instrumentation.requests", ""), "scope names, none blank, as a list or comma-separated text"),
+        ("blocked_scopes", [" "], "scope names, none blank, as a list or comma-separated text"),
         ("should_export", True, "a function span -> bool"),
     ],
 )
