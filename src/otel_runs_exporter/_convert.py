@@ -302,7 +302,7 @@ class RunNode:
     on its own until the run is converted.
     """
 
-    __slots__ = ("span", "parent", "remote", "given", "ids", "state", "depth", "pending", "posted")
+    __slots__ = ("span", "parent", "remote", "given", "ids", "state", "depth", "pending", "ended", "posted")
     # The worker and a propagating app thread may resolve at once. A ClassVar,
     # because a forked child replaces it (_renew_lock), compiled or not.
     _lock: ClassVar[threading.Lock] = threading.Lock()
@@ -333,10 +333,13 @@ class RunNode:
         # what the processor's memory of ended runs weighs it by.
         above = parent.depth if parent is not None else remote.depth if remote is not None else 0
         self.depth: int = above + 1 if above < MAX_DEPTH else 1
-        # The worker's queue holds nodes, not (operation, span) pairs: ``pending`` is the span the
-        # next queued operation converts (the live span, then its EndedSpan from the end on), and
+        # The worker's queue holds nodes, not (operation, span) pairs: ``pending`` is the live span
+        # its post converts, set once when the post is queued and let go by the worker once the early
+        # post is made (a span that never ends must not stay alive for it); ``ended`` is the span as
+        # its end was queued (the live one, or its EndedSpan), which the end's operation converts;
         # ``posted`` (the worker's alone) tells a node's first queued operation from its second.
         self.pending: Any = None
+        self.ended: Any = None
         self.posted = False
 
     def resolve(self, id_scheme: IdScheme) -> RunIds:

@@ -122,7 +122,7 @@ class Worker:
     def _init_state(self) -> None:
         #: The counts; the processor adds what it decides above the queue (spans filtered, traces held).
         self.ledger = Ledger()
-        # A node per queued operation: its first is its post, its second its end (RunNode.pending).
+        # A node per queued operation: its first is its post, its second its end (RunNode.pending, .ended).
         self._queue: deque[RunNode] = deque()
         self._wake = threading.Event()
         self._lock = threading.Lock()
@@ -221,7 +221,7 @@ class Worker:
                 # (the worker clears it once the run is complete, should it be placed meanwhile).
                 node.span = span
             self.ledger.admit()
-            node.pending = span
+            node.ended = span
             # Only now may the worker merge the post with the end: the patch is sure to be queued.
             node.state = RunNode.ENDED
         else:
@@ -465,7 +465,8 @@ class Worker:
                 return
             first = not node.posted
             node.posted = True
-            span = node.pending
+            # Its end, once queued (set before the state says so); else the live span its post converts.
+            span = node.pending if node.state == RunNode.OPEN else node.ended
             try:
                 encoded = self._convert(first, span, node)
             except Exception as exc:  # noqa: BLE001 - one bad span must not stop the others
@@ -473,7 +474,7 @@ class Worker:
                 if node.state == RunNode.ENDED:
                     # Its end was queued: the run is lost, counted once; a second operation is skipped.
                     node.state = RunNode.DROPPED
-                    node.span = node.pending = None
+                    node.span = node.pending = node.ended = None
                     self.ledger.drop("convert_error")
                 continue
             if encoded is not None and not self._delivery.add(encoded):
@@ -537,6 +538,9 @@ class Worker:
             # queued yet): only the end carries it, so a refused end is a run lost.
             run = span_to_run(span, ids, self._opts, as_open=True)
             self._remember_early(ids.run_id, early_post_summary(run), _OPEN_RUN_BYTES + len(ids.dotted_order))
+            # Made: nothing converts the live span again (its end comes as node.ended), so the node
+            # lets go of it. Only this thread writes pending once the post is queued.
+            node.pending = None
             return encode_run("post", run, limit)
         # The span has ended: the last chance to see ids set after its start, once per span.
         warn_if_ids_set_late(span, node.given)
@@ -550,7 +554,7 @@ class Worker:
             encoded = encode_run("patch", patch_fields(full, summary), limit, completes=True)
         # Marked only once encoded: a failure above is counted by the caller, once.
         node.state = RunNode.MERGED
-        node.span = node.pending = None
+        node.span = node.pending = node.ended = None
         self._completed(ids)
         return encoded
 
