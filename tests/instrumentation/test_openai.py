@@ -139,6 +139,35 @@ def test_stream_closed_early_ends_the_span(instrumented, client, spans):
     assert [e.name for e in span.events] == ["new_token"]
 
 
+def test_a_stream_let_go_unfinished_ends_its_span_with_what_was_read(instrumented, client, aclient, spans):
+    """An app that stops reading a stream and drops it without closing it (a ``break`` out of the loop)
+    still gets its call's run ended, with the text read so far, as OpenInference and OpenLLMetry do."""
+    import gc
+
+    stream = client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
+    for i, _ in enumerate(stream):  # the role, then the first words
+        if i == 1:
+            break
+    del stream
+    gc.collect()
+
+    async def main():
+        stream = await aclient.chat.completions.create(model="m-async", messages=MESSAGES, stream=True)
+        i = 0
+        async for _ in stream:
+            if i == 1:
+                break
+            i += 1
+        del stream
+        gc.collect()
+
+    asyncio.run(main())
+    for name in ("chat m", "chat m-async"):
+        span = spans.named(name)
+        assert span.end_time is not None and span.status.status_code is not StatusCode.ERROR
+        assert [e.name for e in span.events] == ["new_token"]
+
+
 def test_stream_failing_midway_records_the_error_and_ends_the_span(instrumented, client, aclient, spans, fake_api):
     stream = client.chat.completions.create(model="fail-midstream", messages=MESSAGES, stream=True)
     with pytest.raises(openai.APIError, match="fake mid-stream failure"):

@@ -597,6 +597,15 @@ class _StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
             attributes = {}
         self._self_call.end(attributes)
 
+    def __del__(self) -> None:
+        # A stream the app stopped reading and let go of without closing it: its span ends with
+        # what was read, as OpenInference's and OpenLLMetry's proxies end theirs. Left open, its
+        # run would read as running for good. (A no-op when the stream was closed or exhausted.)
+        try:
+            self._self_end()
+        except BaseException:  # noqa: BLE001 - a finalizer, maybe at interpreter exit: never raise
+            pass
+
 
 class SyncStreamProxy(_StreamProxy):
     """The client's stream, unchanged for the user, ending our span when it is exhausted,
