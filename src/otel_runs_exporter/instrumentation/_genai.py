@@ -414,6 +414,10 @@ class GenAICall(SpanCall):
             self._first_token = True
             self.span.add_event(FIRST_TOKEN_EVENT)
 
+    @property
+    def ended(self) -> bool:
+        return self._ended
+
     def end(self, attributes: Mapping[str, Any] | None = None) -> None:
         if self._ended:
             return
@@ -600,9 +604,11 @@ class _StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
     def __del__(self) -> None:
         # A stream the app stopped reading and let go of without closing it: its span ends with
         # what was read, as OpenInference's and OpenLLMetry's proxies end theirs. Left open, its
-        # run would read as running for good. (A no-op when the stream was closed or exhausted.)
+        # run would read as running for good. A stream closed or exhausted ended it already: then
+        # nothing is aggregated again.
         try:
-            self._self_end()
+            if not self._self_call.ended:
+                self._self_end()
         except BaseException:  # noqa: BLE001 - a finalizer, maybe at interpreter exit: never raise
             pass
 
