@@ -530,7 +530,10 @@ class Worker:
         """
         state = node.state
         if state == RunNode.DROPPED or state == RunNode.MERGED:
-            return None  # its end was refused and counted, or the post carried the whole run
+            # Its end was refused and counted, or the post carried the whole run: nothing converts
+            # the span again, and the node, remembered for late children, must not keep it.
+            node.pending = None
+            return None
         limit = self._settings.max_value_chars
         ids = node.resolve(self._opts.id_scheme)
         if first and state == RunNode.OPEN:

@@ -285,6 +285,26 @@ def test_a_span_that_never_ends_is_let_go_once_its_early_post_is_made(service):
     provider.shutdown()
 
 
+def test_a_run_whose_end_is_refused_after_its_post_was_queued_lets_its_span_go(service):
+    """The post queued, its end refused at a full queue (counted): once the post is skipped, nothing
+    converts the span again, so the node remembered for late children must not keep it."""
+    import weakref
+
+    provider, processor = processor_provider(service.url, max_queue_size=2, schedule_delay_s=30.0)
+    tracer = provider.get_tracer("t")
+    first = tracer.start_span("refused at its end", attributes={"output.value": "x" * 10_000})
+    other = tracer.start_span("fills the queue")
+    first.end()  # the queue holds both posts: this end is refused
+    ref = weakref.ref(first)
+    del first
+    processor.force_flush(5000)  # the worker skips the dropped run's post
+    gc.collect()
+    assert processor.stats().dropped["queue_full"] == 1
+    assert ref() is None
+    other.end()
+    provider.shutdown()
+
+
 def test_a_run_dropped_at_its_end_lets_its_span_go(service):
     """Ends refused at a full queue (an outage) are counted, and their spans are not kept for children that
     may come: the processor remembers such a run by its ids (~0.3 KB), not its span with its payload."""
