@@ -230,7 +230,8 @@ def test_a_running_trace_past_1000_runs_shows_new_runs_without_reload_and_pauses
     answer = requests.post(service.url + "/runs/batch", json={"post": [root, *first]}, timeout=30)
     assert answer.status_code == 202, answer.text
     page.get(viewer_link(service.url, root_id))
-    view = page.find_element(By.CSS_SELECTOR, ".trace-view")
+    # The page draws the view once its script has read the trace: on a loaded machine, after get() returns.
+    view = wait_for(lambda: page.find_element(By.CSS_SELECTOR, ".trace-view"), timeout=15, what="the trace view")
     wait_for(lambda: view.get_attribute("data-runs") == "1051", timeout=15, what="the whole trace")
     page.execute_script("window.notReloaded = true")
     # Past 1,000 runs the page used to stop refreshing: new runs come through the changes feed.
