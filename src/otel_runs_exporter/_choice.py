@@ -16,7 +16,11 @@ The ``runs`` propagator and the langsmith SDK bridge ask the same way.
 only if a descendant is kept. Its node exists (children link to it) but its
 post waits: the first kept descendant to start queues it, just before its own
 post (:meth:`Choice.started`), and a root that ends with none is left out.
-Handing its run to another process (the propagator) keeps it too. The state
+Handing its run to another process keeps it too: through the propagator, or
+by forking inside it (the child inherits the forking thread's context, and
+what it keeps there this process never sees). In a forked child, the roots
+it inherited still waiting are the parent's to decide: they stand left out,
+so a run the child keeps under one starts its own tree. The state
 of each waiting root moves under one lock, so a child that starts as its root
 ends is placed under it only if it is sent, else under the root's own parent.
 
@@ -45,11 +49,12 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from opentelemetry import trace
 from opentelemetry.context import Context
 
 from . import _registry
 from ._convert import RunNode, given_ids
-from ._fork import renew_in_child
+from ._fork import prepare_in_parent, renew_in_child
 from ._hold import BOUNDS, Decision, span_bytes
 from ._ids import GivenIds, RunIds
 from ._select import KEEP, ROOT, SKIP, SpanFilter, TailRule
@@ -126,6 +131,7 @@ class Choice:
         self._kept_ended: OrderedDict[int, RunNode] = OrderedDict()
         self._ended = 0  # held runs ended, to look at the hold's ages every so many
         renew_in_child(self)
+        prepare_in_parent(self)
 
     @classmethod
     def for_settings(cls, settings: Settings, worker: Worker, nodes: dict[int, RunNode],
@@ -135,12 +141,31 @@ class Choice:
             return None
         return cls(settings, worker, nodes, find)
 
+    def _before_fork(self) -> None:
+        # The child runs on in this thread's context, and may keep a run under the root waiting
+        # there; only this process can post that root and end it, so it is kept now.
+        if self._waiting:
+            span_id = trace.get_current_span().get_span_context().span_id
+            if span_id:
+                self.handed_on(span_id, self._find(span_id))
+
     def _after_fork_in_child(self) -> None:
         # The worker's hold starts empty in the child (the parent's held runs are the parent's to send).
         self._lock = threading.Lock()
         self._held.clear()
         self._made.clear()
         self._refused.clear()
+        # Roots still waiting are the parent's to post or leave out, and it never learns what the
+        # child keeps: here they stand left out, as _leave_out leaves one (not counted: the parent
+        # counts its own), and a child that ends one (unwinding what it was forked in) sends nothing.
+        for node, entry in self._waiting.items():
+            span_id = entry.span.get_span_context().span_id
+            entry.state = _Waiting.LEFT_OUT
+            _remember(self._left_out, node, entry)
+            _remember(self._skipped_ended, span_id, (None, entry.remote))
+            self._nodes.pop(span_id, None)
+            entry.span = node.span = None
+        self._waiting.clear()
 
     # --- on_start -------------------------------------------------------------------
 

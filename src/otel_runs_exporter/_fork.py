@@ -8,6 +8,10 @@ background thread of ours takes is registered here and replaced in the child,
 and every object whose state belongs to the parent (queues, batches in flight)
 starts clean there.
 
+A few objects also act in the parent just before the fork (:func:`prepare_in_parent`):
+what the child will inherit that the parent cannot follow any more (a run the child
+may add to) is settled while both are still one process.
+
     >>> import threading
     >>> class Holder:
     ...     def __init__(self):
@@ -25,7 +29,7 @@ import threading
 import weakref
 from typing import Any, Callable, Generic, TypeVar
 
-__all__ = ["renew_in_child", "on_fork_in_child", "ForkSafeLock", "WeakRegistry"]
+__all__ = ["renew_in_child", "prepare_in_parent", "on_fork_in_child", "ForkSafeLock", "WeakRegistry"]
 
 _T = TypeVar("_T")
 
@@ -33,12 +37,18 @@ logger = logging.getLogger(__name__)
 
 # Weak: registering an object here must not keep it alive.
 _objects: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_preparing: "weakref.WeakSet[Any]" = weakref.WeakSet()
 _callbacks: list[Callable[[], None]] = []
 
 
 def renew_in_child(obj: Any) -> None:
     """Call ``obj._after_fork_in_child()`` in every child forked from now on."""
     _objects.add(obj)
+
+
+def prepare_in_parent(obj: Any) -> None:
+    """Call ``obj._before_fork()`` in the parent, on the forking thread, just before every fork."""
+    _preparing.add(obj)
 
 
 def on_fork_in_child(callback: Callable[[], None]) -> None:
@@ -119,5 +129,13 @@ def _in_child() -> None:
             logger.exception("could not reset %r after fork", step)
 
 
+def _before() -> None:
+    for obj in list(_preparing):
+        try:
+            obj._before_fork()
+        except Exception:  # noqa: BLE001 - never break the application's fork
+            logger.exception("could not prepare %r for fork", obj)
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_in_child)
+    os.register_at_fork(before=_before, after_in_child=_in_child)

@@ -197,6 +197,94 @@ def test_ctrl_c_during_the_final_flush_exits_at_once_with_one_line():
     assert "sk-never-printed" not in err + out
 
 
+GENAI_ENV_LLM = '{"gen_ai.operation.name": "chat", "gen_ai.system": "openai", "gen_ai.request.model": "m"}'
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_spans_genai_a_pool_forked_inside_a_waiting_root_keeps_it_whole(service):
+    """``spans=genai``: the root is not a GenAI span, so it waits for a kept descendant; the LLM calls
+    happen only in the pool's forked workers. Before: each child posted the root itself, and the
+    parent, having seen no kept descendant, left it out at its end: the root was posted twice and
+    never ended (``never_completed``). Now the fork hands the root on, as the propagator does: the
+    parent posts it before forking and ends it; the children only hang their runs under it."""
+    proc = run_script(
+        f"""
+        import multiprocessing as mp
+        from opentelemetry import trace
+        from otel_runs_exporter import configure
+        provider = configure(spans="genai")
+        tracer = trace.get_tracer("app")
+
+        def work(i):
+            with tracer.start_as_current_span(f"chat-{{i}}", attributes={GENAI_ENV_LLM}):
+                pass
+            trace.get_tracer_provider().force_flush(10000)
+            return i
+
+        if __name__ == "__main__":
+            with tracer.start_as_current_span("main"):
+                with tracer.start_as_current_span("a left-out step"):
+                    with mp.get_context("fork").Pool(2) as pool:  # forked inside a left-out span, under the root
+                        assert sorted(pool.map(work, range(3))) == [0, 1, 2]
+            provider.shutdown()
+        """,
+        env={"OTEL_EXPORTER_RUNS_ENDPOINT": service.url, "OTEL_EXPORTER_RUNS_API_KEY": "k"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    runs = {r["name"]: r for r in service.wait_for_runs(4, timeout=10)}
+    assert sorted(runs) == ["chat-0", "chat-1", "chat-2", "main"]
+    assert runs["main"].get("end_time") is not None and runs["main"].get("parent_run_id") is None
+    assert {runs[f"chat-{i}"]["parent_run_id"] for i in range(3)} == {runs["main"]["id"]}
+    assert service.duplicate_posts() == {}
+    assert not any(service.check().values()), service.check()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_spans_genai_a_forked_child_leaves_out_the_roots_it_inherited_still_waiting(service):
+    """The child reaches another thread's waiting root (through that span's context, not its own).
+    Only the parent can post that root or leave it out, and it never learns what the child keeps.
+    Before: the child posted it, the parent left it out, and it stayed open at the service for good.
+    Now the child's run starts its own tree, and the child ending the inherited root sends nothing."""
+    proc = run_script(
+        f"""
+        import os, threading
+        from opentelemetry import trace
+        from otel_runs_exporter import configure
+        provider = configure(spans="genai")
+        tracer = trace.get_tracer("app")
+        started, done, held = threading.Event(), threading.Event(), {{}}
+
+        def request():
+            with tracer.start_as_current_span("GET /other") as root:
+                held["root"] = root
+                started.set()
+                done.wait(10)
+
+        thread = threading.Thread(target=request)
+        thread.start()
+        assert started.wait(10)
+        pid = os.fork()
+        if pid == 0:
+            context = trace.set_span_in_context(held["root"])
+            with tracer.start_as_current_span("chat in child", context=context, attributes={GENAI_ENV_LLM}):
+                pass
+            held["root"].end()  # the parent's span: its end is the parent's
+            ok = provider.force_flush(10000)
+            os._exit(0 if ok else 3)
+        assert os.waitpid(pid, 0)[1] == 0
+        done.set()
+        thread.join()
+        provider.shutdown()
+        """,
+        env={"OTEL_EXPORTER_RUNS_ENDPOINT": service.url, "OTEL_EXPORTER_RUNS_API_KEY": "k"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    runs = service.wait_for_runs(1, timeout=10)
+    assert [(r["name"], r.get("parent_run_id"), r.get("end_time") is not None) for r in runs] == [("chat in child", None, True)]
+    assert service.duplicate_posts() == {}
+    assert not any(service.check().values()), service.check()
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_fork_while_background_threads_hold_our_locks(service):
     # fork copies only the calling thread: a lock another thread holds at that
