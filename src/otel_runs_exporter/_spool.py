@@ -86,9 +86,11 @@ class _Refused(Exception):
 
 
 def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False  # never a name of ours: 0 and below would ask about process groups
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # past any pid: a name not ours, no process holds it
         return False
     except PermissionError:
         return True
@@ -245,6 +247,7 @@ class Spool:
         for path, size in files:
             if total + incoming <= self._max_bytes:
                 break
+            dropped = self._runs_in(path, path.name)
             try:
                 path.unlink()
             except FileNotFoundError:
@@ -252,7 +255,6 @@ class Spool:
             except OSError:
                 continue  # not a file (a directory named like one): replay sets it aside
             total -= size
-            dropped = _runs_in_name(path.name)
             self._lose("spool_full", dropped)
             logger.warning("the spool is full (%d bytes); dropped its oldest file with %s", self._max_bytes, n_runs(dropped))
 
@@ -348,6 +350,7 @@ class Spool:
     def _set_aside(self, path: Path, original: str, reason: str, why: str) -> None:
         """Move an entry replay must not take again to ``<original>.bad`` and count its runs under ``reason``."""
         bad = self.dir / f"{_unmarked(original)}{_BAD}"
+        runs = self._runs_in(path, original)
         try:
             os.replace(path, bad)
         except FileNotFoundError:
@@ -355,7 +358,6 @@ class Spool:
         except OSError:
             _remove(path)  # cannot be renamed over (a directory in the way): gone is the next best
         self._set_aside_since_trim = True
-        runs = _runs_in_name(original)
         self._lose(reason, runs)
         _rl.warning(
             reason,
@@ -366,6 +368,17 @@ class Spool:
             n_runs(runs),
             reason,
         )
+
+    def _runs_in(self, path: Path, name: str) -> int:
+        """The runs lost with the spool entry ``path``, as its ``name`` counts them, but never more than
+        it could hold: the name is not proof (anyone who can write here can name a file). A regular
+        file holds what its size allows; anything else (a link, say) what a file of ours may hold."""
+        try:
+            st = os.stat(path, follow_symlinks=False)
+        except OSError:
+            return 0
+        room = st.st_size if stat.S_ISREG(st.st_mode) else self.max_file_bytes
+        return min(_runs_in_name(name), room // _MIN_RUN_BYTES)
 
     def _trim_set_aside(self) -> None:
         """At most ``_MAX_BAD`` entries set aside: the oldest go (they are kept to be looked at, not forever)."""
@@ -495,6 +508,8 @@ def _file_name(prefix: str, runs: list[EncodedRun]) -> str:
     return f"{prefix}-{os.getpid()}-{os.urandom(4).hex()}-n{len(runs)}-c{completing}{_SUFFIX}"
 
 
+# The fewest bytes a run takes in a spool file: its entry in the header alone holds its 36-character id.
+_MIN_RUN_BYTES = 40
 _COUNTS = re.compile(r"-n(\d{1,12})(?:-c(\d{1,12}))?(?:-|\.)")
 
 

@@ -352,6 +352,29 @@ def test_symlinks_named_like_spool_files_are_not_followed_and_are_set_aside(tmp_
     assert len(list(elsewhere.glob("*.spool"))) == 1
 
 
+def test_names_planted_in_the_spool_neither_stop_the_app_nor_inflate_its_losses(tmp_path):
+    """Found by an audit: only the name says whose claim an entry is and how many runs it holds.
+    Before: a claim named with a pid past any process's raised OverflowError out of ``Spool()``,
+    so ``configure()`` failed in the app; a file named as completing a trillion runs counted a
+    trillion lost; a claim named with pid 0 was taken for a live process's (``kill(0, 0)``)."""
+    spool_dir = tmp_path / "spool"
+    spool_dir.mkdir(mode=0o700)
+    (spool_dir / f"{_PLANTED}.claimed-99999999999999999999").write_bytes(b"not a spool file " * 12)
+    (spool_dir / f"{_PLANTED.replace('0badf00d', '0badf00e')}.claimed-0").write_bytes(b"nor this")  # room for none
+    boast = _PLANTED.replace("0badf00d-n3-c3", "0badf00f-n999999999999-c999999999999")
+    (spool_dir / boast).write_bytes(b"x" * 100)  # could hold 2 runs at most
+    spool = Spool(str(spool_dir), 10**9)  # before: OverflowError
+    assert spool.write(_runs(1, "ours-")) == []
+    assert spool.claim() is not None and spool.claim() is None  # ours; the three planted ones set aside
+    assert spool.take_losses() == {"spool_corrupt": 3 + 0 + 2}  # each by its name, within what its size holds
+    assert sorted(p.name.split("-")[2] for p in spool_dir.glob("*.bad")) == ["0badf00d", "0badf00e", "0badf00f"]
+    # Dropped at the cap, the same bound: the oldest file goes first, counted as what it could hold.
+    (spool_dir / boast).write_bytes(b"y" * 200)
+    capped = Spool(str(spool_dir), 300)
+    capped.write(_runs(1, "pushes-it-out-"))
+    assert not (spool_dir / boast).exists() and capped.take_losses() == {"spool_full": 5}
+
+
 def test_a_file_larger_than_the_writer_writes_is_set_aside_unread(tmp_path, caplog):
     spool = Spool(str(tmp_path), 4096)  # so no file of it is larger
     big = serialize(_runs(40, "big-"))
