@@ -84,7 +84,7 @@ def parse_changes(query: str) -> ChangesQuery:
     if "after" in params:
         store_id, _, number = params["after"][0].partition(".")
         version = plain_int(number)
-        if not store_id or version is None:
+        if not store_id or version is None or version >= 1 << 63:  # past SQLite's integers: never one of ours
             raise QueryError(("query", "after"), "after is a cursor this service handed out; pass it unchanged")
         after = (store_id, version)
     return ChangesQuery(trace_id, after, _number(params, "wait", 20, 0, MAX_WAIT_S), _number(params, "limit", MAX_LIMIT, 1, MAX_LIMIT))

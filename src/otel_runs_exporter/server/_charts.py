@@ -44,6 +44,7 @@ BUCKETS: dict[str, tuple[str, timedelta]] = {
 }
 _MAX_BUCKETS = 1_500
 _MAX_RANGE = timedelta(days=400)
+_LAST_MOMENT = datetime(9999, 12, 30, tzinfo=timezone.utc)  # a day's bucket past it is still a datetime
 _TOP_MODELS = 12  # models answered by name; the rest summed as "other"
 
 
@@ -90,6 +91,8 @@ def parse_charts(body: Any, *, now: datetime | None = None) -> ChartsQuery:
         raise QueryError(("body", "bucket"), f"bucket is one of {', '.join(BUCKETS)}")
     if (end - start) / BUCKETS[bucket][1] > _MAX_BUCKETS:
         raise QueryError(("body", "bucket"), f"{bucket} buckets over this range are more than {_MAX_BUCKETS}; choose a larger bucket")
+    if end > _LAST_MOMENT:  # the buckets' times are counted past the end: they must stay within the calendar
+        raise QueryError(("body", "end_time"), f"end_time must be no later than {_LAST_MOMENT.isoformat()}")
     return ChartsQuery(project_id, start, end, bucket)
 
 

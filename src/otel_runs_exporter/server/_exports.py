@@ -639,7 +639,7 @@ class BulkExports(Part):
             raise Refuse(
                 404,
                 {
-                    "detail": f"export {export_id} not found (a finished export is kept for {self.retention_s / 86400:g} "
+                    "detail": f"export {export_id[:60]} not found (a finished export is kept for {self.retention_s / 86400:g} "
                     f"days of service time, and at most {self.max_finished_per_workspace} finished ones per workspace)"
                 },
             )

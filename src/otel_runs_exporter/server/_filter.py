@@ -34,6 +34,11 @@ __all__ = ["FIELDS", "QueryError", "Where", "parse_filter", "search_where"]
 
 _MAX_FILTER_CHARS = 10_000
 _MAX_DEPTH = 32
+# What one expression may ask of every stored run: a search() reads the run's whole text (a short one
+# without the index), so 760 of them in 10,000 characters held the store for 15 s; one has(metadata)
+# key is one json_extract, and SQLite refuses past ~1,000 terms.
+_MAX_SEARCHES = 8
+_MAX_METADATA_KEYS = 64
 
 Kind = Literal["id", "text", "time", "number", "bool", "status", "tags", "metadata", "feedback_key", "feedback_score"]
 
@@ -288,6 +293,7 @@ class _Compiler:
     def __init__(self, parser: _Parser, alias: str) -> None:
         self.p = parser
         self.alias = alias
+        self.searches = 0
 
     def call(self, node: _Call) -> Where:
         name = node.name
@@ -315,6 +321,9 @@ class _Compiler:
         if name == "search":
             if len(node.args) != 1 or not isinstance(node.args[0], _Lit) or not isinstance(node.args[0].value, str):
                 raise self.p.error('search() takes one string, as in search("timeout")', node.pos)
+            self.searches += 1
+            if self.searches > _MAX_SEARCHES:
+                raise self.p.error(f"at most {_MAX_SEARCHES} search() in one expression: each reads every run", node.pos)
             return search_where(node.args[0].value, self.alias, self.p.key)
         raise self.p.error(f"unsupported function {name!r}; supported: {', '.join(_FUNCTIONS)}", node.pos)
 
@@ -444,14 +453,18 @@ class _Compiler:
             raise self.p.error(f"has(metadata, ...) takes a JSON object as a string, as in {hint}", lit.pos)
         try:
             wanted = json.loads(lit.value)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's stack
             wanted = None
         if not isinstance(wanted, dict) or not wanted:
             raise self.p.error(f"has(metadata, ...) takes a non-empty JSON object as a string, as in {hint}", lit.pos)
+        if len(wanted) > _MAX_METADATA_KEYS:
+            raise self.p.error(f"has(metadata, ...) takes at most {_MAX_METADATA_KEYS} keys, got {len(wanted)}", lit.pos)
         pairs = []
         for key, value in wanted.items():
             if value is None or isinstance(value, (dict, list)):
-                raise self.p.error(f"has(metadata, ...) matches text, numbers and booleans; {key!r} is not one", lit.pos)
+                raise self.p.error(f"has(metadata, ...) matches text, numbers and booleans; {key[:40]!r} is not one", lit.pos)
+            if isinstance(value, int) and not isinstance(value, bool) and _sql_int(str(value)) is None:
+                raise self.p.error(f"has(metadata, ...): the number for {key[:40]!r} is out of range", lit.pos)
             pairs.append((key, int(value) if isinstance(value, bool) else value))
         return pairs
 

@@ -141,9 +141,11 @@ def read_run(request: Request, service: Service) -> Reply:
     raw_id = request.params["run_id"]
     run_id = canonical_id(raw_id)
     store = service.store
-    run = store.get_run(run_id) if run_id else None
+    if run_id is None:
+        raise QueryError(("path", "run_id"), f"run id {raw_id[:60]!r} is not a UUID")
+    run = store.get_run(run_id)
     if run is None:
-        return Reply(404, detail(f"run {raw_id} not found"))
+        return Reply(404, detail(f"run {run_id} not found"))
     body = api_run(run, store.project_of_run(run["id"]), usage=store.run_usage([run["id"]]).get(run["id"]))
     _add_feedback_stats(service, [body])
     found = attachment_urls(request, service, [run["id"]]).get(run["id"])

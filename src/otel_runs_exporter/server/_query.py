@@ -354,7 +354,8 @@ def api_run(
     ``attachments`` never leaves: the SDK builds ``Run(attachments=..., **answer)``
     from what it downloads through ``s3_urls``, so an ``attachments`` key in the
     answer (the SDK's own basic tracing posts ``"attachments": {}``) makes that a
-    TypeError. Attachment bytes are not kept here, so ``s3_urls`` is null.
+    TypeError. ``s3_urls`` and the service's other own fields (:data:`_NOT_KEPT`) are never
+    the stored run's: the handlers add the addresses of the run's attachments.
     ``session_id`` is the project's id, however the run named its project.
     ``usage`` is :meth:`RunStore.run_usage <._store.RunStore.run_usage>`'s for the run: tokens and costs.
     """
@@ -366,7 +367,9 @@ def api_run(
         **_usage(usage),
     }
     if select is None:
-        out = {k: v for k, v in run.items() if k != "attachments"}
+        # What the service owns is never the client's to set: a stored s3_urls would have the
+        # reader's SDK download whatever address a producer wrote (a handler adds the real ones).
+        out = {k: v for k, v in run.items() if k != "attachments" and k not in _NOT_KEPT}
         out.update(computed)
         return out
     out = {}

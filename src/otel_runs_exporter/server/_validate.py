@@ -24,6 +24,8 @@ Multipart ingestion (4.4)
     (:func:`._feedback.check_feedback`, the rule ``POST /feedback`` answers 422 for) [feedback]
 
 Runs (2.3), for every way a run arrives
+  * name, run_type and error are strings, serialized an object, tags a list of
+    strings, reference_example_id a UUID, when given [field_types]
   * ids are UUIDs, 32-hex or hyphenated, and a body's id matches its part name or
     path [uuid, id_match]
   * start_time and end_time are ISO 8601 [timestamp_format]
@@ -185,7 +187,10 @@ def parse_timestamp(value: Any) -> datetime | None:
         parsed = datetime.fromisoformat(f"{match['date']}T{match['time']}.{frac}{tz}")
     except ValueError:
         return None
-    return parsed.astimezone(timezone.utc)
+    try:
+        return parsed.astimezone(timezone.utc)
+    except OverflowError:  # 0001-01-01T00:30+01:00 is a valid text, but before year 1 in UTC
+        return None
 
 
 def moment_ns(moment: datetime) -> int:
@@ -326,6 +331,38 @@ def check_field_types(run_id: str | None, name: str, value: Any, loc: Loc) -> li
         return []
     what = "the run" if name == "main" else name
     return [Violation(run_id, "field_types", f"{what} must be {expected[1]}, got {type(value).__name__}", loc)]
+
+
+# Main fields the service's client reads back into typed fields: a run stored with another type
+# could not be read by it (the SDK's read_run, and list_runs for its whole project).
+_SCALAR_TYPES: dict[str, tuple[type, str]] = {
+    "name": (str, "a string"),
+    "run_type": (str, "a string"),
+    "error": (str, "a string"),
+    "serialized": (dict, "an object"),
+    "tags": (list, "a list of strings"),
+}
+
+
+def check_scalar_fields(run_id: str, run: Mapping[str, Any], loc: Loc) -> list[Violation]:
+    """name, run_type and error are strings, serialized an object, tags a list of strings,
+    reference_example_id a UUID, each when given (not null)."""
+    out = []
+    for key, (kind, expected) in _SCALAR_TYPES.items():
+        value = run.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, kind) or (key == "tags" and not all(isinstance(tag, str) for tag in value)):
+            out.append(Violation(run_id, "field_types", f"{key} must be {expected}, got {_shown(value)}", (*loc, key)))
+    example = run.get("reference_example_id")
+    if example is not None and canonical_id(example) is None:
+        out.append(Violation(run_id, "field_types", f"reference_example_id must be a UUID, got {_shown(example)}",
+                             (*loc, "reference_example_id")))
+    return out
+
+
+def _shown(value: Any) -> str:
+    return repr(value[:60]) if isinstance(value, str) else type(value).__name__
 
 
 def check_split_fields(run_id: str, run: Mapping[str, Any], loc: Loc) -> list[Violation]:
@@ -542,6 +579,7 @@ def check_run(
 ) -> list[Violation]:
     """All per-run rules of 2.3 for one assembled run (main fields only)."""
     out = check_id_matches(run_id, run, loc, where)
+    out += check_scalar_fields(run_id, run, loc)
     out += check_not_own_parent(run_id, run, loc)
     out += check_timestamps(run_id, run, loc)
     if require_ids:
