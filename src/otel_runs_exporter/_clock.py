@@ -10,7 +10,20 @@ from __future__ import annotations
 import threading
 import time
 
-__all__ = ["Clock", "FakeClock", "SYSTEM_CLOCK"]
+__all__ = ["Clock", "FakeClock", "SYSTEM_CLOCK", "LONGEST_WAIT_S", "bounded_wait"]
+
+LONGEST_WAIT_S = 10_000_000.0
+"""The longest any wait or deadline of ours is (~116 days): past ``threading.TIMEOUT_MAX``
+(~292 years) a wait raises ``OverflowError``, and a longer one means "for ever" anyway."""
+
+
+def bounded_wait(seconds: float) -> float:
+    """``seconds``, at most :data:`LONGEST_WAIT_S` (NaN stays NaN: its callers refuse it).
+
+    >>> bounded_wait(float("inf")), bounded_wait(2.5)
+    (10000000.0, 2.5)
+    """
+    return min(seconds, LONGEST_WAIT_S)
 
 
 class Clock:

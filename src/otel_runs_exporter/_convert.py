@@ -640,11 +640,14 @@ def span_to_run(
     ended = span.end_time is not None and not as_open
 
     run_type = mapped.run_type if mapped.run_type in RUN_TYPES else "chain"
+    name = mapped.name or span.name
+    if type(name) is not str:  # the SDK stores what it was given (None, 12345): the service takes text only
+        name = "" if name is None else str(name)
     run: dict[str, Any] = {
         "id": ids.run_id,
         "trace_id": ids.trace_id,
         "dotted_order": ids.dotted_order,
-        "name": mapped.name or span.name,
+        "name": name,
         "run_type": run_type,
         "start_time": iso_time(ids.start_time_ns),
     }

@@ -34,7 +34,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ._arguments import SettingsArguments, Unpack
-from ._clock import SYSTEM_CLOCK, Clock
+from ._clock import SYSTEM_CLOCK, Clock, bounded_wait
 from ._convert import ConvertOptions, given_ids, log_convert_error, span_ids
 from ._delivery import Delivery
 from ._encode import encode_run
@@ -158,7 +158,7 @@ class RunsSpanExporter(SpanExporter):
         try:
             with self._lock:
                 self._enqueue_late()
-            return self._deliver(self._clock.now() + timeout_millis / 1000.0)
+            return self._deliver(self._clock.now() + bounded_wait(timeout_millis / 1000.0))
         except Exception:  # noqa: BLE001
             logger.exception("force_flush failed")
             return False
@@ -176,7 +176,7 @@ class RunsSpanExporter(SpanExporter):
         self._shut = True
         if self._settings.disabled:
             return
-        timeout_s = self._settings.export_timeout_s if timeout_millis is None else timeout_millis / 1000.0
+        timeout_s = self._settings.export_timeout_s if timeout_millis is None else bounded_wait(timeout_millis / 1000.0)
         # From the exit's start: the batch processor's last export() may have begun it.
         started = self._delivery.begin_exit()
         interrupted = False

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import stat
 from dataclasses import KW_ONLY, dataclass, field, fields
 from pathlib import Path
@@ -43,6 +44,7 @@ from typing import Any, Callable, Final, Literal, Mapping
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from . import environment_variables as ev
+from ._clock import LONGEST_WAIT_S
 from ._cost import PriceFileError, PriceTable
 from ._errors import ConfigError
 from ._logging import RateLimitedLog
@@ -86,6 +88,21 @@ def _str(raw: str) -> str:
     return raw.strip()
 
 
+# What an HTTP header may carry (RFC 9110): a name is a token; a value is visible characters, spaces
+# and tabs, Latin-1 at most. Anything else failed every request as a connection problem, retried to the
+# export timeout, with the app's shutdown waiting on it (a key read from a file keeps its newline: stripped).
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
+_HEADER_EXPECTED = "text an HTTP header can carry (no line breaks or control characters; Latin-1)"
+
+
+def _header_text(raw: str) -> str:
+    value = raw.strip()
+    if not _HEADER_VALUE.fullmatch(value):
+        raise ValueError(_HEADER_EXPECTED)
+    return value
+
+
 def _number(raw: str, kind: Callable[[str], Any], ok: Callable[[Any], bool], expected: str) -> Any:
     # Each parser owns its message: what it expects, said once.
     try:
@@ -124,12 +141,14 @@ class _Number:
 
 _positive_int = _Number(int, lambda v: v > 0, "a whole number greater than 0")
 _non_negative_int = _Number(int, lambda v: v >= 0, "a whole number of 0 or more")
+# Every wait has an upper end (_clock.LONGEST_WAIT_S, ~116 days): past ~292 years a wait raised
+# OverflowError, which stopped the worker or reached the app.
 _millis_to_seconds = _Number(
-    float, lambda v: 0 <= v < float("inf"), "milliseconds, 0 or more", per_unit=1000.0,
-    typed_expected="seconds, 0 or more",
+    float, lambda v: 0 <= v <= LONGEST_WAIT_S * 1000, "milliseconds, 0 or more, at most 10000000000", per_unit=1000.0,
+    typed_expected="seconds, 0 or more, at most 10000000",
 )
-_seconds = _Number(float, lambda v: 0 < v < float("inf"), "seconds, greater than 0")
-_seconds_or_off = _Number(float, lambda v: 0 <= v < float("inf"), "seconds, 0 or more (0: off)")
+_seconds = _Number(float, lambda v: 0 < v <= LONGEST_WAIT_S, "seconds, greater than 0, at most 10000000")
+_seconds_or_off = _Number(float, lambda v: 0 <= v <= LONGEST_WAIT_S, "seconds, 0 or more (0: off), at most 10000000")
 _ratio = _Number(float, lambda v: 0 <= v <= 1, "a number from 0 to 1")
 
 
@@ -139,12 +158,12 @@ def _scopes(raw: str) -> tuple[str, ...]:
 
 
 def _backoff(raw: str) -> tuple[float, float]:
-    expected = "two numbers of seconds, first,cap, with 0 < first <= cap"
+    expected = "two numbers of seconds, first,cap, with 0 < first <= cap, at most 10000000"
     first, sep, cap = str(raw).partition(",")
     if not sep:
         raise ValueError(expected)
-    values = (_number(first, float, lambda v: 0 < v < float("inf"), expected),
-              _number(cap, float, lambda v: 0 < v < float("inf"), expected))
+    values = (_number(first, float, lambda v: 0 < v <= LONGEST_WAIT_S, expected),
+              _number(cap, float, lambda v: 0 < v <= LONGEST_WAIT_S, expected))
     if values[0] > values[1]:
         raise ValueError(expected)
     return values
@@ -240,7 +259,19 @@ def parse_headers(raw: str) -> dict[str, str]:
         if not sep or not key.strip():
             raise ValueError("comma-separated key=value pairs")
         headers[unquote(key.strip()).lower()] = unquote(value.strip())
-    return headers
+    return checked_headers(headers)
+
+
+def checked_headers(headers: Mapping[Any, Any]) -> dict[str, str]:
+    """Extra headers as the transport sends them; ValueError saying what a header name and value may be."""
+    out: dict[str, str] = {}
+    for key, value in headers.items():
+        if not isinstance(key, str) or not _HEADER_NAME.fullmatch(key):
+            raise ValueError("header names that are tokens (letters, digits, - and the like) and " + _HEADER_EXPECTED)
+        if not isinstance(value, str) or not _HEADER_VALUE.fullmatch(value.strip()):
+            raise ValueError("header values that are " + _HEADER_EXPECTED)
+        out[key.lower()] = value.strip()
+    return out
 
 
 def _endpoint(raw: str) -> str:
@@ -329,7 +360,7 @@ _DECLS: dict[str, _Decl] = {
     "api_key": _Decl(
         (ev.OTEL_EXPORTER_RUNS_API_KEY, ev.LANGSMITH_API_KEY),
         None,
-        _str,
+        _header_text,
         "API key, sent as x-api-key. Never logged.",
         kind=ESSENTIAL,
         secret=True,
@@ -337,7 +368,7 @@ _DECLS: dict[str, _Decl] = {
     "bearer_token": _Decl(
         (ev.OTEL_EXPORTER_RUNS_BEARER_TOKEN,),
         None,
-        _str,
+        _header_text,
         "Bearer credential for the control plane (Authorization: Bearer ...). Never logged.",
         kind=ESSENTIAL,
         secret=True,
@@ -345,7 +376,7 @@ _DECLS: dict[str, _Decl] = {
     "workspace_id": _Decl(
         (ev.OTEL_EXPORTER_RUNS_WORKSPACE_ID, ev.LANGSMITH_WORKSPACE_ID),
         None,
-        _str,
+        _header_text,
         "Workspace, sent as x-tenant-id (needed when the key spans several workspaces).",
         kind=ESSENTIAL,
     ),
@@ -840,11 +871,19 @@ def _typed(decl: _Decl, name: str, value: Any) -> Any:
     elif name == "should_export":
         good, expected = callable(value), "a function span -> bool"
     elif parse is _backoff:
-        expected = "two numbers of seconds, (first, cap), with 0 < first <= cap"
+        expected = "two numbers of seconds, (first, cap), with 0 < first <= cap, at most 10000000"
         good = (
             isinstance(value, (tuple, list)) and len(value) == 2 and all(_real(v) for v in value)
-            and 0 < value[0] <= value[1] < float("inf")
+            and 0 < value[0] <= value[1] <= LONGEST_WAIT_S
         )
+    elif parse is _header_text:
+        good, expected = False, "text"  # text never comes here: it is parsed as the variable's would be
+    elif parse is parse_headers:
+        try:
+            return checked_headers(value) if isinstance(value, Mapping) else parse_headers(value)
+        except (ValueError, TypeError, AttributeError) as exc:
+            expected = str(exc) if isinstance(exc, ValueError) else "a mapping of header names to values"
+            raise ConfigError(f"argument {name} is not valid (its value is not shown: it may hold a secret): expected {expected}") from None
     elif parse is _bool:
         # hide_inputs / hide_outputs also take a function, as the service's SDK's do.
         callable_ok = name in ("hide_inputs", "hide_outputs")
@@ -855,6 +894,8 @@ def _typed(decl: _Decl, name: str, value: Any) -> Any:
     else:
         return value  # a callable (mask), a mapping (headers), a path: checked where they are used
     if not good:
+        if decl.secret:
+            raise ConfigError(f"argument {name} is not valid (its value is not shown: it may hold a secret): expected {expected}")
         raise ConfigError(f"argument {name}={value!r} is not valid: expected {expected}")
     if parse is _scopes:
         return tuple(v.strip() for v in value)

@@ -43,7 +43,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 
-from ._clock import SYSTEM_CLOCK, Clock
+from ._clock import SYSTEM_CLOCK, Clock, bounded_wait
 from ._convert import (
     ConvertOptions,
     EndedSpan,
@@ -254,6 +254,7 @@ class Worker:
         """
         if self._stopped or self._worker is None or not self._worker.is_alive():
             return self.ledger.queued == 0 and not self._queue
+        timeout_s = bounded_wait(timeout_s)  # force_flush(sys.maxsize) is "as long as it takes"
         request = _FlushRequest(self._clock.now() + timeout_s)
         with self._lock:
             self._flush_requests.append(request)
@@ -272,6 +273,7 @@ class Worker:
         """
         if self._stopping:
             return
+        timeout_s = bounded_wait(timeout_s)
         started = time.monotonic()
         interrupted = False
         try:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+import sys
 
 import pytest
 
 from otel_runs_exporter import ConfigError, RunsSpanExporter, RunsSpanProcessor
 from otel_runs_exporter._settings import EU_ENDPOINT, US_ENDPOINT, parse_headers, resolve, check_usable
+
+from core.helpers import processor_provider
 
 
 def test_defaults():
@@ -138,10 +141,10 @@ def test_a_malformed_essential_variable_is_a_config_error_naming_it_and_what_is_
 @pytest.mark.parametrize(
     ("name", "value", "expected"),
     [
-        ("timeout_s", "ten", "seconds, greater than 0"),
+        ("timeout_s", "ten", "seconds, greater than 0, at most 10000000"),
         ("max_queue_size", "0", "a whole number greater than 0"),
         ("mode", "fast", "one of auto, multipart, basic"),
-        ("schedule_delay_s", "-5", "milliseconds, 0 or more"),
+        ("schedule_delay_s", "-5", "milliseconds, 0 or more, at most 10000000000"),
         # Typed values were stored as given: max_queue_size=0 dropped every run, timeout_s=-1 lost
         # its run in a traceback from requests, max_export_batch_size=-3 made every flush fail.
         ("max_queue_size", 0, "a whole number greater than 0"),
@@ -150,14 +153,18 @@ def test_a_malformed_essential_variable_is_a_config_error_naming_it_and_what_is_
         ("max_queue_size", 2.5, "a whole number greater than 0"),
         ("max_queue_size", True, "a whole number greater than 0"),
         ("max_value_chars", -1, "a whole number of 0 or more"),
-        ("timeout_s", -1.0, "seconds, greater than 0"),
-        ("timeout_s", 0, "seconds, greater than 0"),
-        ("timeout_s", float("nan"), "seconds, greater than 0"),
-        ("timeout_s", float("inf"), "seconds, greater than 0"),
-        ("export_timeout_s", -5.0, "seconds, 0 or more"),
-        ("schedule_delay_s", -1.0, "seconds, 0 or more"),
-        ("retry_backoff", (2.0, 1.0), "two numbers of seconds, (first, cap), with 0 < first <= cap"),
-        ("retry_backoff", (0, 1.0), "two numbers of seconds, (first, cap), with 0 < first <= cap"),
+        ("timeout_s", -1.0, "seconds, greater than 0, at most 10000000"),
+        ("timeout_s", 0, "seconds, greater than 0, at most 10000000"),
+        ("timeout_s", float("nan"), "seconds, greater than 0, at most 10000000"),
+        ("timeout_s", float("inf"), "seconds, greater than 0, at most 10000000"),
+        ("export_timeout_s", -5.0, "seconds, 0 or more, at most 10000000"),
+        ("schedule_delay_s", -1.0, "seconds, 0 or more, at most 10000000"),
+        ("retry_backoff", (2.0, 1.0), "two numbers of seconds, (first, cap), with 0 < first <= cap, at most 10000000"),
+        ("retry_backoff", (0, 1.0), "two numbers of seconds, (first, cap), with 0 < first <= cap, at most 10000000"),
+        # Past ~292 years a wait raised OverflowError: in force_flush, or in the worker, which died.
+        ("export_timeout_s", 1e13, "seconds, 0 or more, at most 10000000"),
+        ("schedule_delay_s", "10000000000000", "milliseconds, 0 or more, at most 10000000000"),
+        ("retry_backoff", (1.0, 1e12), "two numbers of seconds, (first, cap), with 0 < first <= cap, at most 10000000"),
         ("hide_inputs", "maybe", "true or false"),
         ("hide_inputs", 1, "true, false or a function"),
         ("scrub_secrets", 1, "true or false"),
@@ -166,8 +173,8 @@ def test_a_malformed_essential_variable_is_a_config_error_naming_it_and_what_is_
         ("sample_rate", 1.5, "a number from 0 to 1"),
         ("sample_rate", -0.1, "a number from 0 to 1"),
         ("sample_rate", "half", "a number from 0 to 1"),
-        ("keep_slower_than_s", -1.0, "seconds, 0 or more (0: off)"),
-        ("sample_hold_max_s", 0, "seconds, greater than 0"),
+        ("keep_slower_than_s", -1.0, "seconds, 0 or more (0: off), at most 10000000"),
+        ("sample_hold_max_s", 0, "seconds, greater than 0, at most 10000000"),
         ("blocked_scopes", 5, "scope names, none blank, as a list or comma-separated text"),
         # An empty prefix matches every scope: it left every span out.
         ("blocked_scopes", ("opentelemetry.instrumentation.requests", ""), "scope names, none blank, as a list or comma-separated text"),
@@ -202,6 +209,49 @@ def test_a_malformed_secret_is_refused_without_being_shown():
         assert "sk-secret-777" not in str(info.value) and "oops" not in str(info.value)
         assert "HEADERS" in str(info.value) or "headers" in str(info.value)
         assert "not shown" in str(info.value) and "key=value" in str(info.value)
+
+
+def test_credentials_and_headers_are_what_an_http_header_can_carry():
+    """Found by an audit: a key read from a file keeps its newline; given in code it was sent as it
+    was, every request failed with InvalidHeader as if the service were down, retried for the export
+    timeout, and the app's shutdown waited 29 s. The same for headers={"x-a": 1} or a line break."""
+    settings = resolve({"api_key": "sk-from-a-file\n", "workspace_id": " ws-1 ", "headers": {"X-Team": " blue "}}, env={})
+    assert (settings.api_key, settings.workspace_id, settings.headers) == ("sk-from-a-file", "ws-1", {"x-team": "blue"})
+    bad = [
+        {"api_key": "sk-secret-1\r\nx-evil: 1"},
+        {"api_key": b"sk-secret-1"},
+        {"bearer_token": "tok-secret-1\x00"},
+        {"headers": {"x-a": 1}},
+        {"headers": {"x a": "sk-secret-1"}},
+        {"headers": {"x-a": "sk-secret-1\nmore"}},
+        {"headers": "x-a=sk-secret-1%0Amore"},
+    ]
+    for arguments in bad:
+        with pytest.raises(ConfigError) as info:
+            resolve(arguments, env={})
+        message, name = str(info.value), next(iter(arguments))
+        assert f"argument {name} is not valid" in message and ("HTTP header" in message or "expected text" in message), message
+        assert "sk-secret" not in message and "tok-secret" not in message, message
+    with pytest.raises(ConfigError) as info:
+        resolve({}, env={"OTEL_EXPORTER_RUNS_API_KEY": "sk-secret-2\x07"})
+    assert "OTEL_EXPORTER_RUNS_API_KEY" in str(info.value) and "sk-secret-2" not in str(info.value)
+    non_latin = {"workspace_id": "w\u20ac"}  # UnicodeEncodeError on every request, "retried"
+    with pytest.raises(ConfigError, match="workspace_id"):
+        resolve(non_latin, env={})
+
+
+def test_waits_given_to_flush_and_shutdown_are_bounded_not_an_overflow(service):
+    """force_flush(sys.maxsize) means "as long as it takes": it raised OverflowError into the app."""
+    provider, processor = processor_provider(service.url)
+    with provider.get_tracer("t").start_as_current_span("x"):
+        pass
+    assert processor.force_flush(sys.maxsize) is True and processor.force_flush(float("inf")) is True
+    assert processor.force_flush(float("nan")) is False
+    processor.shutdown(sys.maxsize)
+    exporter = RunsSpanExporter(endpoint=service.url, api_key="k")
+    assert exporter.force_flush(sys.maxsize) is True
+    exporter.shutdown(sys.maxsize)
+    assert [r["name"] for r in service.wait_for_runs(1)] == ["x"]
 
 
 def test_unknown_argument_is_an_error():
