@@ -197,7 +197,7 @@ def _second(seconds: int) -> tuple[str, str]:
     if cached is not None:
         return cached
     moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
-    rendered = (moment.strftime("%Y%m%dT%H%M%S"), moment.strftime("%Y-%m-%dT%H:%M:%S"))
+    rendered = (_compact(moment), moment.isoformat(timespec="seconds")[:19])
     if len(_seconds) >= _SECONDS_MAX:
         _seconds.clear()  # a dict's clear and store are atomic: safe across threads
     _seconds[seconds] = rendered
@@ -374,6 +374,30 @@ def parse_dotted_order(value: str) -> list[tuple[datetime, UUID]]:
     return entries
 
 
+def chain_error(entries: list[tuple[datetime, UUID]]) -> str | None:
+    """What makes parsed entries no chain of runs the service takes, or None: a time that goes back,
+    or an id that comes twice (a run its own ancestor).
+
+    >>> a, b = UUID(int=1), UUID(int=2)
+    >>> t = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    >>> chain_error([(t, a), (t, b)]) is None, chain_error([(t, a), (t, a)])
+    (True, 'entry 1 repeats the id of an entry before it')
+    """
+    seen: set[UUID] = set()
+    for index, (moment, run_id) in enumerate(entries):
+        if index and moment < entries[index - 1][0]:
+            return f"entry {index} is earlier than the entry before it"
+        if run_id in seen:
+            return f"entry {index} repeats the id of an entry before it"
+        seen.add(run_id)
+    return None
+
+
+def _compact(moment: datetime) -> str:
+    """``%Y%m%dT%H%M%S`` with a 4-digit year whatever the platform's strftime does with year 999."""
+    return f"{moment.year:04d}{moment.month:02d}{moment.day:02d}T{moment.hour:02d}{moment.minute:02d}{moment.second:02d}"
+
+
 def _entry_time_ns(moment: datetime) -> int:
     """Nanoseconds since the epoch of a parsed entry time, in integers (floats lose microseconds)."""
     whole = int(moment.replace(microsecond=0).timestamp())
@@ -543,9 +567,9 @@ def given_run_ids(given: GivenIds, computed: RunIds) -> RunIds:
         entries = parse_dotted_order(dotted)
     except DottedOrderError as exc:
         raise GivenIdsError(LANGSMITH_DOTTED_ORDER, str(exc)) from None
-    for index in range(1, len(entries)):
-        if entries[index][0] < entries[index - 1][0]:
-            raise GivenIdsError(LANGSMITH_DOTTED_ORDER, f"entry {index} is earlier than the entry before it")
+    broken = chain_error(entries)
+    if broken is not None:
+        raise GivenIdsError(LANGSMITH_DOTTED_ORDER, broken)
     ids = [str(u) for _, u in entries]
     if span_id is not None and _given_uuid(LANGSMITH_SPAN_ID, span_id) != ids[-1]:
         raise GivenIdsError(LANGSMITH_DOTTED_ORDER, f"its last entry {ids[-1]} is not {LANGSMITH_SPAN_ID} {span_id}")
@@ -556,7 +580,7 @@ def given_run_ids(given: GivenIds, computed: RunIds) -> RunIds:
         where = f"the dotted_order's entry before the last ({parent})" if parent else "in a one-entry (root) dotted_order"
         raise GivenIdsError(LANGSMITH_PARENT_ID, f"{parent_id} is not {where}")
     # Rebuilt from the parsed entries: lower-case ids, as every other dotted_order we send.
-    canonical = ".".join(f"{moment.strftime('%Y%m%dT%H%M%S%f')}Z{rid}" for (moment, _), rid in zip(entries, ids))
+    canonical = ".".join(f"{_compact(moment)}{moment.microsecond:06d}Z{rid}" for (moment, _), rid in zip(entries, ids))
     return RunIds(ids[-1], ids[0], parent, canonical, _entry_time_ns(entries[-1][0]), depth=len(ids))
 
 
@@ -568,6 +592,10 @@ def ids_from_dotted_order(value: str, project: str | None = None) -> RunIds:
     True
     """
     entries = parse_dotted_order(value)
+    broken = chain_error(entries)
+    if broken is not None:
+        # Every run under it would repeat the fault, and the service refuses each of them.
+        raise DottedOrderError(broken)
     last_time, last_id = entries[-1]
     start_ns = _entry_time_ns(last_time)
     return RunIds(

@@ -101,7 +101,14 @@ class RunsSpanProcessor(SpanProcessor):
         if batcher is None:
             return None
         if node is not None:
-            ids = node.resolve(batcher.options.id_scheme)
+            try:
+                ids = node.resolve(batcher.options.id_scheme)
+            except Exception:  # noqa: BLE001 - asked from the app thread (an outgoing request's header)
+                # A start time no calendar holds (year 10000: ns taken for us): the worker counts the
+                # run as convert_error; whoever asked goes on without its ids.
+                _rl.warning("run_ids", "could not compute the run ids of span %#x; it is not handed on", span_id,
+                            exc_info=True)
+                return None
         if ids is None:
             return None
         if ids.project is None and ids.project_id is None and not self._settings.project_id:

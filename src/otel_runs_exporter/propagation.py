@@ -52,8 +52,8 @@ class RunsPropagator(TextMapPropagator):
     ) -> otel_context.Context:
         ctx = context if context is not None else otel_context.get_current()
         values = getter.get(carrier, HEADER)
-        if not values:
-            return ctx
+        if not values or not isinstance(values[0], str):
+            return ctx  # a carrier of bytes or None: not a header we can read
         value = values[0].strip()
         if len(value) > _MAX_HEADER_CHARS:
             logger.debug("ignored an oversized %s header (%d chars)", HEADER, len(value))

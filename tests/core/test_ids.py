@@ -273,6 +273,8 @@ def test_nothing_given_keeps_the_computed_ids():
         (GivenIds(trace_id=ROOT), "langsmith.trace.id", "is not the trace the run is in"),
         (GivenIds(trace_id=7), "langsmith.trace.id", "not a UUID"),
         (GivenIds(dotted_order=f"{T1}{ROOT}.{T0}{OWN}"), "langsmith.span.dotted_order", "earlier"),
+        # A run its own ancestor: the service refused it and its valid children with it.
+        (GivenIds(dotted_order=f"{T0}{OWN}.{T1}{OWN}"), "langsmith.span.dotted_order", "repeats the id"),
     ],
 )
 def test_unusable_ids_are_refused_naming_the_attribute(given, attribute, reason):
@@ -281,7 +283,7 @@ def test_unusable_ids_are_refused_naming_the_attribute(given, attribute, reason)
     assert caught.value.attribute == attribute and str(caught.value).startswith(attribute)
 
 
-@given(st.lists(st.tuples(span_ids, times), min_size=1, max_size=8))
+@given(st.lists(st.tuples(span_ids, times), min_size=1, max_size=8, unique_by=lambda link: link[0]))
 def test_given_ids_round_trip_any_chain_we_build(chain):
     """Ids we computed, handed back as attributes, give the same RunIds (to the microsecond of the entries)."""
     ids = None
