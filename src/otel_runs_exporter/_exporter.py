@@ -44,7 +44,7 @@ from ._hold import BOUNDS, Decision, TraceHold, span_bytes
 from ._ids import RunIds
 from ._logging import RateLimitedLog
 from ._select import KEEP, ROOT, SpanFilter, TailRule
-from ._settings import Settings, check_usable, resolve
+from ._settings import Settings, check_usable, resolve, shown_url
 from ._stats import ExporterStats, Ledger
 from ._transport import Transport
 
@@ -129,7 +129,7 @@ class RunsSpanExporter(SpanExporter):
         self._init_state()
 
     def __repr__(self) -> str:
-        return f"RunsSpanExporter(endpoint={self._settings.endpoint!r}, project={self._settings.project!r})"
+        return f"RunsSpanExporter(endpoint={shown_url(self._settings.endpoint)!r}, project={self._settings.project!r})"
 
     # --- SpanExporter ------------------------------------------------------------
 

@@ -542,7 +542,7 @@ def origin(url: str) -> str:
     'https://api.example.com:8443'
     """
     parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}".lower()
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}".lower()  # no user info: it may hold a password
 
 
 def _is_refused(exc: BaseException) -> bool:

@@ -28,7 +28,7 @@ from ._clock import SYSTEM_CLOCK, Clock
 from ._convert import RunNode
 from ._ids import RunIds
 from ._logging import RateLimitedLog
-from ._settings import Settings, check_usable, resolve
+from ._settings import Settings, check_usable, resolve, shown_url
 from ._stats import ExporterStats
 from ._worker import Worker
 
@@ -79,7 +79,7 @@ class RunsSpanProcessor(SpanProcessor):
             _registry.register(self)
 
     def __repr__(self) -> str:
-        return f"RunsSpanProcessor(endpoint={self._settings.endpoint!r}, project={self._settings.project!r})"
+        return f"RunsSpanProcessor(endpoint={shown_url(self._settings.endpoint)!r}, project={self._settings.project!r})"
 
     @property
     def settings(self) -> Settings:

@@ -785,9 +785,11 @@ class Settings:
     disabled: bool
 
     def __repr__(self) -> str:
-        shown = ", ".join(
-            f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr
-        )
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.repr}
+        for name in ("endpoint", "control_plane_url"):  # a password in the address is a secret too
+            if isinstance(values.get(name), str):
+                values[name] = shown_url(values[name])
+        shown = ", ".join(f"{name}={value!r}" for name, value in values.items())
         key = "set" if self.api_key else "unset"
         token = "set" if self.bearer_token else "unset"
         return f"Settings({shown}, api_key=<{key}>, bearer_token=<{token}>)"
@@ -976,6 +978,18 @@ def endpoint_variable(env: Mapping[str, str] | None = None) -> str | None:
 _ROUTE_SUFFIXES = ("/runs/multipart", "/runs/batch", "/runs", "/otel/v1/traces", "/info")
 
 
+def shown_url(url: str) -> str:
+    """``url`` as logs, messages and reprs show it: without user info, which may hold a password.
+
+    >>> shown_url("http://user:pw-secret@127.0.0.1:1984/api/v1"), shown_url("https://x.example")
+    ('http://127.0.0.1:1984/api/v1', 'https://x.example')
+    """
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, parts.query, parts.fragment))
+
+
 def base_of_route(endpoint: str) -> str | None:
     """The base address an endpoint ending in a route name was likely meant to be; None for a base address.
 
@@ -1012,11 +1026,11 @@ def check_usable(settings: Settings) -> None:
         logger.warning(
             "No API key: set OTEL_EXPORTER_RUNS_API_KEY (or LANGSMITH_API_KEY); "
             "the service at %s will refuse the runs",
-            settings.endpoint,
+            shown_url(settings.endpoint),
         )
     if settings.api_key and settings.endpoint.startswith("http://") and not settings.is_loopback():
         logger.warning(
-            "The API key would be sent over plain HTTP to %s; use https://", settings.endpoint
+            "The API key would be sent over plain HTTP to %s; use https://", shown_url(settings.endpoint)
         )
 
 

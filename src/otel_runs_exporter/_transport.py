@@ -67,7 +67,7 @@ from ._http import (
 )
 from ._logging import RateLimitedLog, n_runs
 from ._seal import SealedBatch
-from ._settings import US_ENDPOINT, Settings
+from ._settings import US_ENDPOINT, Settings, shown_url
 from ._stats import RequestCounts, completing
 
 __all__ = ["SendResult", "Transport", "suppressed_context"]
@@ -187,7 +187,7 @@ class Transport:
             max_wait_s=settings.export_timeout_s,
             finish_in_flight=finish_in_flight,
         )
-        self._base = self._http.base
+        self._base = shown_url(self._http.base)  # for messages only: requests go to self._http.base
         self._boundary = new_boundary()
         self._basic = settings.mode == "basic"
         self._auth_failed = False

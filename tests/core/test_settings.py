@@ -271,6 +271,34 @@ def test_api_key_never_in_repr():
         obj.shutdown(timeout_millis=100) if isinstance(obj, RunsSpanProcessor) else obj.shutdown()
 
 
+def test_a_password_in_the_endpoint_is_never_shown(caplog):
+    """Found by an audit: http://user:pw@host was shown whole in reprs, in "could not reach" lines and
+    in the client's "no answer from" errors (the route hint already left it out)."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from otel_runs_exporter.api import NoAnswerError, ServiceClient
+
+    endpoint = "http://user:pw-secret-5@127.0.0.1:9"
+    shown: list[str] = []
+    with caplog.at_level(logging.DEBUG, logger="otel_runs_exporter"):
+        settings = resolve({"endpoint": endpoint, "api_key": "k", "export_timeout_s": 0.5}, env={})
+        processor = RunsSpanProcessor(settings=settings)
+        provider = TracerProvider()
+        provider.add_span_processor(processor)
+        with provider.get_tracer("t").start_as_current_span("x"):
+            pass
+        processor.force_flush(1_000)
+        client = ServiceClient(endpoint=endpoint, call_timeout_s=1)
+        shown += [repr(settings), repr(processor), repr(RunsSpanExporter(settings=settings)), repr(client)]
+        with pytest.raises(NoAnswerError) as info:
+            client.list_exports()
+        shown.append(str(info.value))
+        provider.shutdown()
+    shown += [record.getMessage() for record in caplog.records]
+    assert any("127.0.0.1:9" in text for text in shown)
+    assert not [text for text in shown if "pw-secret-5" in text or "user:" in text]
+
+
 def test_missing_key_for_remote_endpoint_warns_once(caplog):
     with caplog.at_level(logging.WARNING, logger="otel_runs_exporter"):
         check_usable(resolve(env={}))

@@ -53,7 +53,7 @@ from .._errors import (
     WaitTimeoutError,
     error_for_status,
 )
-from .._settings import Settings, resolve
+from .._settings import Settings, resolve, shown_url
 from .._http import (
     HttpClient,
     RetryLater,
@@ -134,7 +134,7 @@ class ServiceClient:
         self._control = self._http(self.settings.control_plane_url, self.settings.timeout_s)
 
     def __repr__(self) -> str:
-        return f"ServiceClient(endpoint={self._api.base!r}, control_plane_url={self._control.base!r})"
+        return f"ServiceClient(endpoint={shown_url(self._api.base)!r}, control_plane_url={shown_url(self._control.base)!r})"
 
     def close(self) -> None:
         self._network.close()
