@@ -366,6 +366,34 @@ def test_exceptions_are_recorded_and_reraised_unchanged(spans):
     assert "output.value" not in span.attributes
 
 
+def test_an_exception_whose_str_fails_still_ends_the_span_and_bad_tags_never_raise(spans):
+    """Found by an audit: the SDK's record_exception calls str(exc); when that raised, the span was
+    never ended (its run "running" for good), and run.add_tags(None) raised TypeError into the app."""
+
+    class Unprintable(Exception):
+        def __str__(self):
+            raise RuntimeError("__str__ failed")
+
+    class BadTag:
+        def __str__(self):
+            raise RuntimeError("no text")
+
+    @traceable
+    def fails():
+        raise Unprintable()
+
+    with pytest.raises(Unprintable):
+        fails()
+    span = spans.named("fails")
+    assert span.end_time is not None and span.status.status_code is StatusCode.ERROR
+    assert span.status.description == "Unprintable: <Unprintable whose str() failed>"
+    with traceable("block") as run:
+        run.add_tags(None)  # logged, not raised
+    with traceable("tagged", tags=[BadTag()]):  # at decoration: logged, the run goes without tags
+        pass
+    assert spans.named("block").end_time is not None and "langsmith.span.tags" not in spans.named("tagged").attributes
+
+
 def test_generator_called_with_wrong_arguments_still_ends_its_span(spans):
     @traceable
     def gen(a):

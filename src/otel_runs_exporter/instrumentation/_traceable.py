@@ -121,7 +121,7 @@ class RunHandle:
 
     def add_tags(self, tags: Iterable[str]) -> None:
         """Set the run's tags (replacing any given to ``traceable``)."""
-        _guard(self.span.set_attribute, "langsmith.span.tags", json_dumps([str(t) for t in tags]))
+        _guard(_set_tags, self.span, tags)
 
 
 class _Unset:
@@ -137,6 +137,22 @@ def _guard(fn: Callable[..., Any], *args: Any) -> None:
         fn(*args)
     except Exception:
         logger.warning("traceable: %s failed", getattr(fn, "__name__", fn), exc_info=True)
+
+
+def _tags_text(tags: Iterable[str]) -> str:
+    return json_dumps([str(t) for t in tags])
+
+
+def _set_tags(span: Span, tags: Iterable[str]) -> None:
+    span.set_attribute("langsmith.span.tags", _tags_text(tags))
+
+
+def _shown(exc: BaseException) -> str:
+    """``str(exc)``, or a stand-in when the exception's own ``__str__`` fails."""
+    try:
+        return str(exc)
+    except Exception:
+        return f"<{type(exc).__name__} whose str() failed>"
 
 
 def _as_object(value: Any, key: str) -> Any:
@@ -211,16 +227,13 @@ class _Call(SpanCall):
         super().__exit__(exc_type, exc, tb)
 
     def fail(self, exc: BaseException) -> None:
-        try:
-            if isinstance(exc, GeneratorExit):  # closing a generator early is not an error
-                self._end(self.so_far)
-                return
-            self.span.record_exception(exc)
-            self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
-            self.span.set_attribute("error.type", type(exc).__qualname__)
-            self._end(self.so_far)
-        except Exception:
-            logger.warning("traceable: could not record an exception", exc_info=True)
+        # Each step on its own: an exception whose __str__ fails (the SDK's record_exception calls it)
+        # left the span open for good, its run "running" at the service.
+        if not isinstance(exc, GeneratorExit):  # closing a generator early is not an error
+            _guard(self.span.record_exception, exc)
+            _guard(self.span.set_status, Status(StatusCode.ERROR, f"{type(exc).__name__}: {_shown(exc)}"))
+            _guard(self.span.set_attribute, "error.type", type(exc).__qualname__)
+        self.finish(self.so_far)
 
     def finish(self, result: Any) -> None:
         """End the span with ``result`` as outputs, unless the run handle was given outputs."""
@@ -230,12 +243,14 @@ class _Call(SpanCall):
             logger.warning("traceable: could not end the span", exc_info=True)
 
     def _end(self, result: Any) -> None:
-        outputs = self.handle._outputs
-        if outputs is _UNSET:
-            outputs = result
-        if outputs is not _UNSET:
-            self.span.set_attribute("output.value", json_dumps(_as_object(outputs, "output")))
-        self.span.end()
+        try:
+            outputs = self.handle._outputs
+            if outputs is _UNSET:
+                outputs = result
+            if outputs is not _UNSET:
+                self.span.set_attribute("output.value", json_dumps(_as_object(outputs, "output")))
+        finally:
+            self.span.end()  # outputs that cannot be written still end the run
 
 
 def _drop_our_frames(exc: BaseException) -> None:
@@ -458,7 +473,12 @@ class Traceable:
         self.name = name
         self.run_type = run_type
         self.metadata = dict(metadata) if metadata else None
-        self.tags = json_dumps([str(t) for t in tags]) if tags else None
+        self.tags: str | None = None
+        if tags:
+            try:
+                self.tags = _tags_text(tags)
+            except Exception:
+                logger.warning("traceable: the tags of %r could not be read; it goes without them", name, exc_info=True)
         self.inputs = inputs
         # Context-manager entries; a stack so a (discouraged) nested reuse of one object still pairs up.
         self._entered: list[_Call] = []
