@@ -79,10 +79,31 @@ def scrub(value: Any, _depth: int = 0) -> Any:
 
 def _apply(fn: Callable[[Any], Any], value: Any, what: str) -> Any:
     try:
-        return fn(value)
+        return _shaped(fn(value), what)
     except Exception:  # noqa: BLE001 - a user's callable; fail closed
         _rl.error("redact_" + what, "redaction of %s raised; the %s were withheld", what, what, exc_info=True)
         return {"redacted": _FAILED} if isinstance(value, dict) else _FAILED
+
+
+# The shape the service takes for each field a callable may replace; another shape got the run refused.
+_SHAPES: dict[str, tuple[type, Callable[[Any], Any]]] = {
+    "inputs": (dict, lambda v: {"input": v}),
+    "outputs": (dict, lambda v: {"output": v}),
+    "metadata": (dict, lambda v: {"metadata": v}),
+    "events": (list, lambda v: [{"name": "redacted", "kwargs": {"value": v}}]),
+    "error": (str, str),
+}
+
+
+def _shaped(value: Any, what: str) -> Any:
+    """A callable's replacement in the shape its field needs (``mask=lambda v: "[hidden]"`` on inputs
+    sends ``{"input": "[hidden]"}``); None stays None."""
+    kind, wrap = _SHAPES[what]
+    if value is None or isinstance(value, kind):
+        return value
+    _rl.warning("redact_shape_" + what, "a redaction returned %s for %s; sent wrapped as the service needs it",
+                type(value).__name__, what)
+    return wrap(value)
 
 
 def make_redactor(

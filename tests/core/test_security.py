@@ -71,6 +71,22 @@ def test_callables_and_mask_apply_to_every_field(service):
     assert "4111" not in str(run) and "a@b.c" not in str(run)
 
 
+def test_a_mask_that_returns_another_shape_is_wrapped_not_refused(service):
+    """Found by an audit: mask=lambda v: "[hidden]" made inputs a string; the service refused the run
+    (field_types) and it was dropped as rejected. Each field now goes in the shape it needs."""
+    provider, processor = processor_provider(service.url, mask=lambda value: "[hidden]")
+    with provider.get_tracer("t").start_as_current_span(
+        "x", attributes={"input.value": '{"q": "secret q"}', "output.value": "secret a", "langsmith.metadata.user": "bob"}
+    ) as span:
+        span.add_event("step", {"note": "secret e"})
+    assert processor.force_flush(10_000) and dict(processor.stats().dropped) == {}
+    provider.shutdown()
+    (run,) = service.wait_for_runs(1)
+    assert (run["inputs"], run["outputs"], run["extra"]["metadata"]) == (
+        {"input": "[hidden]"}, {"output": "[hidden]"}, {"metadata": "[hidden]"})
+    assert "secret" not in str(run)
+
+
 def test_redaction_that_raises_fails_closed(service, caplog):
     def broken(_):
         raise ValueError("bug in user redaction")
