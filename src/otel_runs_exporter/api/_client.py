@@ -149,15 +149,18 @@ class ServiceClient:
 
     def get_export(self, export_id: str) -> Export:
         """``GET /api/v1/bulk-exports/{export_id}``."""
-        return Export.from_json(self._call(self._api, "GET", f"{_API_V1}/bulk-exports/{_seg(export_id)}"))
+        return self._export(export_id)
+
+    def _export(self, export_id: str, deadline: float | None = None) -> Export:
+        return Export.from_json(self._call(self._api, "GET", f"{_API_V1}/bulk-exports/{_seg(export_id)}", deadline=deadline))
 
     def list_exports(self) -> list[Export]:
         """``GET /api/v1/bulk-exports``: every export of the workspace."""
-        return [Export.from_json(item) for item in _items(self._call(self._api, "GET", f"{_API_V1}/bulk-exports"))]
+        return [Export.from_json(item) for item in _items(self._call(self._api, "GET", f"{_API_V1}/bulk-exports", expect="list"))]
 
     def list_export_runs(self, export_id: str) -> list[ExportRun]:
         """``GET /api/v1/bulk-exports/{export_id}/runs``: one per date partition, errors in retry order."""
-        body = self._call(self._api, "GET", f"{_API_V1}/bulk-exports/{_seg(export_id)}/runs")
+        body = self._call(self._api, "GET", f"{_API_V1}/bulk-exports/{_seg(export_id)}/runs", expect="list")
         return [ExportRun.from_json(item) for item in _items(body)]
 
     def create_export(self, body: Mapping[str, Any]) -> Export:
@@ -174,7 +177,7 @@ class ServiceClient:
         A final export cannot be cancelled; the service's error (409 locally) is raised.
         """
         path = f"{_API_V1}/bulk-exports/{_seg(export_id)}"
-        body = self._call(self._api, "PATCH", path, body={"status": "Cancelled"})
+        body = self._call(self._api, "PATCH", path, body={"status": "Cancelled"}, expect=None)
         if isinstance(body, Mapping) and "status" in body:
             return Export.from_json(body)
         return self.get_export(export_id)  # the answer's shape is not shown; read it back
@@ -193,7 +196,7 @@ class ServiceClient:
         """
         return self._poll(
             f"export {export_id}",
-            lambda: self.get_export(export_id),
+            lambda deadline: self._export(export_id, deadline),
             lambda export: export.is_final,
             timeout,
             poll_interval,
@@ -235,7 +238,7 @@ class ServiceClient:
             params["name"] = name
         if project_id is not None:
             params["id"] = project_id
-        body = self._call(self._api, "GET", f"{_API_V1}/sessions", params=params)
+        body = self._call(self._api, "GET", f"{_API_V1}/sessions", params=params, expect="list")
         return [dict(item) for item in _items(body)]
 
     # --- deployments ------------------------------------------------------------------
@@ -250,8 +253,11 @@ class ServiceClient:
 
     def get_revision(self, deployment_id: str, revision_id: str) -> Revision:
         """``GET /v2/deployments/{deployment_id}/revisions/{revision_id}``."""
+        return self._revision(deployment_id, revision_id)
+
+    def _revision(self, deployment_id: str, revision_id: str, deadline: float | None = None) -> Revision:
         path = f"/v2/deployments/{_seg(deployment_id)}/revisions/{_seg(revision_id)}"
-        return Revision.from_json(self._call(self._control, "GET", path), deployment_id=deployment_id)
+        return Revision.from_json(self._call(self._control, "GET", path, deadline=deadline), deployment_id=deployment_id)
 
     def update_deployment(self, deployment_id: str, patch: Mapping[str, Any]) -> Deployment:
         """``PATCH /v2/deployments/{deployment_id}`` (payload as the service defines it)."""
@@ -276,8 +282,8 @@ class ServiceClient:
                 raise ServiceError(200, "GET", f"/v2/deployments/{deployment_id}", "the deployment has no latest_revision_id")
         rev_id = revision_id
 
-        def read() -> Revision:
-            revision = self.get_revision(deployment_id, rev_id)
+        def read(deadline: float) -> Revision:
+            revision = self._revision(deployment_id, rev_id, deadline)
             if revision.is_failed:
                 raise DeploymentFailedError(revision)
             return revision
@@ -332,14 +338,19 @@ class ServiceClient:
         params: Mapping[str, Any] | None = None,
         call_timeout_s: float | None = None,
         retry: bool | None = None,
+        expect: str | None = "object",
+        deadline: float | None = None,
     ) -> Any:
+        """The answer's JSON; ``expect``: what a 2xx answer must be ("object", "list": a list or an
+        object holding one, None: anything); ``deadline``: a wait's own end, which no retry outlasts."""
         headers = dict(_JSON_HEADERS)
         if http is not self._api and self.settings.bearer_token:
             # Only to the control plane: the main API has no bearer scheme, and the
             # credential should not travel further than it must.
             headers["Authorization"] = f"Bearer {self.settings.bearer_token}"
         data = orjson.dumps(dict(body)) if body is not None else None
-        deadline = time.monotonic() + (call_timeout_s if call_timeout_s is not None else self.call_timeout_s)
+        ends = time.monotonic() + (call_timeout_s if call_timeout_s is not None else self.call_timeout_s)
+        deadline = ends if deadline is None else min(ends, deadline)
         if retry is None:
             retry = method in ("GET", "HEAD")
         self._connect.unreachable.clear()
@@ -354,20 +365,40 @@ class ServiceClient:
         logger.debug("%s %s -> %d", method, path, resp.status_code)
         if resp.status_code >= 300:
             raise error_for_status(resp.status_code, method, path, _parse(resp), retry_after_seconds(resp))
-        return _parse(resp)
+        answer = _parse(resp)
+        if expect is not None and not (isinstance(answer, Mapping) or (expect == "list" and isinstance(answer, list))):
+            # A proxy's page, or an address that is not the service's: said so, never read as "nothing".
+            shown = answer if isinstance(answer, str) else type(answer).__name__
+            raise ServiceError(resp.status_code, method, path,
+                               f"the answer is not a JSON {expect} (is {http.origin} the service's address?): {shown!r}"[:300])
+        return answer
 
     def _poll(
         self,
         what: str,
-        read: Callable[[], Any],
+        read: Callable[[float], Any],
         done: Callable[[Any], bool],
         timeout: float,
         poll_interval: float,
         progress: Callable[[Any], None] | None,
     ) -> Any:
+        # poll_interval=0 polled 2,170 times in 2 s; -1 and NaN failed deep in time.sleep.
+        for name, value, zero_ok in (("timeout", timeout, True), ("poll_interval", poll_interval, False)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                (value >= 0 if zero_ok else value > 0) and value < float("inf")
+            ):
+                raise ConfigError(f"{name} must be a number of seconds, {'0 or more' if zero_ok else 'above 0'}, got {value!r}")
         deadline = time.monotonic() + timeout
+        current: Any = None
         while True:
-            current = read()
+            # Each read ends with the wait (a read retried its full call timeout, 30 s past --timeout 2),
+            # but one begun at the end still gets a short look.
+            try:
+                current = read(max(deadline, time.monotonic() + _LAST_LOOK_S))
+            except NoAnswerError:
+                if current is None or time.monotonic() < deadline:
+                    raise
+                raise WaitTimeoutError(what, timeout, current) from None
             if progress is not None:
                 progress(current)
             if done(current):
@@ -440,11 +471,18 @@ def _first_arg(exc: BaseException) -> BaseException | None:
     return exc.args[0] if exc.args and isinstance(exc.args[0], BaseException) else None
 
 
+_LAST_LOOK_S = 2.0
+"""How long a wait's read may take when it begins as the wait ends."""
+
+
 def _seg(value: str) -> str:
     """One path segment: ids are quoted so a stray '/' or '?' cannot change the path."""
     from urllib.parse import quote
 
-    return quote(str(value), safe="")
+    text = str(value)
+    if not text.strip():
+        raise ConfigError("an id must not be empty: it would name the whole collection")
+    return quote(text, safe="")
 
 
 def _parse(resp: requests.Response) -> Any:

@@ -32,6 +32,7 @@ it runs, so ``otel-runs --help`` stays quick.
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -45,6 +46,7 @@ from ._exports import register_exports
 from ._local import ENV_SERVER_API_KEY, ENV_SERVER_DB, default_db_path
 from ._output import (
     EXIT_BROKEN_PIPE,
+    EXIT_INTERRUPTED,
     EXIT_CANCELLED,
     EXIT_CODES_HELP,
     EXIT_CONFLICT,
@@ -87,6 +89,7 @@ __all__ = [
     "EXIT_CANCELLED",
     "EXIT_WAIT_TIMEOUT",
     "EXIT_BROKEN_PIPE",
+    "EXIT_INTERRUPTED",
 ]
 
 
@@ -141,8 +144,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
     handler: Handler = args.handler
+    output.readable_anywhere()
     try:
         return handler(args)
     except BrokenPipeError:
         # The reader left early (`otel-runs runs list | head`), which is no error of ours.
         return output.broken_pipe()
+    except KeyboardInterrupt:
+        return output.interrupted(args.command)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG):
+            raise
+        return output.cannot_write(args.command, exc)

@@ -124,6 +124,8 @@ def api_handler(run: ApiRun) -> Handler:
         except _errors.ServiceError as exc:
             output.report_service_error(prog, exc)
             return output.exit_for_status(exc.status)
+        except _errors.ConfigError as exc:  # an argument the client refuses (an empty id, say)
+            return output.fail(prog, str(exc), output.EXIT_USAGE)
         except NoAnswerError as exc:
             setting = ev.OTEL_EXPORTER_RUNS_CONTROL_PLANE_URL if exc.path.startswith("/v2/") else ev.OTEL_EXPORTER_RUNS_ENDPOINT
             return output.fail(prog, f"{exc}; is the service running there? (the address comes from {setting})", output.EXIT_SERVER)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 from typing import Any
 
 from . import _output as output
@@ -41,5 +42,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return output.EXIT_USAGE
     try:
         return run_demo(db=args.db, port=args.port, until_stopped=wait_until_stopped if args.serve else None)
+    except BrokenPipeError:
+        raise  # `otel-runs demo | head`: the reader left, not a port problem (main exits 141)
     except OSError as exc:
+        if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+            raise  # not the listen step (a full disk under the output, say): main reports it as such
         return output.fail("otel-runs demo", f"cannot listen on port {args.port}: {exc}", output.EXIT_USAGE)

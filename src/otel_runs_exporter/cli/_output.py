@@ -59,6 +59,9 @@ EXIT_BROKEN_PIPE = 141
 a program ended by SIGPIPE (128 + 13), and without a traceback. SIGPIPE itself stays ignored, as Python
 sets it, since a reset HTTP connection must not kill the process."""
 
+EXIT_INTERRUPTED = 130
+"""Any command: Ctrl-C (SIGINT), as a shell reports a program ended by it (128 + 2), in one line."""
+
 EXIT_CODES_HELP = f"""exit codes:
    0  completed / deployed / auth completed (or the command worked)
    1  other error            2  usage: bad arguments, bad --json-body, bad setting
@@ -70,6 +73,7 @@ EXIT_CODES_HELP = f"""exit codes:
   11  export TIMEDOUT / auth timeout
   12  export CANCELLED
   13  --timeout ran out while waiting / auth still pending
+ 130  interrupted (Ctrl-C)  141  stdout closed early (piped into head)
 
 Settings come from the exporter's environment variables: {ev.OTEL_EXPORTER_RUNS_ENDPOINT},
 {ev.OTEL_EXPORTER_RUNS_CONTROL_PLANE_URL}, {ev.OTEL_EXPORTER_RUNS_API_KEY},
@@ -255,6 +259,31 @@ class Progress:
 
 
 # --- a reader that left early ------------------------------------------------
+
+
+def readable_anywhere() -> None:
+    """Let stdout and stderr write what their encoding cannot show as escapes (a run named in
+    Japanese on an ASCII terminal, PYTHONIOENCODING=ascii) instead of failing with a traceback."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and (getattr(stream, "encoding", "") or "").lower().replace("-", "") != "utf8":
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # a stream that cannot change now: left as it is
+                pass
+
+
+def interrupted(command: str | None) -> int:
+    """Ctrl-C: one line and 130, never a traceback."""
+    print(f"otel-runs {command or ''}: interrupted".replace("  ", " "), file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+def cannot_write(command: str | None, exc: OSError) -> int:
+    """stdout could not take the output (a full disk, /dev/full): one line, and nothing more tried."""
+    print(f"otel-runs {command or ''}: cannot write the output: {exc.strerror or exc}".replace("  ", " "), file=sys.stderr)
+    _discard_stdout()
+    return EXIT_ERROR
 
 
 def broken_pipe() -> int:

@@ -67,7 +67,10 @@ def _time(text: str) -> datetime:
     """``--since``/``--until``: an ISO 8601 time, or that long before now (``15m``, ``2h``, ``1d``)."""
     ago = _AGO.fullmatch(text.strip().lower())
     if ago:
-        return datetime.now(timezone.utc) - timedelta(seconds=float(ago.group(1)) * _UNIT_S[ago.group(2)])
+        try:
+            return datetime.now(timezone.utc) - timedelta(seconds=float(ago.group(1)) * _UNIT_S[ago.group(2)])
+        except OverflowError:  # 99999999d: before year 1
+            raise argparse.ArgumentTypeError(f"{text!r} reaches back before year 1; give a shorter time") from None
     value = _instant(text)
     if value is None:
         raise argparse.ArgumentTypeError(f"expected {_TIME_EXPECTED}, got {text!r}")
