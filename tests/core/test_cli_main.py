@@ -41,6 +41,10 @@ def test_python_dash_m_is_the_otel_runs_command(capsys: pytest.CaptureFixture[st
         (["auth", "wait", "a1", "--timeout", "-5"], "--timeout", "a whole number, 0 or more (got '-5')"),
         (["auth", "wait", "a1", "--timeout", "ten"], "--timeout", "a whole number, 0 or more (got 'ten')"),
         (["exports", "wait", "e1", "--poll-interval", "-1"], "--poll-interval", "expected a number of seconds, 0 or more, got '-1'"),
+        # Before: "invalid _positive value: 'abc'", naming a private function and not what is expected.
+        (["serve", "--head-timeout", "abc"], "--head-timeout", "expected a number greater than 0, got 'abc'"),
+        (["serve", "--fault-rate-500", "x"], "--fault-rate-500", "expected a probability from 0 to 1, got 'x'"),
+        (["runs", "list", "--since", "99999999d"], "--since", "'99999999d' reaches back before year 1; give a shorter time"),
     ],
 )
 def test_a_negative_count_is_refused_naming_the_option(

@@ -145,6 +145,16 @@ def test_serve_slow_client_limits_are_checked(capsys: pytest.CaptureFixture[str]
         assert exited.value.code == 2 and flag in capsys.readouterr().err
 
 
+def test_serve_names_the_request_log_when_it_cannot_open_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: "cannot listen on 127.0.0.1:1984: [Errno 2] ... '/.../log'": the port blamed for the file."""
+    from otel_runs_exporter.cli import main
+
+    missing = tmp_path / "no-such-dir" / "requests.log"
+    assert main(["serve", "--port", "0", "--db", str(tmp_path / "r.db"), "--request-log", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot open --request-log {missing}" in err and "cannot listen" not in err
+
+
 def test_serve_validation_mode_flags(capsys: pytest.CaptureFixture[str]) -> None:
     from otel_runs_exporter.cli import build_parser
 

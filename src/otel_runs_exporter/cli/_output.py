@@ -197,6 +197,9 @@ def fail(prog: str, text: str, code: int) -> int:
     return code
 
 
+_MAX_DETAIL_CHARS = 4000
+
+
 def report_service_error(prog: str, exc: Any) -> None:
     """One line saying what answered what, a summary a person reads first, then the body as JSON.
 
@@ -221,7 +224,10 @@ def report_service_error(prog: str, exc: Any) -> None:
     if 300 <= exc.status < 400:
         lines.append("  (a redirect to another host is not followed, so the API key is not sent there: use the final address)")
     if exc.detail is not None and exc.detail != "":
-        lines.append(exc.detail if isinstance(exc.detail, str) else json_text(exc.detail))
+        text = exc.detail if isinstance(exc.detail, str) else json_text(exc.detail)
+        if len(text) > _MAX_DETAIL_CHARS:  # a 5 MB error page is not a message: its start says enough
+            text = text[:_MAX_DETAIL_CHARS] + f"\n  ... ({len(text) - _MAX_DETAIL_CHARS} more characters not shown)"
+        lines.append(text)
     print("\n".join(lines), file=sys.stderr)
 
 

@@ -11,16 +11,22 @@ from ._local import ENV_SERVER_API_KEY, Stopper, add_db, db_usable
 
 
 def _positive(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")  # said below: argparse would name this function instead
     if not 0.0 < value < float("inf"):
-        raise argparse.ArgumentTypeError("a number greater than 0")
+        raise argparse.ArgumentTypeError(f"expected a number greater than 0, got {text!r}")
     return value
 
 
 def _rate(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
     if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError("a probability between 0 and 1")
+        raise argparse.ArgumentTypeError(f"expected a probability from 0 to 1, got {text!r}")
     return value
 
 
@@ -180,7 +186,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         service.start()
     except OSError as exc:
-        return output.fail("otel-runs serve", f"cannot listen on {args.host}:{args.port}: {exc}", output.EXIT_USAGE)
+        # The request log is opened at start too: name what failed, not always the port.
+        what = f"cannot open --request-log {args.request_log}" if exc.filename == args.request_log and args.request_log \
+            else f"cannot listen on {args.host}:{args.port}"
+        return output.fail("otel-runs serve", f"{what}: {exc}", output.EXIT_USAGE)
     stopper = Stopper()  # before the "Listening" line: a SIGTERM right after it stops us cleanly
     notes = []
     if service.requires_api_key:
