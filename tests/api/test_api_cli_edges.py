@@ -137,3 +137,10 @@ def test_the_typed_client_refuses_waits_that_would_spin_or_fail_deep(client: Ser
     for kwargs in ({"poll_interval": 0}, {"poll_interval": -1}, {"poll_interval": float("nan")}, {"timeout": "5"}):
         with pytest.raises(ConfigError, match="must be a number of seconds"):
             client.wait_for_export("e1", **kwargs)  # before: 2,170 requests in 2 s for poll_interval=0
+
+
+def test_no_answer_names_where_the_address_came_from(cli: Cli, closed_port: int) -> None:
+    """Before: always "the address comes from OTEL_EXPORTER_RUNS_ENDPOINT", also when LANGSMITH_ENDPOINT set it."""
+    env = {"OTEL_EXPORTER_RUNS_ENDPOINT": "", "LANGSMITH_ENDPOINT": f"http://127.0.0.1:{closed_port}"}
+    done = cli("exports", "list", env=env)
+    assert done.returncode == cli_module.EXIT_SERVER and "the address comes from LANGSMITH_ENDPOINT" in done.stderr

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -127,12 +128,23 @@ def api_handler(run: ApiRun) -> Handler:
         except _errors.ConfigError as exc:  # an argument the client refuses (an empty id, say)
             return output.fail(prog, str(exc), output.EXIT_USAGE)
         except NoAnswerError as exc:
-            setting = ev.OTEL_EXPORTER_RUNS_CONTROL_PLANE_URL if exc.path.startswith("/v2/") else ev.OTEL_EXPORTER_RUNS_ENDPOINT
-            return output.fail(prog, f"{exc}; is the service running there? (the address comes from {setting})", output.EXIT_SERVER)
+            return output.fail(prog, f"{exc}; is the service running there? ({_address_source(exc.path)})", output.EXIT_SERVER)
         finally:
             client.close()
 
     return handler
+
+
+def _address_source(path: str) -> str:
+    """Where the address that did not answer came from: the variable that set it, or the default."""
+    names = (
+        (ev.OTEL_EXPORTER_RUNS_CONTROL_PLANE_URL,) if path.startswith("/v2/")
+        else (ev.OTEL_EXPORTER_RUNS_ENDPOINT, ev.LANGSMITH_ENDPOINT)
+    )
+    for name in names:
+        if os.environ.get(name, "").strip():
+            return f"the address comes from {name}"
+    return f"the address is the default; set {names[0]} to change it"
 
 
 @contextmanager
