@@ -904,6 +904,17 @@ def _typed(decl: _Decl, name: str, value: Any) -> Any:
     return tuple(value) if parse is _backoff else value
 
 
+def variable_of(name: str, env: Mapping[str, str] | None = None) -> str | None:
+    """The environment variable a setting's value came from (the first of its variables that is
+    set), or None when it has its default: for a message that says where to change it.
+
+    >>> variable_of("endpoint", {"LANGSMITH_ENDPOINT": "http://h"}), variable_of("endpoint", {})
+    ('LANGSMITH_ENDPOINT', None)
+    """
+    env = os.environ if env is None else env
+    return next((var for var in _DECLS[name].env if env.get(var, "").strip()), None)
+
+
 def _from_env(decl: _Decl, env: Mapping[str, str]) -> Any:
     """The first of the declaration's variables that is set (blank counts as unset), parsed; else its default.
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -137,14 +136,13 @@ def api_handler(run: ApiRun) -> Handler:
 
 def _address_source(path: str) -> str:
     """Where the address that did not answer came from: the variable that set it, or the default."""
-    names = (
-        (ev.OTEL_EXPORTER_RUNS_CONTROL_PLANE_URL,) if path.startswith("/v2/")
-        else (ev.OTEL_EXPORTER_RUNS_ENDPOINT, ev.LANGSMITH_ENDPOINT)
-    )
-    for name in names:
-        if os.environ.get(name, "").strip():
-            return f"the address comes from {name}"
-    return f"the address is the default; set {names[0]} to change it"
+    from .._settings import variable_of
+
+    control = path.startswith("/v2/")
+    name = variable_of("control_plane_url" if control else "endpoint")
+    if name is not None:
+        return f"the address comes from {name}"
+    return f"the address is the default; set {ev.OTEL_EXPORTER_RUNS_CONTROL_PLANE_URL if control else ev.OTEL_EXPORTER_RUNS_ENDPOINT} to change it"
 
 
 @contextmanager
