@@ -146,3 +146,10 @@ def test_no_answer_names_where_the_address_came_from(run_cli: Main, closed_port:
     env = {"OTEL_EXPORTER_RUNS_ENDPOINT": "", "LANGSMITH_ENDPOINT": f"http://127.0.0.1:{closed_port}"}
     code, _, err = run_cli("exports", "list", env=env)
     assert code == cli_module.EXIT_SERVER and "the address comes from LANGSMITH_ENDPOINT" in err
+
+
+def test_a_key_echoed_back_in_an_error_body_is_not_printed(run_cli: Main, answering) -> None:
+    """A proxy that echoes the request's headers in its error page: before, the CLI printed the key."""
+    url = answering(400, b'{"detail": "bad request", "echo": {"x-api-key": "' + API_KEY.encode() + b'"}}')
+    code, out, err = run_cli("exports", "list", env={"OTEL_EXPORTER_RUNS_ENDPOINT": url})
+    assert code == cli_module.EXIT_INVALID and "<hidden>" in err and API_KEY not in out + err

@@ -122,7 +122,7 @@ def api_handler(run: ApiRun) -> Handler:
                 output.print_json(exc.last.raw)
             return output.fail(prog, str(exc), output.EXIT_WAIT_TIMEOUT)
         except _errors.ServiceError as exc:
-            output.report_service_error(prog, exc)
+            output.report_service_error(prog, exc, (client.settings.api_key, client.settings.bearer_token))
             return output.exit_for_status(exc.status)
         except _errors.ConfigError as exc:  # an argument the client refuses (an empty id, say)
             return output.fail(prog, str(exc), output.EXIT_USAGE)

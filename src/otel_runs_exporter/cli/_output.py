@@ -200,7 +200,7 @@ def fail(prog: str, text: str, code: int) -> int:
 _MAX_DETAIL_CHARS = 4000
 
 
-def report_service_error(prog: str, exc: Any) -> None:
+def report_service_error(prog: str, exc: Any, secrets: Sequence[str | None] = ()) -> None:
     """One line saying what answered what, a summary a person reads first, then the body as JSON.
 
     The body is printed as the service sent it (pretty JSON, not a Python repr),
@@ -228,7 +228,11 @@ def report_service_error(prog: str, exc: Any) -> None:
         if len(text) > _MAX_DETAIL_CHARS:  # a 5 MB error page is not a message: its start says enough
             text = text[:_MAX_DETAIL_CHARS] + f"\n  ... ({len(text) - _MAX_DETAIL_CHARS} more characters not shown)"
         lines.append(text)
-    print("\n".join(lines), file=sys.stderr)
+    text = "\n".join(lines)
+    for secret in secrets:
+        if secret:  # a service or proxy that echoes the request's headers back: the key is not printed
+            text = text.replace(secret, "<hidden>")
+    print(text, file=sys.stderr)
 
 
 class Progress:

@@ -201,7 +201,8 @@ def _reading(args: argparse.Namespace, client: Any, read: Callable[[_Source], in
         with _library_warnings_shown(args.verbose > 0):
             return read(client)
     except _errors.ServiceError as exc:
-        output.report_service_error(_PROG, exc)
+        settings = getattr(client, "settings", None)
+        output.report_service_error(_PROG, exc, (getattr(settings, "api_key", None), getattr(settings, "bearer_token", None)))
         return output.exit_for_status(exc.status)
     except NoAnswerError as exc:
         return output.fail(_PROG, f"{exc}; {hint}", output.EXIT_SERVER)
