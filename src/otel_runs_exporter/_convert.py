@@ -466,12 +466,14 @@ def _error(span: Any, events: list[SpanEvent]) -> tuple[str | None, int | None]:
 
 
 def _exception_text(event: SpanEvent) -> str:
-    """``Type: message``, then the stacktrace, without saying the same thing twice.
+    """``Type: message``, then the stacktrace.
 
-    A Python stacktrace already ends with ``Type: message``, so it is the whole
-    error. The service's own SDK records its error text (a traceback already)
-    as a bare ``Exception`` never raised, whose stacktrace is that text again:
-    the text alone is the error, as the SDK sends it without OTel.
+    The first line is what a list of runs shows of an error, so it is the error
+    itself, as the service's SDK leads with it (``repr(exc)``, then the
+    traceback), even though a Python stacktrace ends with it again. The
+    service's SDK records its own error text (a traceback already) as a bare
+    ``Exception`` never raised, whose stacktrace is that text again: the text
+    alone is the error, as the SDK sends it without OTel.
     """
     attrs = event.attributes
     kind = str(attrs.get("exception.type") or "Exception")
@@ -479,9 +481,7 @@ def _exception_text(event: SpanEvent) -> str:
     head = message if kind == "Exception" and message else f"{kind}: {message}"
     trace = str(attrs.get("exception.stacktrace") or "").rstrip("\n")
     if not trace or trace == f"{kind}: {message}".rstrip("\n"):
-        return head  # no frames: the stacktrace is only the head again
-    if message and message in trace:
-        return trace
+        return head  # no frames (the SDK's error text among them): the stacktrace is only the head again
     return f"{head}\n\n{trace}"
 
 

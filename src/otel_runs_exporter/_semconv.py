@@ -253,6 +253,7 @@ _JSON_METADATA_PREFIXES = frozenset({"langsmith.metadata."})
 #: doc: gen_ai.request.encoding_formats -> invocation_params.encoding_formats. "Output encoding formats"
 _PARAM_PREFIX = "gen_ai.request."
 _PARAM_RENAMES = {"stop_sequences": "stop", "choice.count": "n"}
+_LIST_PARAMS = frozenset({"stop_sequences", "encoding_formats"})  # arrays in the semconv
 #: Whole-object invocation params (OpenInference), merged under the above.
 #: doc: llm.invocation_parameters -> invocation_params.*. "JSON string of invocation parameters"
 _PARAM_OBJECT_KEYS = ("llm.invocation_parameters", "embedding.invocation_parameters")
@@ -643,6 +644,21 @@ def _content_block(part: Any) -> Any:
     if part.get("type") == "text":
         text = part.get("text", part.get("content"))
         return {"type": "text", "text": text if isinstance(text, str) else "" if text is None else str(text)}
+    kind = part.get("type")
+    if kind in ("uri", "blob") and part.get("modality") == "image":
+        # The GenAI semconv's parts: a uri, or base64 content with its mime type (a data URL, as OpenAI takes it).
+        if kind == "uri" and isinstance(part.get("uri"), str):
+            return {"type": "image_url", "image_url": {"url": part["uri"]}}
+        if kind == "blob" and isinstance(part.get("content"), str):
+            mime = part.get("mime_type") if isinstance(part.get("mime_type"), str) else "image/png"
+            return {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{part['content']}"}}
+    if kind == "image" and isinstance(part.get("image"), dict):
+        # OpenInference: message_content.image.image.url. As OpenAI's block, the one the service's chat
+        # view shows (and the SDK records for the same LangChain call); other image shapes stay as they are.
+        image = _nested(part["image"], "image")
+        url = image.get("url") if isinstance(image, dict) else None
+        if isinstance(url, str):
+            return {"type": "image_url", "image_url": {"url": url}}
     return part
 
 
@@ -844,7 +860,11 @@ def _read_message(raw: dict[str, Any], role: str | None) -> list[dict[str, Any]]
                 # The GenAI semconv names the tool's output "response"; pydantic-ai (and the semconv's
                 # own examples since) write it as "result".
                 response = part.get("response", part.get("result"))
-                extra.append({"role": "tool", "content": _json_text(response), "tool_call_id": part.get("id")})
+                # Content blocks ([{"type": "text", ...}], as Anthropic's tool_result takes) read as content;
+                # any other object is the JSON text the model was sent.
+                blocks = isinstance(response, list) and bool(response) and all(isinstance(b, dict) and "type" in b for b in response)
+                text = _content(response) if blocks else _json_text(response)
+                extra.append({"role": "tool", "content": text, "tool_call_id": part.get("id")})
             else:
                 content_parts.append(part)
         if content_parts:
@@ -1054,6 +1074,10 @@ def _message_list(items: list[Any], source: str) -> dict[str, Any] | None:
     """``{"messages": ...}``, with the replies' first finish reason as ``finish_reason``
     (as the ``gen_ai.choice`` events give theirs)."""
     messages = _messages(items)
+    if source in _REPLY_SOURCES:
+        # A failed call's reply with a role and nothing else (OpenInference writes one): not an empty
+        # answer to show beside the error.
+        messages = [m for m in messages if any(v not in (None, "", []) for k, v in m.items() if k != "role")]
     if not messages:
         return None
     out: dict[str, Any] = {"messages": messages}
@@ -1635,6 +1659,9 @@ def _invocation_params(ctx: _Ctx) -> tuple[dict[str, Any] | None, str | None]:
             ctx.malformed.append((key, "a JSON object of parameters"))
     requested = _first_str(params, _REQUEST_MODEL_PARAMS)
     for rest, value in (ctx.take_flat(_PARAM_PREFIX) or {}).items():
+        if rest in _LIST_PARAMS and isinstance(value, str) and value[:1] == "[":
+            decoded = _json_value(value)  # Logfire writes these lists as JSON text
+            value = decoded if isinstance(decoded, list) else value
         params[_PARAM_RENAMES.get(rest, rest)] = _plain(value)
     functions = ctx.take_flat(_FUNCTIONS_PREFIX)
     if functions:

@@ -106,15 +106,15 @@ def test_errors_from_status_and_exception_events(capture):
         span.set_status(Status(StatusCode.ERROR, "it failed"))
     spans = _by_name(exporter)
     boom = span_to_run(spans["boom"], span_ids(spans["boom"], None), ConvertOptions())
-    # The Python stacktrace already ends with "ValueError: bad input": it is the whole error, said once.
-    assert boom["error"].startswith("Traceback (most recent call last):")
-    assert boom["error"].endswith("ValueError: bad input") and boom["error"].count("ValueError: bad input") == 1
+    # The error leads with itself (what a list of runs shows), as the service's SDK does, then the stacktrace.
+    assert boom["error"].startswith("ValueError: bad input\n\nTraceback (most recent call last):")
+    assert boom["error"].endswith("ValueError: bad input")
     assert "events" not in boom  # the exception event became the error; it is not repeated
     status = span_to_run(spans["status"], span_ids(spans["status"], None), ConvertOptions())
     assert status["error"] == "it failed"
 
 
-def test_error_text_says_the_message_once(capture):
+def test_error_text_leads_with_the_error(capture):
     """How the error is built from an exception event's type, message and stacktrace."""
     tracer, exporter = capture
     sdk_text = "ValueError('boom')\n\nTraceback (most recent call last):\n  File \"x.py\", line 1\nValueError: boom\n"

@@ -254,7 +254,7 @@ def test_genai_multi_part_content_stays_a_block_list():
     m = map_span({"gen_ai.input.messages": [{"role": "user", "parts": parts}]})
     assert m.inputs["messages"][0]["content"] == [
         {"type": "text", "text": "look:"},
-        {"type": "uri", "modality": "image", "uri": "https://x/img.png", "mime_type": None},
+        {"type": "image_url", "image_url": {"url": "https://x/img.png"}},  # the block the service shows
     ]
 
 

@@ -442,8 +442,8 @@ def test_session_id_row_and_precedence(caplog):
 
 def test_exception_event_row():
     # doc: exception -> status, error. "Sets status to "error" and extracts exception message/stacktrace";
-    # exception.stacktrace "appended to message": a Python stacktrace ends with the message, so it is the error.
+    # exception.stacktrace "appended to message": the message first (what a list shows), then the stacktrace.
     run = _run({}, error=True)
-    assert run["error"].startswith("Traceback (most recent call last):")
-    assert run["error"].endswith("RuntimeError: broke") and run["error"].count("broke") == 2  # raise line, last line
+    assert run["error"].startswith("RuntimeError: broke\n\nTraceback (most recent call last):")
+    assert run["error"].endswith("RuntimeError: broke")
     assert "events" not in run

@@ -480,3 +480,54 @@ def test_older_genai_content_events(provider, exporter):
         "usage_metadata": {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5},
     }
     assert m.consumed_events == {0, 1}
+
+
+# --- shapes two fidelity audits met with the real producers (each failed before) --------------
+
+
+def test_openinference_image_parts_become_the_image_block_the_chat_view_shows():
+    m = map_span({
+        "openinference.span.kind": "LLM",
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.contents.0.message_content.type": "text",
+        "llm.input_messages.0.message.contents.0.message_content.text": "What is this?",
+        "llm.input_messages.0.message.contents.1.message_content.type": "image",
+        "llm.input_messages.0.message.contents.1.message_content.image.image.url": "data:image/png;base64,iVBORw0KGgo=",
+    })
+    # Before: {"type": "image", "image": {"image": {"url": ...}}}, which the service cannot show.
+    assert m.inputs == {"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+    ]}]}
+
+
+def test_genai_uri_and_blob_image_parts_become_image_blocks():
+    parts = [{"type": "text", "content": "what?"}, {"type": "uri", "modality": "image", "uri": "https://x/img.png"},
+             {"type": "blob", "modality": "image", "mime_type": "image/jpeg", "content": "AAAA"}]
+    m = map_span({"gen_ai.operation.name": "chat", "gen_ai.input.messages": json.dumps([{"role": "user", "parts": parts}])})
+    assert m.inputs["messages"][0]["content"][1:] == [
+        {"type": "image_url", "image_url": {"url": "https://x/img.png"}},
+        {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,AAAA"}},
+    ]
+
+
+def test_a_tool_result_of_content_blocks_reads_as_its_text_not_json():
+    """Anthropic's tool_result content as a list of blocks: before, the tool message held their JSON text."""
+    messages = [{"role": "tool", "parts": [{"type": "tool_call_response", "id": "t1", "response": [{"type": "text", "text": "sunny"}]}]},
+                {"role": "tool", "parts": [{"type": "tool_call_response", "id": "t2", "response": {"temp": 21}}]}]
+    m = map_span({"gen_ai.operation.name": "chat", "gen_ai.input.messages": json.dumps(messages)})
+    assert m.inputs == {"messages": [{"role": "tool", "content": "sunny", "tool_call_id": "t1"},
+                                     {"role": "tool", "content": '{"temp":21}', "tool_call_id": "t2"}]}
+
+
+def test_stop_sequences_written_as_json_text_reach_invocation_params_as_a_list():
+    """Logfire writes gen_ai.request.stop_sequences as JSON text: before, stop was that text."""
+    m = map_span({"gen_ai.operation.name": "chat", "gen_ai.request.stop_sequences": '["END", "STOP"]'})
+    assert m.invocation_params["stop"] == ["END", "STOP"]
+
+
+def test_a_failed_calls_role_only_reply_is_not_an_empty_answer():
+    """OpenInference writes llm.output_messages.0.message.role for a call that failed: before, an empty
+    assistant message was shown beside the error."""
+    m = map_span({"openinference.span.kind": "LLM", "llm.output_messages.0.message.role": "assistant"})
+    assert not (m.outputs or {}).get("messages")
