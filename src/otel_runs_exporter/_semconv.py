@@ -951,7 +951,18 @@ def _payload(value: Any, key: str) -> dict[str, Any]:
         if len(messages) == 1 and isinstance(messages[0], list):
             messages = messages[0]  # LangChain's batch of conversations: [[...]]; one is the usual case
         obj = {**obj, "messages": _messages(messages)}
+    # A chain's other inputs may hold a conversation too (a MessagesPlaceholder's "history"), serialized
+    # by LangChain's message_to_dict: read as messages, as the SDK records them, not as wrappers.
+    for name, value in obj.items():
+        if name != "messages" and isinstance(value, list) and value and all(_wrapped_message(v) for v in value):
+            obj = {**obj, name: _messages(value)}
     return obj
+
+
+def _wrapped_message(item: Any) -> bool:
+    """``{"type": "human", "data": {"content": ...}}``: LangChain's message_to_dict, and nothing else."""
+    return (isinstance(item, dict) and len(item) == 2 and isinstance(item.get("data"), dict)
+            and isinstance(item.get("type"), str) and _langchain_message(item) is not None)
 
 
 # ---------------------------------------------------------------------------
@@ -2130,7 +2141,15 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent], plan: 
 
     documents = _documents(ctx) if plan.documents else None
     if documents is not None:
+        given = (out.outputs or {}).get("documents")
+        if isinstance(given, list) and len(given) == len(documents):
+            # output.value's documents may carry the ids the flattened ones lack (OpenInference langchain)
+            for doc, whole in zip(documents, given):
+                if "id" not in doc and isinstance(whole, dict) and whole.get("id") is not None:
+                    doc["id"] = whole["id"]
         out.outputs = {**(out.outputs or {}), "documents": documents}
+    if out.run_type == "retriever" and out.inputs is not None and list(out.inputs) == ["input"] and isinstance(out.inputs["input"], str):
+        out.inputs = {"query": out.inputs["input"]}  # a retriever's text input is its query, as the SDK names it
     usage = _usage(attributes, consumed, ctx.malformed, plan, out.outputs)
     if usage is not None:
         out.outputs = {**(out.outputs or {}), "usage_metadata": usage}

@@ -922,7 +922,7 @@ def test_openinference_retrieval_documents():
     }
     m = map_span(attrs)
     assert m.run_type == "retriever"
-    assert m.inputs == {"input": "what is x"}
+    assert m.inputs == {"query": "what is x"}  # as the SDK names a retriever's input
     assert m.outputs == {
         "documents": [
             {"page_content": "x is y", "type": "Document", "metadata": {"source": "wiki", "score": 0.9}, "id": "d0"},

@@ -531,3 +531,24 @@ def test_a_failed_calls_role_only_reply_is_not_an_empty_answer():
     assistant message was shown beside the error."""
     m = map_span({"openinference.span.kind": "LLM", "llm.output_messages.0.message.role": "assistant"})
     assert not (m.outputs or {}).get("messages")
+
+
+def test_a_conversation_under_another_input_key_reads_as_messages():
+    """A MessagesPlaceholder's "history", serialized by message_to_dict: before, kept as {"type", "data"} wrappers."""
+    value = {"persona": "terse", "q": "how?", "history": [
+        {"type": "human", "data": {"content": "hi", "additional_kwargs": {}, "type": "human"}},
+        {"type": "ai", "data": {"content": "hello", "additional_kwargs": {}, "type": "ai", "tool_calls": []}},
+    ], "rows": [{"type": "row", "value": 1}]}  # other lists with a "type" stay as they are
+    m = map_span({"openinference.span.kind": "CHAIN", "input.value": json.dumps(value), "input.mime_type": "application/json"})
+    assert m.inputs == {"persona": "terse", "q": "how?", "rows": [{"type": "row", "value": 1}],
+                        "history": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+
+
+def test_a_retrievers_text_input_is_its_query_and_its_documents_keep_their_ids():
+    """The SDK records {"query": ...} and each document's id; the flattened documents carry no id."""
+    documents = {"documents": [{"id": "doc-1", "metadata": {}, "page_content": "Paris is sunny", "type": "Document"}]}
+    m = map_span({"openinference.span.kind": "RETRIEVER", "input.value": "weather in Paris",
+                  "output.value": json.dumps(documents), "output.mime_type": "application/json",
+                  "retrieval.documents.0.document.content": "Paris is sunny"})
+    assert m.inputs == {"query": "weather in Paris"}
+    assert [d.get("id") for d in m.outputs["documents"]] == ["doc-1"]
