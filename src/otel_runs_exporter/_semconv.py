@@ -1167,12 +1167,26 @@ def _logfire_messages(items: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+_ASSISTANT_EVENT = "gen_ai.assistant.message"
+
+
 def _read_logfire_events(ctx: _Ctx, side: str) -> dict[str, Any] | None:
     # The choice events are the outputs; every other event is the conversation that led to them.
     items = _logfire_events(ctx, _LOGFIRE_EVENTS)
     if ctx.claim_only or not items:
         return None
-    chosen = [i for i in items if (i.get("event.name") == _CHOICE_EVENT) == (side == "out")]
+    if any(i.get("event.name") == _CHOICE_EVENT for i in items):
+        chosen = [i for i in items if (i.get("event.name") == _CHOICE_EVENT) == (side == "out")]
+    else:
+        # Logfire's Responses spans (instrument_openai version=1) give the reply as trailing
+        # gen_ai.assistant.message events, not gen_ai.choice: those are the outputs once the call
+        # answered (finish reasons written); else they are the conversation so far.
+        replies = 0
+        if ctx.attributes.get("gen_ai.response.finish_reasons"):
+            while replies < len(items) and items[-1 - replies].get("event.name") == _ASSISTANT_EVENT:
+                replies += 1
+        split = len(items) - replies
+        chosen = items[split:] if side == "out" else items[:split]
     messages = _logfire_messages(chosen)
     if not messages:
         return None

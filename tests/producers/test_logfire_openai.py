@@ -76,3 +76,36 @@ def test_logfire_request_and_response_objects_are_not_repeated_in_metadata(store
         for run in stored.plan(plan)[1:]:
             metadata = run["extra"]["metadata"]
             assert not {"request_data", "response_data", "gen_ai.usage.raw"} & set(metadata), (plan, run["name"])
+
+
+_RESPONSES_APP = """
+import json, logfire, openai
+from otel_runs_exporter import RunsSpanProcessor
+from otel_runs_exporter.testing import FakeLLMAPI, run_local_service
+with FakeLLMAPI() as api, run_local_service() as svc:
+    processor = RunsSpanProcessor(endpoint=svc.url, api_key="k", project="p")
+    logfire.configure(send_to_logfire=False, console=False, additional_span_processors=[processor])
+    client = openai.OpenAI(base_url=api.openai_base_url, api_key="t", max_retries=0)
+    logfire.instrument_openai(client, version=1)
+    client.responses.create(model="gpt-4o-mini", input="hi", instructions="Be brief.")
+    processor.force_flush()
+    print(json.dumps(svc.wait_for_runs(1)[0]))
+"""
+
+
+def test_format1_responses_api_answer_is_the_output_not_an_input():
+    """Found by a fidelity audit: Logfire's Responses spans give the reply as a trailing
+    gen_ai.assistant.message event, not gen_ai.choice; the answer was stored as the last input
+    and the outputs had no message."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LANGSMITH_", "LOGFIRE_"))}
+    done = subprocess.run([sys.executable, "-c", _RESPONSES_APP], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    run = json.loads(done.stdout.strip().splitlines()[-1])
+    assert run["inputs"]["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+    assert run["outputs"]["messages"] == [{"role": "assistant", "content": REPLY}]
+    assert run["outputs"]["finish_reason"] == "stop"
