@@ -46,7 +46,7 @@ def answering() -> Iterator[Callable[[int, bytes], str]]:
                 pass
 
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         servers.append(server)
         return f"http://127.0.0.1:{server.server_address[1]}"
 
@@ -88,9 +88,11 @@ def test_ctrl_c_while_waiting_is_one_line_and_130(svc: LocalService, cli: Cli) -
         [sys.executable, "-m", "otel_runs_exporter.cli", "exports", "wait", stuck["id"], "--poll-interval", "0.2"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    time.sleep(1.5)  # started, and polling
+    assert proc.stderr is not None
+    first = proc.stderr.readline()  # its first progress line: it is polling
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=20)
+    err = first + err
     assert proc.returncode == cli_module.EXIT_INTERRUPTED, err  # before: a KeyboardInterrupt traceback, -2
     assert "Traceback" not in err and err.strip().endswith("interrupted")
 

@@ -210,7 +210,7 @@ def _tls_server(pki, require_client_cert: bool):
         ctx.load_verify_locations(pki / "ca.pem")
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
     server.socket = ctx.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     return server, f"https://127.0.0.1:{server.server_address[1]}"
 
 

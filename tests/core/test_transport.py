@@ -243,7 +243,7 @@ def test_redirects_stay_on_our_origin(service):
     _Redirector.seen = []
     _Redirector.other = service.url.replace("127.0.0.1", "localhost")
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Redirector)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         base = f"http://127.0.0.1:{server.server_address[1]}"
         same = transport_for(base + "/same").send(make_runs(1), time.monotonic() + 5)
@@ -308,7 +308,7 @@ def test_answers_are_read_bounded_and_small_ones_keep_the_connection():
     _CountingHandler.connections = set()
     _CountingHandler.error_body = 0
     server = ThreadingHTTPServer(("127.0.0.1", 0), _CountingHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         t = transport_for(f"http://127.0.0.1:{server.server_address[1]}", mode="multipart")
         for i in range(5):
@@ -402,7 +402,7 @@ class _QuotaHandler(BaseHTTPRequestHandler):
 def test_an_answer_saying_no_request_is_left_counts_as_a_slow_down(headers, throttled, wait):
     _QuotaHandler.headers_to_send = headers
     server = ThreadingHTTPServer(("127.0.0.1", 0), _QuotaHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         t = transport_for(f"http://127.0.0.1:{server.server_address[1]}", mode="multipart")
         result = t.send(make_runs(2), time.monotonic() + 5, paced=True)

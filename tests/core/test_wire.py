@@ -81,7 +81,7 @@ class _Plain(BaseHTTPRequestHandler):
 def plain():
     _Plain.seen = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Plain)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()

@@ -112,7 +112,7 @@ def test_a_page_of_another_loopback_origin_stores_and_reads_nothing(browser: Any
     page, ids = _attack_page(service.url, trace.root_id)
     handler = type("Attacker", (_Attacker,), {"page": page})
     attacker = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=attacker.serve_forever, name="attacker-page", daemon=True)
+    thread = threading.Thread(target=attacker.serve_forever, kwargs={"poll_interval": 0.05}, name="attacker-page", daemon=True)
     thread.start()
     start = len(service.requests())
     watched = {"/runs", "/runs/multipart", "/runs/batch", "/runs/query", f"/runs/{trace.root_id}"}
