@@ -159,11 +159,12 @@ class Choice:
         # child keeps: here they stand left out, as _leave_out leaves one (not counted: the parent
         # counts its own), and a child that ends one (unwinding what it was forked in) sends nothing.
         for node, entry in self._waiting.items():
-            span_id = entry.span.get_span_context().span_id
             entry.state = _Waiting.LEFT_OUT
             _remember(self._left_out, node, entry)
-            _remember(self._skipped_ended, span_id, (None, entry.remote))
-            self._nodes.pop(span_id, None)
+            if entry.span is not None:  # None only if the fork came in the middle of _leave_out
+                span_id = entry.span.get_span_context().span_id
+                _remember(self._skipped_ended, span_id, (None, entry.remote))
+                self._nodes.pop(span_id, None)
             entry.span = node.span = None
         self._waiting.clear()
 
