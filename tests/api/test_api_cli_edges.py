@@ -7,6 +7,7 @@ documented exit code.
 from __future__ import annotations
 
 import http.server
+import json
 import os
 import signal
 import subprocess
@@ -111,6 +112,8 @@ def test_output_the_terminal_cannot_show_or_the_disk_cannot_take(tmp_path) -> No
     ascii_term = subprocess.run(base, env={**env, "PYTHONIOENCODING": "ascii"}, capture_output=True, text=True, timeout=30)
     assert ascii_term.returncode == 0, ascii_term.stderr[-1500:]  # before: UnicodeEncodeError
     assert "r\\xe9ponse" in ascii_term.stdout
+    as_json = subprocess.run([*base, "--json"], env={**env, "PYTHONIOENCODING": "ascii"}, capture_output=True, text=True, timeout=30)
+    assert as_json.returncode == 0 and json.loads(as_json.stdout.splitlines()[0])["name"] == "réponse 日本語 ✓"  # still JSON
     if os.path.exists("/dev/full"):
         with open("/dev/full", "w") as full:
             done = subprocess.run(base, env=env, stdout=full, stderr=subprocess.PIPE, text=True, timeout=30)

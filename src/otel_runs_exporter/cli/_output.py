@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -162,8 +163,29 @@ def json_text(value: Any) -> str:
 
 
 def print_json(value: Any) -> None:
-    sys.stdout.write(json_text(value) + "\n")
+    sys.stdout.write(for_stdout(json_text(value)) + "\n")
     sys.stdout.flush()
+
+
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def for_stdout(json: str) -> str:
+    """JSON text as stdout can carry it: where stdout is not UTF-8 (an ASCII terminal), each other
+    character is written as JSON's own \\uXXXX escape, so the output stays JSON a script reads
+    (the escapes readable_anywhere falls back to, \\xe9, are not)."""
+    encoding = (getattr(sys.stdout, "encoding", "") or "").lower().replace("-", "")
+    if encoding == "utf8":
+        return json
+
+    def escape(found: re.Match[str]) -> str:
+        code = ord(found.group())
+        if code > 0xFFFF:
+            code -= 0x10000
+            return "\\u%04x\\u%04x" % (0xD800 + (code >> 10), 0xDC00 + (code & 0x3FF))
+        return "\\u%04x" % code
+
+    return _NON_ASCII.sub(escape, json)
 
 
 def out(args: argparse.Namespace, raw: Any, text: Callable[[], str]) -> None:

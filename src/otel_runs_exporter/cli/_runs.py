@@ -381,7 +381,7 @@ def _project_id(source: _Source, key: str) -> str | None:
 def _json_line(value: Any) -> None:
     import orjson
 
-    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode() + "\n")
+    sys.stdout.write(output.for_stdout(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()) + "\n")
 
 
 # --- the commands -----------------------------------------------------------------------
