@@ -278,3 +278,28 @@ def test_a_chart_draws_for_a_seeded_day(page: Any, seeded: Seeded) -> None:
     screenshot(page, "viewer2-charts")
     names = page.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
     assert names and all(n.startswith(service.url) for n in names), names  # uPlot from the package, nothing else
+
+
+def test_bidi_controls_in_stored_text_cannot_reorder_the_viewers_own(page: Any, seeded: Seeded) -> None:
+    """Found by an audit: a right-to-left override at the end of a feedback key carried over into
+    the text after it, so "correctness ×12" read "21× ssentcerroc" and "score 0.25" read "52.0 erocs".
+    Each stored value with bidi controls is shown inside its own isolate now."""
+    service = seeded.service
+    rlo = "\u202e"
+    root_id = str(uuid.uuid4())
+    now = datetime.now(timezone.utc)
+    root = {"id": root_id, "trace_id": root_id, "dotted_order": now.strftime("%Y%m%dT%H%M%S%fZ") + root_id,
+            "name": "agent" + rlo, "run_type": "chain", "start_time": now.isoformat(), "end_time": now.isoformat(),
+            "session_name": "bidi"}
+    assert requests.post(service.url + "/runs/batch", json={"post": [root]}, timeout=10).status_code == 202
+    for key, score in (("helpful" + rlo, 0.25), ("correctness", 0.9), ("correctness", 0.9)):
+        answer = requests.post(service.url + "/feedback", json={"run_id": root_id, "key": key, "score": score}, timeout=10)
+        assert answer.status_code == 200, answer.text
+    page.get(viewer_link(service.url, root_id, root_id))
+    wait_for(lambda: "correctness" in page.find_element(By.CSS_SELECTOR, ".tracehead .facts").get_attribute("textContent"),
+             what="the feedback summary")
+    facts = page.find_element(By.CSS_SELECTOR, ".tracehead .facts").get_attribute("textContent")
+    assert f"\u2068helpful{rlo}\u2069 ×1, correctness ×2" in facts  # the override ends with its value
+    item = wait_for(lambda: page.find_element(By.CSS_SELECTOR, ".fb-list").get_attribute("textContent"), what="the items")
+    assert f"\u2068helpful{rlo}\u2069" in item and "score 0.25" in item
+    screenshot(page, "viewer2-bidi")

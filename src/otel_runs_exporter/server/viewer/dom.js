@@ -52,9 +52,18 @@ export function isUuid(value) {
 // clipped() (with a button for the rest) or cut() (where a button has no room).
 export const CLIP_AT = 1000; // characters of one value: a name, an id, a tag, a dotted_order
 
+// Bidi controls in a stored value (U+202A-202E, U+2066-2069) would reorder the viewer's own text
+// beside it: a right-to-left override in a feedback key showed the count ×12 as "21×" and a score
+// 0.25 as "52.0". Such a value is shown inside a first-strong isolate, which ends whatever it opened.
+const BIDI_CONTROLS = /[\u202a-\u202e\u2066-\u2069]/;
+
+export function isolated(text) {
+  return BIDI_CONTROLS.test(text) ? `\u2068${text}\u2069` : text;
+}
+
 // A long value as its first `limit` characters and a "show all" button for the rest.
 export function clipped(value, { limit = CLIP_AT, tag = "span", cls } = {}) {
-  const text = String(value);
+  const text = isolated(String(value));
   if (text.length <= limit) return h(tag, { class: cls }, text);
   const el = h(tag, { class: cls ? `${cls} clipped` : "clipped" });
   const more = h("button", { type: "button", class: "show-all", title: `${fmtInt(text.length)} characters` }, `show all (${fmtBytes(text.length)})`);
@@ -69,7 +78,7 @@ export function clipped(value, { limit = CLIP_AT, tag = "span", cls } = {}) {
 // The first `limit` characters and how many there were: for a tree row, a title, a crumb.
 export function cut(value, limit = 200) {
   const text = String(value);
-  return text.length <= limit ? text : `${text.slice(0, limit)}… (${fmtInt(text.length)} characters)`;
+  return text.length <= limit ? isolated(text) : `${isolated(text.slice(0, limit))}… (${fmtInt(text.length)} characters)`;
 }
 
 // Deep links are hash routes, so they paste into any browser that reaches the service.
