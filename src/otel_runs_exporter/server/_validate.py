@@ -352,7 +352,7 @@ def check_scalar_fields(run_id: str, run: Mapping[str, Any], loc: Loc) -> list[V
         value = run.get(key)
         if value is None:
             continue
-        if not isinstance(value, kind) or (key == "tags" and not all(isinstance(tag, str) for tag in value)):
+        if not isinstance(value, kind) or (isinstance(value, list) and not all(isinstance(tag, str) for tag in value)):
             out.append(Violation(run_id, "field_types", f"{key} must be {expected}, got {_shown(value)}", (*loc, key)))
     example = run.get("reference_example_id")
     if example is not None and canonical_id(example) is None:
