@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs
 
 from ._filter import QueryError
-from ._numbers import plain_int
+from ._numbers import SQL_INT_MAX, plain_int
 from ._validate import canonical_id
 
 __all__ = ["FIELDS", "MAX_WAIT_S", "MAX_LIMIT", "ChangesQuery", "parse_changes", "cursor"]
@@ -84,7 +84,7 @@ def parse_changes(query: str) -> ChangesQuery:
     if "after" in params:
         store_id, _, number = params["after"][0].partition(".")
         version = plain_int(number)
-        if not store_id or version is None or version >= 1 << 63:  # past SQLite's integers: never one of ours
+        if not store_id or version is None or version > SQL_INT_MAX:  # never one of ours
             raise QueryError(("query", "after"), "after is a cursor this service handed out; pass it unchanged")
         after = (store_id, version)
     return ChangesQuery(trace_id, after, _number(params, "wait", 20, 0, MAX_WAIT_S), _number(params, "limit", MAX_LIMIT, 1, MAX_LIMIT))

@@ -26,6 +26,7 @@ from typing import Any, Literal
 import orjson
 
 from . import _store_search as store_search
+from ._numbers import SQL_INT_MAX
 from ._reply import Refuse
 from ._store_schema import sortable_time
 from ._validate import canonical_id
@@ -156,7 +157,6 @@ class _Lit:
 _Node = _Call | _Ident | _Lit
 
 
-_SQL_INT_MAX = 2**63 - 1
 
 
 def _sql_int(raw: str) -> int | None:
@@ -164,7 +164,7 @@ def _sql_int(raw: str) -> int | None:
     if len(raw.lstrip("-")) > 19:
         return None
     value = int(raw)
-    return value if -_SQL_INT_MAX - 1 <= value <= _SQL_INT_MAX else None
+    return value if -SQL_INT_MAX - 1 <= value <= SQL_INT_MAX else None
 
 
 @dataclass
@@ -463,7 +463,7 @@ class _Compiler:
         for key, value in wanted.items():
             if value is None or isinstance(value, (dict, list)):
                 raise self.p.error(f"has(metadata, ...) matches text, numbers and booleans; {key[:40]!r} is not one", lit.pos)
-            if isinstance(value, int) and not isinstance(value, bool) and _sql_int(str(value)) is None:
+            if isinstance(value, int) and not isinstance(value, bool) and not -SQL_INT_MAX - 1 <= value <= SQL_INT_MAX:
                 raise self.p.error(f"has(metadata, ...): the number for {key[:40]!r} is out of range", lit.pos)
             pairs.append((key, int(value) if isinstance(value, bool) else value))
         return pairs

@@ -6,6 +6,9 @@ import re
 
 _PLAIN = re.compile(r"[0-9]{1,19}")
 
+SQL_INT_MAX = 2**63 - 1
+"""The largest integer SQLite stores: a number past it from outside never reaches a query."""
+
 
 def plain_int(raw: str) -> int | None:
     """``raw`` as an int when it is 1 to 19 ASCII digits, else None.

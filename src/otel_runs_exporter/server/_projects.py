@@ -22,13 +22,11 @@ from dataclasses import dataclass
 from typing import Any, Callable
 from urllib.parse import parse_qs
 
-from ._numbers import plain_int
+from ._numbers import SQL_INT_MAX, plain_int
 from ._filter import QueryError
 from ._store_schema import USAGE_FIELDS
 from ._store import sortable_time
 from ._validate import canonical_id
-
-_SQL_INT_MAX = 2**63 - 1
 
 __all__ = [
     "NO_WORKSPACE",
@@ -119,10 +117,10 @@ def _int(params: Mapping[str, list[str]], key: str, low: int, high: int | None, 
     if raw is None:
         return default
     # Past 2**63 - 1 SQLite refuses the number.
-    high = _SQL_INT_MAX if high is None else high
+    high = SQL_INT_MAX if high is None else high
     value = plain_int(raw)
     if value is None or not low <= value <= high:
-        bound = f"from {low} to {high}" if high != _SQL_INT_MAX else f"{low} or more"
+        bound = f"from {low} to {high}" if high != SQL_INT_MAX else f"{low} or more"
         raise QueryError(("query", key), f"{key} must be a whole number {bound}, got {raw[:40]!r}")
     return value
 

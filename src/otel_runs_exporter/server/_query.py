@@ -54,6 +54,7 @@ from typing import Any, Literal
 import orjson
 
 from ._filter import FIELDS, QueryError, Where, parse_filter, search_where
+from ._numbers import SQL_INT_MAX
 from ._store import QueriedRun, sortable_time
 from ._validate import canonical_id
 
@@ -74,7 +75,6 @@ __all__ = [
 MAX_PAGE = 100
 """Runs in one answer at most; the client follows ``cursors.next`` for more."""
 _MAX_LIST = 1_000
-_SQL_INT_MAX = 2**63 - 1
 
 
 # Fields every answered run carries: schemas.Run cannot be built without them.
@@ -299,7 +299,7 @@ def _decode_cursor(cursor: Any, order: str) -> tuple[str, int]:
         or not isinstance(decoded[1], str)
         or isinstance(decoded[2], bool)
         or not isinstance(decoded[2], int)
-        or not 0 <= decoded[2] <= _SQL_INT_MAX  # a forged one past 64 bits would reach SQLite
+        or not 0 <= decoded[2] <= SQL_INT_MAX  # a forged one past 64 bits would reach SQLite
     ):
         raise bad
     if decoded[0] != order:

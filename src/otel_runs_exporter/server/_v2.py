@@ -38,7 +38,7 @@ from urllib.parse import parse_qs
 
 import orjson
 
-from ._numbers import plain_int
+from ._numbers import SQL_INT_MAX, plain_int
 from ._query import QueryError, Where, api_run, flag, parse_filter
 from ._render import token_counts
 from ._store import sortable_time
@@ -91,7 +91,6 @@ MAX_TRACE_RUNS = 10_000
 """Runs ``/traces/{id}/runs`` answers at most, in one page; past that, page with ``/runs/query`` and ``trace_id``."""
 _DAY = timedelta(days=1)
 _MAX_LIST = 1_000
-_SQL_INT_MAX = 2**63 - 1
 
 # Keys the hosted API takes that need what this service has no data or model for.
 _NOT_SUPPORTED = {
@@ -285,7 +284,7 @@ def decode_cursor(raw: Any, kind: str, shape: tuple[type, ...], loc: Sequence[st
     for value, expected in zip(values, shape):
         if isinstance(value, bool) or not isinstance(value, expected):
             raise bad
-        if isinstance(value, int) and not 0 <= value <= _SQL_INT_MAX:  # a forged one past 64 bits would reach SQLite
+        if isinstance(value, int) and not 0 <= value <= SQL_INT_MAX:  # a forged one past 64 bits would reach SQLite
             raise bad
         if isinstance(value, str) and len(value) > 1000:
             raise bad
