@@ -136,15 +136,20 @@ def port(text: str) -> int:
     return _whole_number(text, 0, 65535, "a port number from 0 to 65535 (0 picks a free one)")
 
 
-def seconds(text: str) -> float:
-    """A number of seconds, 0 or more and finite."""
+def real_number(text: str, ok: Callable[[float], bool], expected: str) -> float:
+    """``text`` as a number for which ``ok`` holds (text that is no number never does: it reads as NaN)."""
     try:
         value = float(text)
     except ValueError:
         value = float("nan")
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, 0 or more, got {text!r}")
+    if not ok(value):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
     return value
+
+
+def seconds(text: str) -> float:
+    """A number of seconds, 0 or more and finite."""
+    return real_number(text, lambda v: 0 <= v < float("inf"), "a number of seconds, 0 or more")
 
 
 # --- stdout: the answer ------------------------------------------------------
@@ -174,8 +179,7 @@ def for_stdout(json: str) -> str:
     """JSON text as stdout can carry it: where stdout is not UTF-8 (an ASCII terminal), each other
     character is written as JSON's own \\uXXXX escape, so the output stays JSON a script reads
     (the escapes readable_anywhere falls back to, \\xe9, are not)."""
-    encoding = (getattr(sys.stdout, "encoding", "") or "").lower().replace("-", "")
-    if encoding == "utf8":
+    if _utf8(sys.stdout):
         return json
 
     def escape(found: re.Match[str]) -> str:
@@ -293,29 +297,31 @@ class Progress:
 # --- a reader that left early ------------------------------------------------
 
 
+def _utf8(stream: Any) -> bool:
+    return (getattr(stream, "encoding", "") or "").lower().replace("-", "") == "utf8"
+
+
 def readable_anywhere() -> None:
     """Let stdout and stderr write what their encoding cannot show as escapes (a run named in
     Japanese on an ASCII terminal, PYTHONIOENCODING=ascii) instead of failing with a traceback."""
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
-        if reconfigure is not None and (getattr(stream, "encoding", "") or "").lower().replace("-", "") != "utf8":
+        if reconfigure is not None and not _utf8(stream):
             try:
                 reconfigure(errors="backslashreplace")
             except (ValueError, OSError):  # a stream that cannot change now: left as it is
                 pass
 
 
-def interrupted(command: str | None) -> int:
+def interrupted(command: str) -> int:
     """Ctrl-C: one line and 130, never a traceback."""
-    print(f"otel-runs {command or ''}: interrupted".replace("  ", " "), file=sys.stderr)
-    return EXIT_INTERRUPTED
+    return fail(f"otel-runs {command}", "interrupted", EXIT_INTERRUPTED)
 
 
-def cannot_write(command: str | None, exc: OSError) -> int:
+def cannot_write(command: str, exc: OSError) -> int:
     """stdout could not take the output (a full disk, /dev/full): one line, and nothing more tried."""
-    print(f"otel-runs {command or ''}: cannot write the output: {exc.strerror or exc}".replace("  ", " "), file=sys.stderr)
     _discard_stdout()
-    return EXIT_ERROR
+    return fail(f"otel-runs {command}", f"cannot write the output: {exc.strerror or exc}", EXIT_ERROR)
 
 
 def broken_pipe() -> int:

@@ -11,23 +11,11 @@ from ._local import ENV_SERVER_API_KEY, Stopper, add_db, db_usable
 
 
 def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")  # said below: argparse would name this function instead
-    if not 0.0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number greater than 0, got {text!r}")
-    return value
+    return output.real_number(text, lambda v: 0.0 < v < float("inf"), "a number greater than 0")
 
 
 def _rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a probability from 0 to 1, got {text!r}")
-    return value
+    return output.real_number(text, lambda v: 0.0 <= v <= 1.0, "a probability from 0 to 1")
 
 
 class _Flag(NamedTuple):
