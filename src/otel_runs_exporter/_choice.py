@@ -160,12 +160,11 @@ class Choice:
         # counts its own), and a child that ends one (unwinding what it was forked in) sends nothing.
         for node, entry in self._waiting.items():
             entry.state = _Waiting.LEFT_OUT
-            _remember(self._left_out, node, entry)
-            if entry.span is not None:  # None only if the fork came in the middle of _leave_out
-                span_id = entry.span.get_span_context().span_id
-                _remember(self._skipped_ended, span_id, (None, entry.remote))
+            span = entry.span  # None only if the fork came in the middle of _leave_out
+            span_id = span.get_span_context().span_id if span is not None else None
+            self._remember_left_out(node, entry, span_id)
+            if span_id is not None:
                 self._nodes.pop(span_id, None)
-            entry.span = node.span = None
         self._waiting.clear()
 
     # --- on_start -------------------------------------------------------------------
@@ -415,16 +414,12 @@ class Choice:
         with self._lock:
             if entry.state == _Waiting.KEPT:
                 return False
-            # For children that start after it ended: those that found its node, and those that will not.
             # Remembered before it leaves _waiting: a child starting meanwhile looks there without the lock.
-            _remember(self._left_out, node, entry)
-            _remember(self._skipped_ended, span_id, (None, entry.remote))
+            span = entry.span
+            self._remember_left_out(node, entry, span_id)
             self._waiting.pop(node, None)
             self._held.pop(span_id, None)
             self._made.pop(span_id, None)
-            # Remembered as a key and a remote run only: it is never a run, so neither its entry nor its
-            # node may keep the SDK's span alive (~3 KB each, 16,384 of them, a walk for the collector).
-            span, entry.span, node.span = entry.span, None, None
             if entry.state == _Waiting.REFUSED:
                 return True  # counted as dropped when its post was refused
             entry.state = _Waiting.LEFT_OUT
@@ -436,6 +431,16 @@ class Choice:
                 if decision is not None:
                     self._apply(decision)
             return True
+
+    def _remember_left_out(self, node: RunNode, entry: _Waiting, span_id: int | None) -> None:
+        """What a root left out leaves, for children that start after: those that found its node
+        (its entry), and those that will not (its place by span id). Remembered as a key and a remote
+        run only: it is never a run, so neither its entry nor its node may keep the SDK's span alive
+        (~3 KB each, 16,384 of them, a walk for the collector)."""
+        _remember(self._left_out, node, entry)
+        if span_id is not None:
+            _remember(self._skipped_ended, span_id, (None, entry.remote))
+        entry.span = node.span = None
 
     # --- decisions ------------------------------------------------------------------
 
