@@ -641,10 +641,10 @@ def _content_block(part: Any) -> Any:
     part = _nested(part, "message_content")  # OpenInference nesting
     if not isinstance(part, dict):
         return part
-    if part.get("type") == "text":
+    kind = part.get("type")
+    if kind == "text":
         text = part.get("text", part.get("content"))
         return {"type": "text", "text": text if isinstance(text, str) else "" if text is None else str(text)}
-    kind = part.get("type")
     if kind in ("uri", "blob") and part.get("modality") == "image":
         # The GenAI semconv's parts: a uri, or base64 content with its mime type (a data URL, as OpenAI takes it).
         if kind == "uri" and isinstance(part.get("uri"), str):
