@@ -1,7 +1,7 @@
-"""The opt-in compiled build: setuptools with four hot modules compiled by mypyc.
+"""The opt-in compiled build: setuptools with the hot modules compiled by mypyc.
 
     pip install .                                   # pure Python: no compiler, no mypy
-    OTEL_RUNS_EXPORTER_MYPYC=1 pip install .        # _ids, _encode, _convert, _semconv compiled
+    OTEL_RUNS_EXPORTER_MYPYC=1 pip install .        # _ids, _encode, _convert, mapping/ compiled
 
 This module is the project's PEP 517 build backend (``pyproject.toml`` names it,
 with ``backend-path``): setuptools' own backend, except that with the switch on
@@ -20,7 +20,7 @@ The tests and the benchmark need the compiled modules without installing them:
     python build_support/otel_runs_build.py --src src --out DIR
 
 writes a copy of the package with the compiled modules to ``DIR`` (put it on
-``PYTHONPATH``). The compiled files are cached by a hash of the four sources,
+``PYTHONPATH``). The compiled files are cached by a hash of the compiled sources,
 this file, Python and mypy versions, so only a change to those compiles again.
 """
 
@@ -47,13 +47,36 @@ SWITCH = "OTEL_RUNS_EXPORTER_MYPYC"
 #: The mypy the compiled build was written and tested against; a major release may change mypyc.
 MYPY_REQUIREMENT = "mypy>=2.4,<3"
 PACKAGE = "otel_runs_exporter"
-#: The modules compiled: the worker's per-span conversion and encoding.
-COMPILED = ("_ids", "_encode", "_convert", "_semconv")
+#: The modules compiled: the worker's per-span conversion and encoding (the mapping package's modules, not its
+#: ``__init__``, as the package's own ``__init__`` is not compiled either).
+COMPILED = (
+    "_ids", "_encode", "_convert",
+    "mapping._values",
+    "mapping._content",
+    "mapping._msg_genai",
+    "mapping._msg_anthropic",
+    "mapping._msg_langchain",
+    "mapping._messages",
+    "mapping._context",
+    "mapping._model",
+    "mapping._readers",
+    "mapping._langsmith",
+    "mapping._genai",
+    "mapping._genai_events",
+    "mapping._openinference",
+    "mapping._openllmetry",
+    "mapping._logfire",
+    "mapping._tables",
+    "mapping._plan",
+    "mapping._apply",
+    "mapping._events",
+    "mapping._dispatch",
+)
 #: Other modules of the package are read as untyped: mypyc needs types only of
 #: what it compiles, and following every import (the OTel SDK, requests) took
 #: ~70 s of the build instead of ~2 s.
 MYPY_OPTIONS = ("--follow-imports=skip",)
-#: The one shared library that holds the four modules' code.
+#: The one shared library that holds the compiled modules' code.
 GROUP = PACKAGE
 
 
@@ -126,7 +149,7 @@ def build_editable(wheel_directory: str, config_settings: Any = None, metadata_d
 
 
 def module_paths(src_root: str) -> list[str]:
-    return [os.path.join(src_root, PACKAGE, name + ".py") for name in COMPILED]
+    return [os.path.join(src_root, PACKAGE, *name.split(".")) + ".py" for name in COMPILED]
 
 
 _METADATA_COMMANDS = frozenset({"egg_info", "dist_info", "sdist"})
@@ -194,7 +217,7 @@ def missing_toolchain() -> str | None:
 
 
 def source_key(src_root: str, opt_level: str = "3") -> str:
-    """What the compiled files depend on: the four sources, this file, the interpreter, mypy, ``-O``."""
+    """What the compiled files depend on: the compiled sources, this file, the interpreter, mypy, ``-O``."""
     from importlib.metadata import version
 
     digest = hashlib.sha256()

@@ -5,7 +5,7 @@ the span's own ``langsmith.*`` id attributes say (read by :func:`given_ids`,
 checked by ``_ids.given_run_ids``), and in its tree's project.
 ``span_to_run`` builds the run record (runs
 on the worker thread): name, run_type, inputs, outputs and the rest come from
-``_semconv``; every attribute the mapping did not consume, the resource, the
+``mapping``; every attribute the mapping did not consume, the resource, the
 scope, the span kind and the OTel ids go to ``extra.metadata`` so nothing the
 user recorded is lost.
 
@@ -55,7 +55,7 @@ from ._ids import (
 )
 from ._logging import RateLimitedLog
 from ._redact import make_redactor
-from ._semconv import RUN_TYPES, Mapped, SpanEvent, map_span, reads_nothing
+from .mapping import RUN_TYPES, Mapped, SpanEvent, map_span, reads_nothing
 from ._settings import Settings
 
 __all__ = [

@@ -46,6 +46,7 @@ from typing import Any
 
 __all__ = [
     "PRICES_FILE", "Usage", "Cost", "Price", "PriceTable", "PriceFileError", "usage_of", "token_counts", "stamp_cost",
+    "USAGE_KEYS",
 ]
 
 PRICES_FILE = "prices.json"
@@ -57,6 +58,14 @@ _TOKEN_KEYS = (
     ("total", ("total_tokens", "gen_ai.usage.total_tokens", "llm.usage.total_tokens")),
 )
 _COST_KEYS = ("input_cost", "output_cost", "total_cost")
+#: What a run's ``outputs.usage_metadata`` may hold (dotted for a detail), as the service's SDK posts it
+#: (its ``UsageMetadata``): the counts priced here, and the details that are parts of them. The mapping
+#: writes no other key (a test holds it to this list), so every count it finds is one a cost can read.
+USAGE_KEYS = frozenset({
+    "input_tokens", "output_tokens", "total_tokens", "reasoning_tokens",
+    "input_token_details.cache_read", "input_token_details.cache_creation", "input_token_details.audio",
+    "output_token_details.reasoning", "output_token_details.audio",
+})
 _DATED = re.compile(r"(?:[-@]\d{4}-?\d{2}-?\d{2}|-\d{4})$")
 
 

@@ -16,8 +16,8 @@ paths ask their join when they convert):
   ``LoggerProvider`` (:func:`install_log_processor`, called by ``configure()`` and
   the ``runs`` configurator when ``capture_log_events`` is on). On the
   application thread, for a record named ``gen_ai.*`` only: one plain copy of it
-  as a :class:`~otel_runs_exporter._semconv.SpanEvent` (the body, if any, under
-  ``body``, where ``_semconv``'s event rows read it), its size, and one offer to
+  as a :class:`~otel_runs_exporter.mapping.SpanEvent` (the body, if any, under
+  ``body``, where the mapping's event rows read it), its size, and one offer to
   each live :class:`EventJoin`. Any other record costs a string test.
 * :class:`EventJoin`, one per path (the processor's worker, each
   ``RunsSpanExporter``): each converts the span itself, at its own moment, so
@@ -26,7 +26,7 @@ paths ask their join when they convert):
   span's events (:meth:`EventJoin.take`) when it converts the run's completing
   operation (the patch, or a post that already carries the end), and hands them
   to ``span_to_run(log_events=...)``, which reads them after the span's own events
-  through the same ``_semconv`` rows. The events are never added to the span: it
+  through the same mapping rows. The events are never added to the span: it
   belongs to the app and to every other processor (an OTLP exporter would then
   send each message twice), and an ended span refuses events. An event emitted
   while its span is open (openai-v2 emits just before ``span.end()``) is thus in
@@ -85,7 +85,7 @@ from ._fork import ForkSafeLock, WeakRegistry, renew_in_child
 from ._hold import span_bytes
 from ._ids import RunIds
 from ._logging import RateLimitedLog
-from ._semconv import GENAI_EVENT_PREFIX, SpanEvent
+from .mapping import GENAI_EVENT_PREFIX, SpanEvent
 from ._stats import Ledger, LogEventCounts
 
 __all__ = ["GenAIEventProcessor", "EventJoin", "install_log_processor", "ended_run", "late_patches"]

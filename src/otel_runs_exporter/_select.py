@@ -6,7 +6,7 @@ Two questions, both asked of what a span carries, never of what was sent:
   :meth:`SpanFilter.verdict` says whether a span becomes a run. Under
   ``spans=genai`` a span is kept when its instrumentation scope is a known
   GenAI producer's (:data:`GENAI_SCOPES`, matched as prefixes) or it carries
-  GenAI attributes (:data:`GENAI_ATTRIBUTE_PREFIXES`); any other span is a
+  an attribute the mapping declares as marking a GenAI span; any other span is a
   :data:`ROOT` verdict: kept only as the root of its tree, and only when some
   descendant is kept, so each trace keeps its entry point. What a left-out
   span's children become (they nest under its nearest kept ancestor) is the
@@ -43,6 +43,7 @@ from opentelemetry.trace import StatusCode
 
 from ._logging import RateLimitedLog
 from ._settings import Settings
+from .mapping import MARKING_KEYS, MARKING_PREFIXES, SCOPES
 
 __all__ = ["GENAI_SCOPES", "GENAI_ATTRIBUTE_PREFIXES", "KEEP", "SKIP", "ROOT", "SpanFilter", "TailRule",
            "is_genai_span", "genai_scope", "has_genai_attributes"]
@@ -50,33 +51,19 @@ __all__ = ["GENAI_SCOPES", "GENAI_ATTRIBUTE_PREFIXES", "KEEP", "SKIP", "ROOT", "
 logger = logging.getLogger(__name__)
 _once = RateLimitedLog(logger, interval_s=float("inf"))
 
-# The GenAI producers of the README's "Works with" matrix, by the instrumentation scope
-# their tracer is named after (prefix match), and ours. A producer added to the matrix
-# is a row here too.
-GENAI_SCOPES: Final[tuple[tuple[str, str], ...]] = (
-    ("openinference.instrumentation.", "OpenInference: openai, langchain and every other framework of theirs"),
-    ("opentelemetry.instrumentation.openai", "OpenLLMetry openai, and OpenTelemetry's openai-v2 (openai_v2)"),
-    ("opentelemetry.instrumentation.anthropic", "OpenLLMetry anthropic"),
-    ("opentelemetry.util.genai", "OpenTelemetry's GenAI utilities, which openai-v2 traces through in its latest mode"),
-    ("pydantic-ai", "pydantic-ai's Instrumentation"),
-    ("logfire.openai", "Logfire's instrument_openai"),
-    ("logfire.anthropic", "Logfire's instrument_anthropic"),
-    ("langsmith", "the langsmith SDK in its OTel mode"),
-    ("otel_runs_exporter", "ours: @traceable, the OpenAI and Anthropic instrumentors, the demo"),
-)
+# The GenAI producers, by the instrumentation scope their tracer is named after (prefix match),
+# and ours: each producer module of the mapping declares its own (``mapping._tables.SCOPES``).
+GENAI_SCOPES: Final[tuple[tuple[str, str], ...]] = SCOPES
 
-# Attribute names that make any span a GenAI one (prefixes; openinference.span.kind is one name).
-GENAI_ATTRIBUTE_PREFIXES: Final[tuple[str, ...]] = (
-    "gen_ai.",
-    "llm.",
-    "openinference.span.kind",
-    "traceloop.",
-    "langsmith.",
-)
+# What makes any span a GenAI one: the keys the mapping's rows declare as marking (exact names)
+# and its marking prefixes (``gen_ai.``, a family such as ``retrieval.documents.``). The keys it
+# also reads that are too generic to mark (``input.value``, ``session.id``) do not.
+GENAI_ATTRIBUTE_PREFIXES: Final[tuple[str, ...]] = MARKING_PREFIXES
+_GENAI_KEYS: Final = MARKING_KEYS
 
 _GENAI_SCOPE_PREFIXES: Final = tuple(prefix for prefix, _ in GENAI_SCOPES)
 # Their first letters: most names of a noise span (http.*, db.*, server.*) are told apart by one.
-_GENAI_FIRST_LETTERS: Final = frozenset(prefix[0] for prefix in GENAI_ATTRIBUTE_PREFIXES)
+_GENAI_FIRST_LETTERS: Final = frozenset(name[0] for name in (*GENAI_ATTRIBUTE_PREFIXES, *_GENAI_KEYS))
 
 # A span's verdict. ROOT: not a GenAI span under spans=genai; a run only as the root of a
 # tree with kept descendants (each path finds out whether it has any).
@@ -97,7 +84,7 @@ def genai_scope(name: str) -> bool:
 
 
 def has_genai_attributes(attributes: Any) -> bool:
-    """Whether any attribute name is a GenAI one (:data:`GENAI_ATTRIBUTE_PREFIXES`).
+    """Whether any attribute name is a GenAI one (a marking key, or under :data:`GENAI_ATTRIBUTE_PREFIXES`).
 
     >>> has_genai_attributes({"llm.model_name": "x"}), has_genai_attributes({"http.method": "GET"})
     (True, False)
@@ -112,7 +99,7 @@ def has_genai_attributes(attributes: Any) -> bool:
         keys = attributes
     letters = _GENAI_FIRST_LETTERS
     for key in keys:
-        if key[:1] in letters and key.startswith(GENAI_ATTRIBUTE_PREFIXES):
+        if key[:1] in letters and (key in _GENAI_KEYS or key.startswith(GENAI_ATTRIBUTE_PREFIXES)):
             return True
     return False
 

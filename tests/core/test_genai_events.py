@@ -24,7 +24,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from otel_runs_exporter import _genai_events
 from otel_runs_exporter._convert import span_ids
 from otel_runs_exporter._genai_events import EventJoin, GenAIEventProcessor
-from otel_runs_exporter._semconv import SpanEvent
+from otel_runs_exporter.mapping import SpanEvent
 
 from core.helpers import exporter_provider, processor_provider
 
@@ -392,7 +392,7 @@ def test_after_fork_the_child_starts_with_an_empty_join():
         from opentelemetry.sdk.trace import TracerProvider
         from otel_runs_exporter._convert import span_ids
         from otel_runs_exporter._genai_events import EventJoin
-        from otel_runs_exporter._semconv import SpanEvent
+        from otel_runs_exporter.mapping import SpanEvent
         span = TracerProvider().get_tracer("t").start_span("chat", attributes={"gen_ai.operation.name": "chat"})
         span.end()
         join = EventJoin()

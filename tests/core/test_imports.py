@@ -22,7 +22,7 @@ FLOW = [
     # names of its one table of run-id schemes to check `id_scheme` against them.
     {"_ids"},
     {"_settings"},
-    {"_semconv", "_convert"},
+    {"mapping", "_convert"},
     # Which spans become runs and which traces are sent (pure rules), then the traces held for it.
     {"_select"},
     {"_hold"},

@@ -3,7 +3,7 @@
 Format 2 names its spans ``agent run`` and ``running tool`` and records a tool's arguments and
 result as ``tool_arguments``/``tool_response`` (later formats: ``gen_ai.tool.call.*``). The older
 Logfire-shaped format 1 (``events``/``all_messages_events`` JSON attributes) is gone from
-pydantic-ai 2.x; ``test_semconv.py`` checks that shape from the attributes its last 1.x release wrote.
+pydantic-ai 2.x; ``test_mapping.py`` checks that shape from the attributes its last 1.x release wrote.
 """
 
 from __future__ import annotations

@@ -276,7 +276,7 @@ def _coerced(value, limit):
 
 
 # Event names the mapping reads, written here from the documented rules rather than taken from
-# _semconv: a streaming first-token marker becomes the run's one leading ``new_token`` event; a
+# the mapping: a streaming first-token marker becomes the run's one leading ``new_token`` event; a
 # GenAI message or choice event becomes inputs or outputs; the first ``exception`` event of a
 # span whose status is not an error becomes the run's error. Drawn often enough to be exercised.
 # OpenLLMetry's per-chunk events of a stream mark the first token the same way and are consumed;

@@ -27,7 +27,7 @@ import pytest
 from otel_runs_exporter import ConfigError, RunsSpanExporter, RunsSpanProcessor, SettingsArguments, configure
 from otel_runs_exporter import _settings
 from otel_runs_exporter._arguments import Unpack
-from otel_runs_exporter._semconv import RUN_TYPES
+from otel_runs_exporter.mapping import RUN_TYPES
 from otel_runs_exporter.instrumentation import RunType
 
 ROOT = Path(__file__).resolve().parents[2]

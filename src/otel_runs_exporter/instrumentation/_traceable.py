@@ -30,7 +30,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
 from .._encode import dumps, json_value
-from .._semconv import RUN_TYPES
+from ..mapping import RUN_TYPES
 
 __all__ = ["traceable", "Traceable", "RunType", "RunHandle", "copy_context_wrapper", "ContextThreadPoolExecutor", "json_dumps"]
 
@@ -43,7 +43,7 @@ R = TypeVar("R")
 C = TypeVar("C")  # the class a classmethod is bound to
 
 RunType = Literal["llm", "chain", "tool", "retriever", "embedding", "prompt", "parser"]
-"""The run types the service knows (``_semconv.RUN_TYPES``; a test keeps the two the same).
+"""The run types the service knows (``mapping.RUN_TYPES``; a test keeps the two the same).
 Another string is still accepted at run time, with a warning; a type checker refuses it."""
 
 _tracer: trace.Tracer | None = None

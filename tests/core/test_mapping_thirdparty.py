@@ -45,7 +45,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otel_runs_exporter._semconv import Mapped, SpanEvent, map_span
+from otel_runs_exporter.mapping import Mapped, SpanEvent, map_span
 from otel_runs_exporter.testing.fake_llm import FakeLLMAPI
 
 openai = pytest.importorskip("openai")

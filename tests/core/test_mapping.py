@@ -1,4 +1,4 @@
-"""Pure tests of the attribute-mapping tables in ``_semconv``: one test (or
+"""Pure tests of the attribute-mapping tables in ``mapping/``: one test (or
 parametrized case) per table row, per convention shape."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from otel_runs_exporter import _semconv as semconv
-from otel_runs_exporter._semconv import Mapped, SpanEvent, map_span
+from otel_runs_exporter.mapping import Mapped, SpanEvent, map_span, reads_nothing
+from otel_runs_exporter.mapping._dispatch import _map_span, read_keys
+from otel_runs_exporter.mapping._plan import every_row
 
 USER_HI = {"role": "user", "content": "hi"}
 ASSISTANT_HELLO = {"role": "assistant", "content": "Hello"}
@@ -1235,7 +1236,7 @@ def test_map_span_never_raises(attributes, events):
 
 #: Every row of every table, whatever keys a span has (each row then probes its own keys, as
 #: before performance round 3's dispatch by key).
-EVERY_ROW = semconv._Plan(frozenset(semconv._table_keys()) | {semconv._SPAN_EVENTS})
+EVERY_ROW = every_row()
 
 
 def _as_mapped(m: Mapped) -> list[tuple[str, Any]]:
@@ -1267,8 +1268,8 @@ def _as_mapped(m: Mapped) -> list[tuple[str, Any]]:
 )
 def test_the_rows_a_span_selects_map_it_as_every_row_does(attributes, events):
     # Dispatch by key leaves out the rows none of whose keys the span has: they must be rows that do nothing.
-    selected = _as_mapped(semconv._map_span(dict(attributes), events))
-    assert selected == _as_mapped(semconv._map_span(dict(attributes), events, EVERY_ROW))
+    selected = _as_mapped(_map_span(dict(attributes), events))
+    assert selected == _as_mapped(_map_span(dict(attributes), events, EVERY_ROW))
 
 
 # --- the fast path for spans no table reads ------------------------------------------
@@ -1276,7 +1277,6 @@ def test_the_rows_a_span_selects_map_it_as_every_row_does(attributes, events):
 from hypothesis import given as _given  # noqa: E402
 from hypothesis import strategies as _st  # noqa: E402
 
-from otel_runs_exporter._semconv import _map_span  # noqa: E402
 
 _KEY_PARTS = ["gen_ai", "llm", "http", "db", "input", "output", "tool", "user", "session", "metadata", "x", "value",
               "request", "model", "messages", "0", "role", "content", "langsmith", "span", "kind", "usage", "tags", "tag",
@@ -1324,13 +1324,13 @@ def test_every_key_the_mapping_looks_up_passes_the_fast_path(attrs):
     # A new row whose key reads_nothing() did not know would never fire: the fast path
     # would answer "a plain chain run" before the mapping ever saw the span.
     recording = _Recording(attrs)
-    semconv._map_span(recording, [], EVERY_ROW)
+    _map_span(recording, [], EVERY_ROW)
     assert recording.looked_up, "the recording saw nothing: the test no longer observes the mapping"
-    missed = sorted(k for k in recording.looked_up if semconv.reads_nothing({k: "1"}))
+    missed = sorted(k for k in recording.looked_up if reads_nothing({k: "1"}))
     assert missed == []
     for key in recording.looked_up:
         # ... and dispatch by key finds it: a span that has it applies the rows that read it.
-        assert semconv._read_keys({key: "1"}, {}), key
+        assert read_keys({key: "1"}, {}), key
 
 
 # ---------------------------------------------------------------------------
@@ -1805,7 +1805,7 @@ def test_tool_call_arguments_orjson_cannot_write_are_kept_as_text():
 )
 def test_the_plain_text_message_fast_path_reads_as_the_full_path(role, text, extra, part_type):
     """Performance round 3's shortcut for the commonest GenAI message gives what the full reading gives."""
-    from otel_runs_exporter._semconv import _plain_text_message, _read_message
+    from otel_runs_exporter.mapping._messages import plain_text_message as _plain_text_message, read_message as _read_message
 
     for raw in (
         {"role": role, "parts": [{"type": part_type, "content": text}]},

@@ -1,0 +1,130 @@
+"""The source readers several producers' rows share, and the one loop that applies a source table.
+
+A reader takes the span's :class:`~._context.Ctx` and its row's argument (a key,
+or a family's prefix) and returns the inputs or outputs it found, or None. Once
+a table has its winner (``ctx.claim_only``), the readers after it only mark
+their attributes consumed: they are other encodings of the same content.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from .._parsed import ParsedJson
+from ._context import Ctx
+from ._messages import messages_of, payload_of
+from ._model import Reader
+from ._values import as_list, plain, unflatten
+
+__all__ = ["message_items", "message_list", "read_flat_messages", "read_flat_replies", "read_value", "read_json_value",
+           "first_source"]
+
+
+_MESSAGES_JSON = "a JSON array of messages"
+
+
+def message_items(ctx: Ctx, key: str, raw: Any) -> list[Any]:
+    """The items of a JSON array of messages; a value that is not one is refused (kept as text)."""
+    items = as_list(raw)
+    if items is None:
+        ctx.refuse(key, _MESSAGES_JSON)
+        return []
+    return items
+
+
+def read_flat_messages(ctx: Ctx, prefix: str) -> dict[str, Any] | None:
+    """A flattened family of messages (``llm.input_messages.0.message.role``): the conversation so far."""
+    return _flat_messages(ctx, prefix, False)
+
+
+def read_flat_replies(ctx: Ctx, prefix: str) -> dict[str, Any] | None:
+    """A flattened family of the model's replies, each with its own ``finish_reason``."""
+    return _flat_messages(ctx, prefix, True)
+
+
+def _flat_messages(ctx: Ctx, prefix: str, replies: bool) -> dict[str, Any] | None:
+    group = ctx.take_flat(prefix)
+    if ctx.claim_only or not group:
+        return None
+    items = unflatten(group)
+    return message_list(items if isinstance(items, list) else [], replies)
+
+
+def message_list(items: list[Any], replies: bool) -> dict[str, Any] | None:
+    """``{"messages": ...}``; for ``replies`` (the model's answers), with the first finish reason
+    as ``finish_reason`` (as the ``gen_ai.choice`` events give theirs)."""
+    messages = messages_of(items)
+    if replies:
+        # A failed call's reply with a role and nothing else (OpenInference writes one): not an empty
+        # answer to show beside the error.
+        messages = [m for m in messages if any(v not in (None, "", []) for k, v in m.items() if k != "role")]
+    if not messages:
+        return None
+    out: dict[str, Any] = {"messages": messages}
+    if replies:
+        for item in items:
+            reason = item.get("finish_reason") if isinstance(item, dict) else None
+            if reason not in (None, ""):
+                out["finish_reason"] = plain(reason)
+                break
+    return out
+
+
+def read_value(ctx: Ctx, key: str) -> dict[str, Any] | None:
+    """A whole inputs or outputs value (``input.value``), JSON when its ``.mime_type`` says so."""
+    return _value(ctx, key, False)
+
+
+def read_json_value(ctx: Ctx, key: str) -> dict[str, Any] | None:
+    """A whole value that its producer always writes as JSON (traceloop's entity input and output)."""
+    return _value(ctx, key, True)
+
+
+def _value(ctx: Ctx, key: str, declared_json: bool) -> dict[str, Any] | None:
+    value = ctx.take(key)
+    mime = ctx.take(key[: -len(".value")] + ".mime_type") if key.endswith(".value") else None
+    if ctx.claim_only or value is None:
+        return None
+    default = "output" if "output" in key or "result" in key else "input"
+    if mime == "text/plain":
+        return {default: value}
+    if isinstance(value, str) and (declared_json or mime == "application/json"):
+        # Declared JSON: decode scalars too (traceloop json.dumps a returned
+        # string as '"text"'), keeping the raw text if it is not JSON after all.
+        try:
+            value = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return payload_of(value, default)
+        payload = payload_of(value, default)
+        # Kept as decoded (not reshaped as messages): the encoder may skip its checks for non-JSON values.
+        # (Typed here: the compiled build sees ParsedJson's module as untyped.)
+        marked: dict[str, Any]
+        if payload is value:
+            marked = ParsedJson(payload)
+        elif len(payload) == 1 and payload.get(default) is value:
+            marked = ParsedJson({default: value})
+        else:
+            marked = payload
+        return marked
+    return payload_of(value, default)
+
+
+def first_source(ctx: Ctx, sources: tuple[tuple[Reader, str], ...]) -> tuple[dict[str, Any] | None, int]:
+    """Apply a source table: the value found and the index of its row (-1: none).
+
+    The sources a winner shadows are read too (and so consumed): they are other
+    encodings of the same content, and repeating them in metadata would only
+    double the run's size."""
+    found = None
+    row = -1
+    ctx.claim_only = False
+    for index, (reader, arg) in enumerate(sources):
+        value = reader(ctx, arg)
+        if found is None and value is not None:
+            found = value
+            row = index
+            ctx.claim_only = True
+    ctx.claim_only = False
+    return found, row
