@@ -85,10 +85,44 @@ def test_run_type_first_match_wins_in_table_order():
 
 
 def test_unknown_values_fall_through_to_the_next_rule():
-    # An unknown langsmith kind or GenAI operation does not decide; the model rule does.
+    # An unknown langsmith kind does not decide; the model rule does.
     assert map_span({"langsmith.span.kind": "bogus", "gen_ai.request.model": "m"}).run_type == "llm"
-    assert map_span({"gen_ai.operation.name": "chain", "gen_ai.system": "x"}).run_type == "llm"
     assert map_span({"llm.request.type": "unknown"}).run_type == "chain"
+    # ... and an unknown GenAI operation falls through to the other kinds and the presence rules.
+    assert map_span({"gen_ai.operation.name": "plan", "traceloop.span.kind": "tool"}).run_type == "tool"
+    assert map_span({"gen_ai.operation.name": "plan", "gen_ai.tool.name": "f"}).run_type == "tool"
+
+
+@pytest.mark.parametrize(
+    ("operation", "run_type"),
+    [("chat", "llm"), ("text_completion", "llm"), ("generate_content", "llm"), ("completion", "llm"),
+     ("embeddings", "embedding"), ("embedding", "embedding"), ("CHAT", "llm"),
+     # Strands' agent cycle, and any operation the conventions do not list: not a model call
+     ("execute_event_loop_cycle", "chain"), ("invoke_agent", "chain"), ("orchestrate", "chain")],
+)
+def test_the_operation_name_says_whether_a_span_is_a_model_call(operation, run_type):
+    # Whatever provider, system or model it names: only a model operation makes an llm run.
+    attrs = {"gen_ai.operation.name": operation, "gen_ai.system": "openai", "gen_ai.provider.name": "openai",
+             "gen_ai.request.model": "gpt-4o-mini"}
+    assert map_span(attrs).run_type == run_type
+
+
+def test_without_an_operation_name_a_model_or_provider_makes_an_llm_run_as_before():
+    assert map_span({"gen_ai.system": "openai"}).run_type == "llm"
+    assert map_span({"llm.model_name": "m"}).run_type == "llm"
+    assert map_span({"openinference.span.kind": "LLM", "gen_ai.operation.name": "plan"}).run_type == "llm"
+
+
+def test_a_framework_named_as_the_system_is_not_the_provider_nor_a_model_call():
+    # Strands writes its own name as gen_ai.system on every span, whatever model it drives.
+    framework = map_span({"gen_ai.system": "strands-agents", "gen_ai.request.model": "gpt-4o-mini",
+                          "gen_ai.operation.name": "chat"})
+    assert framework.run_type == "llm" and "ls_provider" not in framework.metadata
+    assert "gen_ai.system" not in framework.consumed  # kept in metadata, as it came
+    assert map_span({"gen_ai.system": "strands-agents"}).run_type == "chain"
+    # A real provider beside it is the provider, whichever key it is under.
+    named = map_span({"gen_ai.provider.name": "strands-agents", "gen_ai.system": "openai"})
+    assert named.metadata["ls_provider"] == "openai"
 
 
 def test_deciding_kind_attribute_is_consumed():
@@ -541,10 +575,9 @@ def test_output_sources_first_present_wins():
         "gen_ai.completion.0.content": "t",
         "output.value": json.dumps({"v": "output.value"}),
         "traceloop.entity.output": json.dumps({"v": "entity"}),
-        "gen_ai.tool.call.result": json.dumps({"v": "tool"}),
     }
     events = [ev("gen_ai.choice", index=0, message={"role": "assistant", "content": "e"})]
-    expected = ["g", "o", "t", "e", {"v": "output.value"}, {"v": "entity"}, {"v": "tool"}]
+    expected = ["g", "o", "t", "e", {"v": "output.value"}, {"v": "entity"}]
     keys = list(attrs)
     order = [[keys[0]], keys[1:3], keys[3:5], None, [keys[5]], [keys[6]]]
     for step, want in enumerate(expected):
@@ -963,6 +996,20 @@ def test_genai_retrieval_documents_and_query(encode):
 # ---------------------------------------------------------------------------
 # tools
 # ---------------------------------------------------------------------------
+
+
+def test_a_tool_runs_arguments_and_result_come_before_any_message_list():
+    # Strands' latest mode: the tool span's inference-details event repeats the model call's conversation.
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "weather",
+            "gen_ai.tool.call.arguments": '{"city": "Paris"}', "gen_ai.tool.call.result": '[{"text": "sunny"}]'}
+    details = ev("gen_ai.client.inference.operation.details",
+                 **{"gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]),
+                    "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": []}])})
+    m = map_span(tool, [details])
+    assert (m.inputs, m.outputs) == ({"city": "Paris"}, {"output": [{"text": "sunny"}]})
+    # Anything else keeps the messages first, and does not read a tool's result as its output.
+    chain = map_span({"gen_ai.tool.call.result": "x", "output.value": "o"})
+    assert chain.outputs == {"output": "o"} and "gen_ai.tool.call.result" not in chain.consumed
 
 
 def test_genai_tool_span():
@@ -1555,6 +1602,20 @@ def test_pydantic_ai_chat_span_model_tools_finish_usage_first_chunk():
     assert m.first_token_after_s == 0.25
     assert {"gen_ai.tool.definitions", "gen_ai.response.model", "gen_ai.response.finish_reasons",
             "gen_ai.usage.details.cache_read_tokens", "gen_ai.client.operation.time_to_first_chunk"} <= m.consumed
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "seconds"),
+    [("gen_ai.client.operation.time_to_first_chunk", 0.25, 0.25),  # the GenAI metric's name (pydantic-ai)
+     ("gen_ai.response.time_to_first_chunk", 0.5, 0.5),  # google-genai's instrumentation: float seconds
+     ("gen_ai.server.time_to_first_token", 1250, 1.25)],  # Strands: whole milliseconds
+)
+def test_first_token_delays_in_each_producers_unit(key, value, seconds):
+    m = map_span({"gen_ai.operation.name": "chat", key: value})
+    assert m.first_token_after_s == pytest.approx(seconds) and key in m.consumed
+    # A delay past a day, or of the wrong type, is no first token: kept in metadata.
+    assert map_span({"gen_ai.operation.name": "chat", key: 10**12}).first_token_after_s is None
+    assert map_span({"gen_ai.operation.name": "chat", key: "soon"}).first_token_after_s is None
 
 
 def test_finish_reasons_fill_in_and_stay_when_they_say_more():

@@ -16,9 +16,10 @@ from ._logfire import LOGFIRE_CONVERSATION_KEYS, LOGFIRE_REQUEST, logfire_body, 
 from ._openinference import TOOLS_PREFIX, openinference_tools
 from ._openllmetry import FUNCTIONS_PREFIX
 from ._plan import Plan
+from ._tables import FRAMEWORK_NAMES
 from ._values import as_int, as_list, json_value, nested, plain, unflatten
 
-__all__ = ["find_run_type", "first_str", "find_usage", "merge_usage", "find_invocation_params", "set_models",
+__all__ = ["find_run_type", "first_str", "first_provider", "find_usage", "merge_usage", "find_invocation_params", "set_models",
            "tool_definition", "find_documents", "find_tags"]
 
 #: The keys of a whole-object invocation params that name the model asked for (OpenInference
@@ -27,7 +28,12 @@ REQUEST_MODEL_PARAMS = ("model", "model_name")
 
 
 def find_run_type(attributes: Mapping[str, Any], consumed: set[str], plan: Plan) -> str:
-    for key, values, default in plan.run_type_rules:
+    """The run type: the first kind rule that knows the span's value, else the first attribute whose
+    presence decides, else ``llm`` when it names a model or provider (unless a rule that lists every
+    model call saw a value it does not know: a span that only names its provider is no model call),
+    else ``chain``."""
+    model_call_possible = True
+    for key, values, default, lists_model_calls in plan.run_type_rules:
         raw = attributes.get(key)
         if not isinstance(raw, str) or not raw:
             continue
@@ -35,12 +41,16 @@ def find_run_type(attributes: Mapping[str, Any], consumed: set[str], plan: Plan)
         if run_type is not None:
             consumed.add(key)
             return run_type
+        if lists_model_calls:
+            model_call_possible = False
     for key, run_type in plan.run_type_presence:
         if attributes.get(key) not in (None, ""):
             return run_type
-    for key in plan.model_keys:
-        if key in attributes:
-            return "llm"
+    if model_call_possible:
+        for key in plan.model_keys:
+            value = attributes.get(key)
+            if value is not None and not (isinstance(value, str) and value in FRAMEWORK_NAMES):
+                return "llm"
     return "chain"
 
 
@@ -48,6 +58,17 @@ def first_str(attributes: Mapping[str, Any], keys: Sequence[str]) -> tuple[str, 
     for key in keys:
         value = attributes.get(key)
         if isinstance(value, str) and value:
+            return key, value
+    return None
+
+
+def first_provider(attributes: Mapping[str, Any], keys: Sequence[str]) -> tuple[str, str] | None:
+    """The provider: the first key that names one, never a framework's own name (``FrameworkName``).
+
+    Unknown is left unset rather than guessed (from a model's name, say)."""
+    for key in keys:
+        value = attributes.get(key)
+        if isinstance(value, str) and value and value not in FRAMEWORK_NAMES:
             return key, value
     return None
 

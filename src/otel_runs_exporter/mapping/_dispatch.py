@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from ._apply import (
-    find_documents, find_invocation_params, find_run_type, find_tags, find_usage, first_str, set_models,
+    find_documents, find_invocation_params, find_run_type, find_tags, find_usage, first_provider, first_str,
+    set_models,
 )
 from ._context import Ctx
 from ._events import scan_events, with_event_attributes
@@ -142,8 +143,9 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent], plan: 
 
     out.run_type = find_run_type(attributes, consumed, plan)
     # Outputs first: when assistant/tool message events become the outputs, the inputs leave them out.
-    out.outputs = first_source(ctx, plan.outputs)[0]
-    out.inputs, row = first_source(ctx, plan.inputs)
+    run_type = out.run_type
+    out.outputs = first_source(ctx, plan.outputs, plan.outputs_run_types, run_type)[0]
+    out.inputs, row = first_source(ctx, plan.inputs, plan.inputs_run_types, run_type)
     out.inputs_final = row >= 0 and out.run_type in plan.inputs_final[row] and not ctx.partial_inputs
     reason = first_str(attributes, plan.finish_reason_keys)
     if reason:
@@ -187,7 +189,7 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent], plan: 
 
     metadata = out.metadata
     set_models(attributes, plan, requested_model, consumed, metadata)
-    provider = first_str(attributes, plan.provider_keys)
+    provider = first_provider(attributes, plan.provider_keys)
     if provider:
         metadata["ls_provider"] = provider[1]
         consumed.add(provider[0])

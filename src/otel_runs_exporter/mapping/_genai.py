@@ -24,6 +24,7 @@ __all__ = ["ROWS", "SCOPES", "PARAM_PREFIX", "PARAM_RENAMES", "LIST_PARAMS", "MO
 SCOPES = (
     ("opentelemetry.instrumentation.openai", "OpenLLMetry openai, and OpenTelemetry's openai-v2 (openai_v2)"),
     ("opentelemetry.util.genai", "OpenTelemetry's GenAI utilities, which openai-v2 traces through in its latest mode"),
+    ("opentelemetry.instrumentation.google_genai", "OpenTelemetry's google-genai instrumentation"),
 )
 
 OPERATION_NAME = "gen_ai.operation.name"
@@ -89,7 +90,7 @@ ROWS = (
         {**MODEL_OPERATIONS, "embedding": "embedding", "embeddings": "embedding", "retrieval": "retriever",
          "execute_tool": "tool", "create_agent": "chain", "invoke_agent": "chain", "invoke_workflow": "chain",
          "workflow": "chain", "agent": "chain"},
-        None, order=30,
+        None, order=30, lists_model_calls=True,
     ),
     # doc: gen_ai.tool.name -> invocation_params.tool_name. 'Tool name, also sets run type to "tool"'
     RunTypePresence(_TOOL_NAME, "tool", order=10),
@@ -108,8 +109,9 @@ ROWS = (
     # The GenAI retrieval span's documents, as one JSON attribute.
     KeyRow("documents", Key("gen_ai.retrieval.documents"), order=30),
     # Seconds from the request to its first streamed chunk: the GenAI metric's name, which pydantic-ai
-    # writes as a span attribute.
+    # writes as a span attribute, and google-genai's instrumentation's own name for it.
     FirstChunkRow(Key("gen_ai.client.operation.time_to_first_chunk"), 1.0, order=10),
+    FirstChunkRow(Key("gen_ai.response.time_to_first_chunk"), 1.0, order=20),
     # The key the service groups threads by (its thread keys are session_id, thread_id, conversation_id).
     MetadataRow(Key("gen_ai.conversation.id"), "thread_id", order=10),
     Family(Key(PARAM_PREFIX), indexed=False),
@@ -145,9 +147,12 @@ ROWS = (
            (Key("gen_ai.input.messages"), Key("gen_ai.system_instructions")), order=20, final=FINAL),
     Source("in", _read_query, "gen_ai.retrieval.query.text", (Key("gen_ai.retrieval.query.text"),), order=100,
            final=FINAL),
-    Source("in", read_value, "gen_ai.tool.call.arguments", (Key("gen_ai.tool.call.arguments"),), order=110,
-           final=FINAL),
+    # A tool run's arguments and result, before any message list: a tool span may carry the model call's
+    # details too (Strands' latest mode repeats the conversation in its inference-details event).
+    Source("in", read_value, "gen_ai.tool.call.arguments", (Key("gen_ai.tool.call.arguments"),), order=15,
+           final=FINAL, run_types=frozenset({"tool"})),
     # doc: gen_ai.output.messages -> outputs.messages. "Array of output messages"
     Source("out", _read_genai_messages, "gen_ai.output.messages", (Key("gen_ai.output.messages"),), order=10),
-    Source("out", read_value, "gen_ai.tool.call.result", (Key("gen_ai.tool.call.result"),), order=80),
+    Source("out", read_value, "gen_ai.tool.call.result", (Key("gen_ai.tool.call.result"),), order=5,
+           run_types=frozenset({"tool"})),
 )

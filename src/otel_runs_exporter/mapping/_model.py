@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping
 __all__ = [
     "SpanEvent", "Mapped", "RUN_TYPES", "Key", "generic", "RunTypeRule", "RunTypePresence", "NameRule", "KeyRow",
     "FirstChunkRow", "MetadataRow", "MetadataFamily", "ParamRow", "UsageRow", "UsageObject", "Family", "Source",
-    "EventRow", "Fixup", "Namespace", "Row", "FINAL", "FINAL_UNLESS_MODEL", "NOT_FINAL", "SPAN_EVENTS", "reads_of",
+    "EventRow", "Fixup", "FrameworkName", "Namespace", "Row", "FINAL", "FINAL_UNLESS_MODEL", "NOT_FINAL", "SPAN_EVENTS", "reads_of",
     "KEY_TABLES", "Reader",
 ]
 
@@ -113,12 +113,15 @@ class RunTypeRule:
     """The run type from a kind attribute: its value, lower-cased, looked up in ``values``.
 
     ``default`` answers any other value; None lets an unknown value fall through to the next rule.
+    ``lists_model_calls``: ``values`` names every model call, so a span with an unknown value is no
+    llm run even when it names a model or provider (the ``model`` table's presence rule does not apply).
     """
 
     key: Key
     values: Mapping[str, str]
     default: str | None
     order: int
+    lists_model_calls: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +235,8 @@ class Source:
 
     ``reads`` is every key (or family prefix) the reader may look up: a span with none of
     them is not offered to it. ``final`` (inputs only): the run types for which the value is
-    final when the span starts, so an early post may carry it.
+    final when the span starts, so an early post may carry it. ``run_types``: the row applies
+    to runs of these types only (empty: to any).
     """
 
     side: str
@@ -241,6 +245,7 @@ class Source:
     reads: tuple[Key, ...]
     order: int
     final: frozenset[str] = NOT_FINAL
+    run_types: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +269,14 @@ class Fixup:
     fix: FixupFn
     reads: tuple[Key, ...]
     order: int
+
+
+@dataclass(frozen=True, slots=True)
+class FrameworkName:
+    """A value a producer writes as the provider or system that names the framework itself
+    (``gen_ai.system = "strands-agents"``): never a run's provider, never a sign of a model call."""
+
+    value: str
 
 
 @dataclass(frozen=True, slots=True)

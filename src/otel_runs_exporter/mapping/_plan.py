@@ -32,7 +32,7 @@ class Plan:
     """
 
     __slots__ = (
-        "outputs", "inputs", "inputs_final", "run_type_rules", "run_type_presence", "model_keys", "finish_reason_keys",
+        "outputs", "outputs_run_types", "inputs", "inputs_final", "inputs_run_types", "run_type_rules", "run_type_presence", "model_keys", "finish_reason_keys",
         "usage_fields", "usage_objects", "param_object_keys", "param_fields", "request_model_keys",
         "response_model_keys", "provider_keys", "metadata_keys", "name_rules", "tag_keys", "id_keys", "document_keys",
         "finish_reasons_array_keys", "first_chunk_after", "metadata_object_keys", "metadata_prefixes",
@@ -40,12 +40,13 @@ class Plan:
     )
 
     def __init__(self, found: frozenset[str]) -> None:
-        self.outputs: tuple[tuple[Reader, str], ...] = tuple(
-            row for row, reads in zip(t.OUTPUT_SOURCES, t.OUTPUT_READS) if not found.isdisjoint(reads)
-        )
-        inputs = [row for row, reads in zip(t.INPUT_SOURCES, t.INPUT_READS) if not found.isdisjoint(reads)]
-        self.inputs: tuple[tuple[Reader, str], ...] = tuple((reader, arg) for reader, arg, _ in inputs)
-        self.inputs_final: tuple[frozenset[str], ...] = tuple(final for _, _, final in inputs)
+        outputs = [i for i, reads in enumerate(t.OUTPUT_READS) if not found.isdisjoint(reads)]
+        self.outputs: tuple[tuple[Reader, str], ...] = tuple(t.OUTPUT_SOURCES[i] for i in outputs)
+        self.outputs_run_types: tuple[frozenset[str], ...] = tuple(t.OUTPUT_RUN_TYPES[i] for i in outputs)
+        inputs = [i for i, reads in enumerate(t.INPUT_READS) if not found.isdisjoint(reads)]
+        self.inputs: tuple[tuple[Reader, str], ...] = tuple(t.INPUT_SOURCES[i][:2] for i in inputs)
+        self.inputs_final: tuple[frozenset[str], ...] = tuple(t.INPUT_SOURCES[i][2] for i in inputs)
+        self.inputs_run_types: tuple[frozenset[str], ...] = tuple(t.INPUT_RUN_TYPES[i] for i in inputs)
         self.run_type_rules = tuple(row for row in t.RUN_TYPE_RULES if row[0] in found)
         self.run_type_presence = tuple(row for row in t.RUN_TYPE_PRESENCE if row[0] in found)
         self.model_keys = _having(found, t.MODEL_KEYS)

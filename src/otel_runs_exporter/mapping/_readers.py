@@ -111,16 +111,21 @@ def _value(ctx: Ctx, key: str, declared_json: bool) -> dict[str, Any] | None:
     return payload_of(value, default)
 
 
-def first_source(ctx: Ctx, sources: tuple[tuple[Reader, str], ...]) -> tuple[dict[str, Any] | None, int]:
-    """Apply a source table: the value found and the index of its row (-1: none).
+def first_source(
+    ctx: Ctx, sources: tuple[tuple[Reader, str], ...], run_types: tuple[frozenset[str], ...], run_type: str
+) -> tuple[dict[str, Any] | None, int]:
+    """Apply a source table to a run of ``run_type``: the value found and the index of its row (-1: none).
 
-    The sources a winner shadows are read too (and so consumed): they are other
-    encodings of the same content, and repeating them in metadata would only
-    double the run's size."""
+    ``run_types`` (parallel to ``sources``) leaves out the rows for other types of run. The
+    sources a winner shadows are read too (and so consumed): they are other encodings of the
+    same content, and repeating them in metadata would only double the run's size."""
     found = None
     row = -1
     ctx.claim_only = False
     for index, (reader, arg) in enumerate(sources):
+        applies_to = run_types[index]
+        if applies_to and run_type not in applies_to:
+            continue
         value = reader(ctx, arg)
         if found is None and value is not None:
             found = value

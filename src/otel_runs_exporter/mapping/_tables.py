@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from . import _genai, _genai_events, _langsmith, _logfire, _openinference, _openllmetry
+from . import _genai, _genai_events, _langsmith, _logfire, _openinference, _openllmetry, _strands
 from ._model import (
-    SPAN_EVENTS, EventRow, Family, FirstChunkRow, Fixup, FixupFn, Key, KeyRow, MetadataFamily, MetadataRow, Namespace,
+    SPAN_EVENTS, EventRow, Family, FirstChunkRow, Fixup, FixupFn, FrameworkName, Key, KeyRow, MetadataFamily, MetadataRow, Namespace,
     NameRule, ParamRow, Reader, RunTypePresence, RunTypeRule, Source, UsageObject, UsageRow, reads_of,
 )
 
@@ -22,7 +22,7 @@ __all__ = ["PRODUCERS", "ROWS", "SCOPES", "MARKING_KEYS", "MARKING_PREFIXES", "G
            "USAGE_PATHS"]
 
 #: The conventions, one module each.
-PRODUCERS: tuple[Any, ...] = (_langsmith, _genai, _genai_events, _openinference, _openllmetry, _logfire)
+PRODUCERS: tuple[Any, ...] = (_langsmith, _genai, _genai_events, _openinference, _openllmetry, _logfire, _strands)
 
 ROWS: tuple[Any, ...] = tuple(row for producer in PRODUCERS for row in producer.ROWS)
 
@@ -38,8 +38,8 @@ def _keys(table: str) -> tuple[str, ...]:
     return tuple(row.key.name for row in _sorted(KeyRow, lambda row: row.table == table))
 
 
-RUN_TYPE_RULES: tuple[tuple[str, Mapping[str, str], str | None], ...] = tuple(
-    (row.key.name, row.values, row.default) for row in _sorted(RunTypeRule)
+RUN_TYPE_RULES: tuple[tuple[str, Mapping[str, str], str | None, bool], ...] = tuple(
+    (row.key.name, row.values, row.default, row.lists_model_calls) for row in _sorted(RunTypeRule)
 )
 RUN_TYPE_PRESENCE: tuple[tuple[str, str], ...] = tuple((row.key.name, row.run_type) for row in _sorted(RunTypePresence))
 NAME_RULES: tuple[tuple[str, str | None], ...] = tuple((row.key.name, row.run_type) for row in _sorted(NameRule))
@@ -99,6 +99,9 @@ OUTPUT_SOURCES: tuple[tuple[Reader, str], ...] = tuple((r.reader, r.arg) for r i
 #: The keys each source row may look up, parallel to the tables above: a span with none of them skips the row.
 INPUT_READS: tuple[frozenset[str], ...] = tuple(frozenset(k.name for k in r.reads) for r in _INPUTS)
 OUTPUT_READS: tuple[frozenset[str], ...] = tuple(frozenset(k.name for k in r.reads) for r in _OUTPUTS)
+#: The run types each source row applies to (empty: any), parallel to the tables above.
+INPUT_RUN_TYPES: tuple[frozenset[str], ...] = tuple(r.run_types for r in _INPUTS)
+OUTPUT_RUN_TYPES: tuple[frozenset[str], ...] = tuple(r.run_types for r in _OUTPUTS)
 
 #: The flattened families (by prefix), and those whose next segment must be a list position.
 FLAT_PREFIXES: tuple[str, ...] = tuple(row.key.name for row in ROWS if isinstance(row, Family))
@@ -114,6 +117,9 @@ MESSAGE_EVENT_ROLES: dict[str, str] = {row.name: row.value for row in _events("m
 CHOICE_EVENTS: frozenset[str] = frozenset(row.name for row in _events("choice"))
 CONTENT_EVENTS: dict[str, tuple[str, str]] = {row.name: row.value for row in _events("content")}
 ATTRIBUTE_EVENTS: frozenset[str] = frozenset(row.name for row in _events("attributes"))
+
+#: Provider or system values that name a framework, not the model's provider (``FrameworkName``).
+FRAMEWORK_NAMES: frozenset[str] = frozenset(row.value for row in ROWS if isinstance(row, FrameworkName))
 
 #: ``(fix, keys)``: a producer's step after the tables, when the span has one of ``keys`` (none: always).
 FIXUPS: tuple[tuple[FixupFn, frozenset[str]], ...] = tuple(

@@ -1,0 +1,25 @@
+"""Strands Agents: its own name where the provider goes, its first-token delay in milliseconds.
+
+Strands writes the GenAI conventions (``_genai``'s rows read most of its spans)
+in one of two shapes: by default, each message as a GenAI event whose text is
+JSON-encoded Bedrock Converse blocks (``_msg_bedrock`` reads them), and with
+``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental`` as GenAI message
+attributes. Its agent cycles (``execute_event_loop_cycle``) name an operation
+the conventions do not list: chains, by ``_genai``'s operation rule.
+"""
+
+from __future__ import annotations
+
+from ._model import FirstChunkRow, FrameworkName, Key
+
+__all__ = ["ROWS", "SCOPES"]
+
+SCOPES = (("strands.telemetry.tracer", "Strands Agents"),)
+
+ROWS = (
+    # Written as gen_ai.system (default) or gen_ai.provider.name (latest) on every span: the framework,
+    # not the model's provider. With no other provider attribute, the provider stays unset (a known limit).
+    FrameworkName("strands-agents"),
+    # Milliseconds from the request to the first streamed token (the GenAI metric's name, Strands' unit).
+    FirstChunkRow(Key("gen_ai.server.time_to_first_token"), 0.001, order=30),
+)
