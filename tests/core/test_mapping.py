@@ -1006,7 +1006,7 @@ def test_a_tool_runs_arguments_and_result_come_before_any_message_list():
                  **{"gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]),
                     "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": []}])})
     m = map_span(tool, [details])
-    assert (m.inputs, m.outputs) == ({"city": "Paris"}, {"output": [{"text": "sunny"}]})
+    assert (m.inputs, m.outputs) == ({"city": "Paris"}, {"output": "sunny"})
     # Anything else keeps the messages first, and does not read a tool's result as its output.
     chain = map_span({"gen_ai.tool.call.result": "x", "output.value": "o"})
     assert chain.outputs == {"output": "o"} and "gen_ai.tool.call.result" not in chain.consumed

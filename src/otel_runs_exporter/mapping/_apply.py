@@ -19,7 +19,7 @@ from ._plan import Plan
 from ._tables import FRAMEWORK_NAMES
 from ._values import as_int, as_list, json_value, nested, plain, unflatten
 
-__all__ = ["find_run_type", "first_str", "first_provider", "find_usage", "merge_usage", "find_invocation_params", "set_models",
+__all__ = ["find_run_type", "first_str", "take_first", "find_usage", "merge_usage", "find_invocation_params", "set_models",
            "tool_definition", "find_documents", "find_tags"]
 
 #: The keys of a whole-object invocation params that name the model asked for (OpenInference
@@ -62,15 +62,22 @@ def first_str(attributes: Mapping[str, Any], keys: Sequence[str]) -> tuple[str, 
     return None
 
 
-def first_provider(attributes: Mapping[str, Any], keys: Sequence[str]) -> tuple[str, str] | None:
-    """The provider: the first key that names one, never a framework's own name (``FrameworkName``).
-
-    Unknown is left unset rather than guessed (from a model's name, say)."""
+def take_first(
+    attributes: Mapping[str, Any], keys: Sequence[str], consumed: set[str], skip: frozenset[str] = frozenset()
+) -> str | None:
+    """The first non-empty text among ``keys`` (none of ``skip``), consumed with every later key that says
+    the same: a producer that writes one fact under two names (``llm.provider`` and ``llm.system``) would
+    otherwise see it again in metadata. A key that says something else stays there."""
+    found: str | None = None
     for key in keys:
         value = attributes.get(key)
-        if isinstance(value, str) and value and value not in FRAMEWORK_NAMES:
-            return key, value
-    return None
+        if found is None:
+            if isinstance(value, str) and value and value not in skip:
+                found = value
+                consumed.add(key)
+        elif value == found:
+            consumed.add(key)
+    return found
 
 
 def find_usage(
@@ -219,21 +226,21 @@ def find_invocation_params(ctx: Ctx) -> tuple[dict[str, Any] | None, str | None]
 
 def set_models(
     attributes: Mapping[str, Any], plan: Plan, requested: str | None, consumed: set[str], metadata: dict[str, Any]
-) -> None:
-    """``ls_model_name``: the requested model, else the one that answered; ``response_model`` when they differ."""
-    request = first_str(attributes, plan.request_model_keys)
-    if request:
-        consumed.add(request[0])
-        requested = request[1]
-    response = first_str(attributes, plan.response_model_keys)
-    if response:
-        consumed.add(response[0])
+) -> str | None:
+    """``ls_model_name``: the requested model, else the one that answered; ``response_model`` when they differ.
+    Returns the model that answered, if said."""
+    request = take_first(attributes, plan.request_model_keys, consumed)
+    if request is not None:
+        requested = request
+    response = take_first(attributes, plan.response_model_keys, consumed)
+    if response is not None:
         if requested is None:
-            requested = response[1]
-        elif response[1] != requested:
-            metadata["response_model"] = response[1]
+            requested = response
+        elif response != requested:
+            metadata["response_model"] = response
     if requested is not None:
         metadata["ls_model_name"] = requested
+    return response
 
 
 def tool_definition(item: Any) -> Any:

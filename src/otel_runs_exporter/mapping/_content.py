@@ -12,7 +12,7 @@ from typing import Any
 
 from ._values import json_text, json_value, nested
 
-__all__ = ["tool_call", "content_block", "content_of"]
+__all__ = ["tool_call", "content_block", "content_of", "contents_of"]
 
 
 def tool_call(call: Any) -> dict[str, Any] | None:
@@ -80,3 +80,35 @@ def content_of(value: Any) -> Any:
             return blocks[0]["text"]
         return blocks
     return value
+
+
+#: OpenInference's content types for a part that is a tool call (``contents.N.message_content.type``),
+#: whose call is beside it under ``contents.N.tool_call``.
+_CALL_PARTS = frozenset({"tool_use", "tool_call"})
+
+
+def contents_of(items: Any, tool_calls: list[dict[str, Any]]) -> Any:
+    """OpenInference's multi-part content (``message.contents.N``): a part that is a tool call becomes one
+    (appended to ``tool_calls`` unless a call with its id is there already); the rest is the content.
+
+    >>> calls = []
+    >>> contents_of([{"message_content": {"type": "text", "text": "Let me check."}},
+    ...              {"message_content": {"type": "tool_use"}, "tool_call": {"id": "t1", "function": {"name": "f"}}}],
+    ...             calls)
+    'Let me check.'
+    >>> calls
+    [{'id': 't1', 'type': 'function', 'function': {'name': 'f', 'arguments': ''}}]
+    """
+    if not isinstance(items, list):
+        return content_of(items)
+    rest: list[Any] = []
+    for item in items:
+        call = item.get("tool_call") if isinstance(item, dict) else None
+        part = nested(item, "message_content") if call is not None else None
+        if isinstance(call, dict) and isinstance(part, dict) and part.get("type") in _CALL_PARTS:
+            found = tool_call(call)
+            if found and all(c.get("id") != found.get("id") or found.get("id") is None for c in tool_calls):
+                tool_calls.append(found)
+        else:
+            rest.append(item)
+    return content_of(rest) if rest else None

@@ -12,7 +12,8 @@ class Ctx:
 
     __slots__ = (
         "attributes", "flat", "consumed", "claim_only", "event_in", "event_out", "finish_reasons", "replies_used",
-        "event_prompt", "event_completion", "cache", "malformed", "partial_inputs", "plan",
+        "event_prompt", "event_completion", "cache", "malformed", "partial_inputs", "plan", "run_type",
+        "events_are_history",
     )
 
     def __init__(
@@ -34,6 +35,8 @@ class Ctx:
         self.finish_reasons: list[tuple[int, Any]] = []
         #: Set when the replies became the outputs (no choice event), so the inputs leave them out.
         self.replies_used = False
+        #: Set when the span's producer writes its message events as history only (``FrameworkName``).
+        self.events_are_history = False
         self.event_prompt: Any = None
         self.event_completion: Any = None
         #: What a producer's readers decoded once and read again (Logfire's event arrays and
@@ -43,6 +46,8 @@ class Ctx:
         self.malformed: list[tuple[str, str]] = []
         #: Set when the inputs found are only part of what their source will hold (not final).
         self.partial_inputs = False
+        #: The run's type, once decided (before the source tables are applied).
+        self.run_type = "chain"
 
     def take(self, key: str) -> Any:
         """The attribute's value, marked consumed (None when absent)."""

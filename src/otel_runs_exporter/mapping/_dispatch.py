@@ -13,15 +13,14 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from ._apply import (
-    find_documents, find_invocation_params, find_run_type, find_tags, find_usage, first_provider, first_str,
-    set_models,
+    find_documents, find_invocation_params, find_run_type, find_tags, find_usage, first_str, set_models, take_first,
 )
 from ._context import Ctx
 from ._events import scan_events, with_event_attributes
 from ._model import SPAN_EVENTS, Mapped, SpanEvent
 from ._plan import Plan, plan_for
 from ._readers import first_source
-from ._tables import FLAT_PREFIXES, INDEXED_PREFIXES, TABLE_KEYS
+from ._tables import FLAT_PREFIXES, FRAMEWORK_NAMES, INDEXED_PREFIXES, TABLE_KEYS
 from ._values import as_list, json_value, list_position, plain
 
 __all__ = ["map_span", "reads_nothing", "read_keys"]
@@ -143,7 +142,7 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent], plan: 
 
     out.run_type = find_run_type(attributes, consumed, plan)
     # Outputs first: when assistant/tool message events become the outputs, the inputs leave them out.
-    run_type = out.run_type
+    run_type = ctx.run_type = out.run_type
     out.outputs = first_source(ctx, plan.outputs, plan.outputs_run_types, run_type)[0]
     out.inputs, row = first_source(ctx, plan.inputs, plan.inputs_run_types, run_type)
     out.inputs_final = row >= 0 and out.run_type in plan.inputs_final[row] and not ctx.partial_inputs
@@ -188,11 +187,11 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent], plan: 
                 break
 
     metadata = out.metadata
-    set_models(attributes, plan, requested_model, consumed, metadata)
-    provider = first_provider(attributes, plan.provider_keys)
-    if provider:
-        metadata["ls_provider"] = provider[1]
-        consumed.add(provider[0])
+    response_model = set_models(attributes, plan, requested_model, consumed, metadata)
+    # Never a framework's own name (``FrameworkName``): unknown is left unset rather than guessed.
+    provider = take_first(attributes, plan.provider_keys, consumed, FRAMEWORK_NAMES)
+    if provider is not None:
+        metadata["ls_provider"] = provider
     for key, target in plan.metadata_keys:
         value = attributes.get(key)
         if value is not None:
@@ -208,16 +207,14 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent], plan: 
         if group:
             metadata.update((k, plain(json_value(v) if decode else v)) for k, v in group.items())
     # After the metadata: explicit metadata (the langsmith SDK's ls_model_name) names the requested model.
-    response_model = first_str(attributes, plan.response_model_keys)
     if response_model is not None:
-        if response_model[1] != metadata.get("ls_model_name"):
-            metadata["response_model"] = response_model[1]
+        if response_model != metadata.get("ls_model_name"):
+            metadata["response_model"] = response_model
         else:
             metadata.pop("response_model", None)
-        consumed.add(response_model[0])
 
-    for key, run_type in plan.name_rules:
-        if run_type is not None and out.run_type != run_type:
+    for key, named_type in plan.name_rules:
+        if named_type is not None and run_type != named_type:
             continue
         name = attributes.get(key)
         if isinstance(name, str) and name:

@@ -12,7 +12,10 @@ from typing import Any, Mapping, Sequence
 from ._context import Ctx
 from ._messages import message_of
 from ._model import Mapped, SpanEvent
-from ._tables import ATTRIBUTE_EVENTS, CHOICE_EVENTS, CONTENT_EVENTS, FIRST_TOKEN_EVENTS, MESSAGE_EVENT_ROLES
+from ._tables import (
+    ATTRIBUTE_EVENTS, CHOICE_EVENTS, CHOICE_RESULT_ATTRIBUTES, CONTENT_EVENTS, FIRST_TOKEN_EVENTS, HISTORY_FRAMEWORKS,
+    MESSAGE_EVENT_ROLES, PROVIDER_KEYS,
+)
 from ._values import as_int, json_value, plain, unflatten
 
 __all__ = ["scan_events", "event_body", "with_event_attributes"]
@@ -23,6 +26,10 @@ _REPLY_ROLES = frozenset({"assistant", "tool"})
 
 def scan_events(ctx: Ctx, events: Sequence[SpanEvent], out: Mapped) -> None:
     """One pass over the events: content events and first-token events."""
+    if HISTORY_FRAMEWORKS:
+        attributes = ctx.attributes
+        ctx.events_are_history = any(attributes.get(key) in HISTORY_FRAMEWORKS for key in PROVIDER_KEYS
+                                     if isinstance(attributes.get(key), str))
     for index, event in enumerate(events):
         name = event.name
         # Only an event with a whole-number time can be compared and placed: one with an odd
@@ -42,7 +49,11 @@ def scan_events(ctx: Ctx, events: Sequence[SpanEvent], out: Mapped) -> None:
         elif name in CHOICE_EVENTS:
             body = event_body(attrs)
             position = (as_int(body.get("index")) if isinstance(body, dict) else None) or 0
-            ctx.event_out.append((position, message_of(body, "assistant")))
+            messages = message_of(body, "assistant")
+            for key in CHOICE_RESULT_ATTRIBUTES:
+                if attrs.get(key) is not None:  # the results of the calls it made, answered in the same step
+                    messages.extend(message_of({"role": "tool", "content": attrs[key]}, "tool"))
+            ctx.event_out.append((position, messages))
             reason = body.get("finish_reason") if isinstance(body, dict) else None
             reason = reason if reason is not None else attrs.get("finish_reason")
             if reason is not None:
@@ -65,7 +76,7 @@ def event_body(attrs: Mapping[str, Any]) -> Any:
     for key in ("body", "gen_ai.event.content"):
         if key in attrs:
             return json_value(attrs[key])
-    body = unflatten({k: v for k, v in attrs.items() if not k.startswith("gen_ai.")})
+    body = unflatten({k: v for k, v in attrs.items() if not k.startswith("gen_ai.") and k not in CHOICE_RESULT_ATTRIBUTES})
     return body if isinstance(body, dict) else {}
 
 

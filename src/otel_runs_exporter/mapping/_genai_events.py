@@ -57,6 +57,10 @@ def read_events(ctx: Ctx, side: str) -> dict[str, Any] | None:
     if ctx.claim_only:
         ctx.take("gen_ai.prompt" if side == "in" else "gen_ai.completion")
         return None
+    if ctx.run_type == "tool":
+        call = _tool_call_events(ctx, side)
+        if call is not None:
+            return call
     if side == "in":
         messages = [m for reply, msgs in ctx.event_in if not (reply and ctx.replies_used) for m in msgs]
         if messages:
@@ -70,7 +74,7 @@ def read_events(ctx: Ctx, side: str) -> dict[str, Any] | None:
             if ctx.finish_reasons:
                 out["finish_reason"] = min(ctx.finish_reasons, key=lambda e: e[0])[1]
             return out
-        replies = [m for reply, msgs in ctx.event_in if reply for m in msgs]
+        replies = [m for reply, msgs in ctx.event_in if reply for m in msgs] if not ctx.events_are_history else []
         if replies:
             ctx.replies_used = True
             return {"messages": replies}
@@ -80,6 +84,20 @@ def read_events(ctx: Ctx, side: str) -> dict[str, Any] | None:
         # SDK's own OTel exporter writes the run's inputs/outputs this way).
         whole = ctx.take(key)
     return payload_of(whole, "input" if side == "in" else "output") if whole is not None else None
+
+
+def _tool_call_events(ctx: Ctx, side: str) -> dict[str, Any] | None:
+    """A tool span's events: its tool message is the call (the arguments it was given), its choice the
+    tool's result (Strands), as a tool run's inputs and outputs are everywhere else, not a conversation."""
+    if side == "in":
+        calls = [m for reply, msgs in ctx.event_in if reply for m in msgs if m.get("role") == "tool"]
+        content = calls[0].get("content") if calls else None
+        return payload_of(content, "input") if content is not None else None
+    for _, msgs in sorted(ctx.event_out, key=lambda e: e[0]):
+        for m in msgs:
+            if m.get("content") is not None:
+                return payload_of(m["content"], "output")
+    return None
 
 
 #: The whole-content attributes the events stand for: the langsmith SDK's own OTel exporter writes

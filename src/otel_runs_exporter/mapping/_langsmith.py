@@ -12,7 +12,8 @@ from typing import Any, Mapping
 
 from .._ids import ID_ATTRIBUTES, LANGSMITH_SESSION_ID, LANGSMITH_SESSION_NAME
 from ._model import (
-    RUN_TYPES, Family, Fixup, Key, KeyRow, Mapped, MetadataFamily, NameRule, Namespace, RunTypeRule, UsageObject,
+    RUN_TYPES, SPAN_EVENTS, Family, Fixup, Key, KeyRow, Mapped, MetadataFamily, NameRule, Namespace, RunTypeRule, UsageObject,
+    generic,
 )
 from ._values import json_value
 
@@ -110,5 +111,8 @@ ROWS = (
     UsageObject(Key("gen_ai.usage.input_token_details"), "input_token_details", order=20),
     UsageObject(Key("gen_ai.usage.output_token_details"), "output_token_details", order=30),
     UsageObject(Key("langsmith.metadata.usage_metadata"), "usage_metadata", order=40),
-    Fixup(_request_tools, (), order=10),
+    # Where an llm run's inputs may be the request body itself (the SDK's gen_ai.prompt, a raw input.value).
+    # (or its events: gen_ai.content.prompt)
+    Fixup(_request_tools, (Key("gen_ai.prompt"), generic("input.value"), Key("traceloop.entity.input"),
+                           generic(SPAN_EVENTS)), order=10),
 )

@@ -9,7 +9,7 @@
 ``content`` is a string when the message is plain text (a single text part),
 otherwise a list of content blocks (``{"type": "text", "text": ...}`` and the
 non-text parts as they came). Each convention's message shape has its reader
-(``_msg_genai``, ``_msg_anthropic``, ``_msg_bedrock``, ``_msg_langchain``;
+(``_msg_genai``, ``_msg_anthropic``, ``_msg_bedrock``, ``_msg_langchain``, ``_msg_llamaindex``;
 ``_content`` for OpenAI's); :func:`read_message` tells which one applies.
 """
 
@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ._content import content_of, tool_call
+from ._content import content_of, contents_of, tool_call
 from ._msg_anthropic import anthropic_content
+from ._msg_bedrock import bedrock_result, bedrock_content, is_converse
 from ._msg_genai import genai_parts, plain_text_message
 from ._msg_langchain import langchain_message, wrapped_message
+from ._msg_llamaindex import REPR_PREFIX, chat_message_repr
 from ._values import as_list, as_object, json_text, json_value
 
 __all__ = ["message_of", "read_message", "messages_of", "looks_like_message", "payload_of"]
@@ -64,10 +66,14 @@ def read_message(raw: dict[str, Any], role: str | None) -> list[dict[str, Any]]:
     if parts is not None:
         msg["content"] = genai_parts(parts, tool_calls, extra)
     elif "contents" in raw:  # OpenInference multi-part content
-        msg["content"] = content_of(raw["contents"])
+        msg["content"] = contents_of(raw["contents"], tool_calls)
     else:
-        content = anthropic_content(raw.get("content"), tool_calls, extra)
-        msg["content"] = content_of(content)
+        content = raw.get("content")
+        converse = bedrock_content(content, tool_calls, extra)
+        if converse is not content:  # Converse blocks (Strands), read
+            msg["content"] = converse
+        else:
+            msg["content"] = content_of(anthropic_content(content, tool_calls, extra))
 
     if raw.get("function_call_name"):  # OpenInference legacy function call
         tool_calls.append(
@@ -90,11 +96,27 @@ def read_message(raw: dict[str, Any], role: str | None) -> list[dict[str, Any]]:
     return [*extra, msg]
 
 
-def messages_of(items: Iterable[Any], role: str | None = None) -> list[dict[str, Any]]:
+#: What a caller's ``problems`` list is told of a message repr that does not parse.
+REPR_UNREAD = "a LlamaIndex ChatMessage repr (role and content)"
+
+
+def messages_of(
+    items: Iterable[Any], role: str | None = None, problems: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """Every message of a conversation, in order. A ``ChatMessage(...)`` repr that does not parse is kept
+    as its text with no role, and said in ``problems``."""
     out: list[dict[str, Any]] = []
     for item in items:
         if type(item) is not dict:
-            out.extend(message_of(item, role))
+            if isinstance(item, str) and item.startswith(REPR_PREFIX):
+                parsed = chat_message_repr(item)
+                if parsed is None:
+                    parsed = {"content": item}
+                    if problems is not None:
+                        problems.append(REPR_UNREAD)
+                out.append(parsed)
+            else:
+                out.extend(message_of(item, role))
             continue
         # The commonest message straight away: most conversations are only these. Any other
         # object goes to the full reading directly, not through message_of's same first look.
@@ -115,15 +137,18 @@ def looks_like_message(item: Any) -> bool:
     return "type" in item and langchain_message(item) is not None
 
 
-def payload_of(value: Any, key: str) -> dict[str, Any]:
+def payload_of(value: Any, key: str, problems: list[str] | None = None) -> dict[str, Any]:
     """A whole inputs/outputs value: messages are normalized, objects kept.
 
     A lone LangChain message (the input of a parser run, the output of a tool
     run) is shown as the message, in a list of one, as any conversation is.
+    What could not be read as it claims to be is said in ``problems``.
     """
     decoded = json_value(value)
     if isinstance(decoded, (list, tuple)) and decoded and all(looks_like_message(m) for m in decoded):
-        return {"messages": messages_of(decoded)}
+        return {"messages": messages_of(decoded, None, problems)}
+    if is_converse(decoded):  # a whole value given as Converse blocks (a Strands tool's result): its text
+        return payload_of(bedrock_result(decoded), key)
     if isinstance(decoded, dict) and "role" not in decoded and "type" in decoded:
         lone = langchain_message(decoded)
         if lone is not None:
@@ -133,10 +158,15 @@ def payload_of(value: Any, key: str) -> dict[str, Any]:
     if isinstance(messages, list):
         if len(messages) == 1 and isinstance(messages[0], list):
             messages = messages[0]  # LangChain's batch of conversations: [[...]]; one is the usual case
-        obj = {**obj, "messages": messages_of(messages)}
+        obj = {**obj, "messages": messages_of(messages, None, problems)}
     # A chain's other inputs may hold a conversation too (a MessagesPlaceholder's "history"), serialized
-    # by LangChain's message_to_dict: read as messages, as the SDK records them, not as wrappers.
+    # by LangChain's message_to_dict, or LlamaIndex's chat_history as reprs: read as messages, as the SDK
+    # records them, not as wrappers.
     for name, value in obj.items():
-        if name != "messages" and isinstance(value, list) and value and all(wrapped_message(v) for v in value):
-            obj = {**obj, name: messages_of(value)}
+        if name != "messages" and isinstance(value, list) and value and all(_history_item(v) for v in value):
+            obj = {**obj, name: messages_of(value, None, problems)}
     return obj
+
+
+def _history_item(item: Any) -> bool:
+    return wrapped_message(item) or (isinstance(item, str) and item.startswith(REPR_PREFIX))

@@ -146,7 +146,8 @@ class NameRule:
 KEY_TABLES = frozenset({
     "model",  # presence makes an otherwise unclassified span an llm run
     "request_model", "response_model", "provider", "finish_reason", "finish_reasons_array", "tags", "ids",
-    "session_name", "session_id", "param_object", "metadata_object", "documents",
+    "session_name", "session_id", "param_object", "metadata_object", "documents", "provider_usage",
+    "said_elsewhere",  # consumed as they are: the run says them already (its own times)
 })
 
 
@@ -251,7 +252,8 @@ class Source:
 @dataclass(frozen=True, slots=True)
 class EventRow:
     """A span event the mapping reads: ``kind`` is ``first_token``, ``message`` (``value``: the role),
-    ``content`` (``value``: (attribute, side)), ``choice`` or ``attributes``."""
+    ``content`` (``value``: (attribute, side)), ``choice`` or ``attributes``; or, for ``choice_results``,
+    the attribute of a choice event that holds the results of the tool calls it made."""
 
     kind: str
     name: str
@@ -274,9 +276,13 @@ class Fixup:
 @dataclass(frozen=True, slots=True)
 class FrameworkName:
     """A value a producer writes as the provider or system that names the framework itself
-    (``gen_ai.system = "strands-agents"``): never a run's provider, never a sign of a model call."""
+    (``gen_ai.system = "strands-agents"``): never a run's provider, never a sign of a model call.
+
+    ``events_are_history``: its spans' message events are the conversation so far, never the span's
+    own answer (only a choice event is), so a span without a choice has no outputs from them."""
 
     value: str
+    events_are_history: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._content import content_of, tool_call
+from ._msg_bedrock import bedrock_result, is_converse
 from ._values import as_list, json_text, json_value
 
 __all__ = ["genai_parts", "plain_text_message", "system_message"]
@@ -33,10 +34,15 @@ def genai_parts(parts: list[Any], tool_calls: list[dict[str, Any]], results: lis
             # The GenAI semconv names the tool's output "response"; pydantic-ai (and the semconv's
             # own examples since) write it as "result".
             response = part.get("response", part.get("result"))
-            # Content blocks ([{"type": "text", ...}], as Anthropic's tool_result takes) read as content;
-            # any other object is the JSON text the model was sent.
+            # Content blocks ([{"type": "text", ...}], as Anthropic's tool_result takes) read as content,
+            # Converse blocks (Strands) as their text; any other object is the JSON text the model was sent.
             blocks = isinstance(response, list) and bool(response) and all(isinstance(b, dict) and "type" in b for b in response)
-            text = content_of(response) if blocks else json_text(response)
+            if blocks:
+                text = content_of(response)
+            elif is_converse(response):
+                text = bedrock_result(response)
+            else:
+                text = json_text(response)
             results.append({"role": "tool", "content": text, "tool_call_id": part.get("id")})
         else:
             content_parts.append(part)

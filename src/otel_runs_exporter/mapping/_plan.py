@@ -65,7 +65,8 @@ class Plan:
         self.metadata_keys = tuple(row for row in t.METADATA_KEYS if row[0] in found)
         self.name_rules = tuple(row for row in t.NAME_RULES if row[0] in found)
         self.tag_keys = _having(found, t.TAG_KEYS)
-        self.id_keys = _having(found, t.ID_KEYS)
+        # Consumed as they are: the ids place the run (``_convert``), the rest the run says already.
+        self.id_keys = _having(found, t.ID_KEYS + t.SAID_ELSEWHERE_KEYS)
         self.document_keys = _having(found, t.DOCUMENT_KEYS)
         self.finish_reasons_array_keys = _having(found, t.FINISH_REASONS_ARRAY_KEYS)
         self.first_chunk_after: tuple[tuple[str, float], ...] = tuple(

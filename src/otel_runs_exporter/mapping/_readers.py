@@ -90,14 +90,15 @@ def _value(ctx: Ctx, key: str, declared_json: bool) -> dict[str, Any] | None:
     default = "output" if "output" in key or "result" in key else "input"
     if mime == "text/plain":
         return {default: value}
+    problems: list[str] = []
     if isinstance(value, str) and (declared_json or mime == "application/json"):
         # Declared JSON: decode scalars too (traceloop json.dumps a returned
         # string as '"text"'), keeping the raw text if it is not JSON after all.
         try:
             value = orjson.loads(value)
         except orjson.JSONDecodeError:
-            return payload_of(value, default)
-        payload = payload_of(value, default)
+            return _said(ctx, key, payload_of(value, default, problems), problems)
+        payload = _said(ctx, key, payload_of(value, default, problems), problems)
         # Kept as decoded (not reshaped as messages): the encoder may skip its checks for non-JSON values.
         # (Typed here: the compiled build sees ParsedJson's module as untyped.)
         marked: dict[str, Any]
@@ -108,7 +109,15 @@ def _value(ctx: Ctx, key: str, declared_json: bool) -> dict[str, Any] | None:
         else:
             marked = payload
         return marked
-    return payload_of(value, default)
+    return _said(ctx, key, payload_of(value, default, problems), problems)
+
+
+def _said(ctx: Ctx, key: str, payload: dict[str, Any], problems: list[str]) -> dict[str, Any]:
+    """``payload``, with what of it could not be read reported against ``key`` (it stays consumed: the
+    value is in the run, as its producer gave it)."""
+    for expected in problems:
+        ctx.malformed.append((key, expected))
+    return payload
 
 
 def first_source(

@@ -51,6 +51,7 @@ FINISH_REASON_KEYS = _keys("finish_reason")
 FINISH_REASONS_ARRAY_KEYS = _keys("finish_reasons_array")
 TAG_KEYS = _keys("tags")
 ID_KEYS = _keys("ids")
+SAID_ELSEWHERE_KEYS = _keys("said_elsewhere")
 SESSION_NAME_KEYS = _keys("session_name")
 SESSION_ID_KEYS = _keys("session_id")
 PARAM_OBJECT_KEYS = _keys("param_object")
@@ -117,9 +118,15 @@ MESSAGE_EVENT_ROLES: dict[str, str] = {row.name: row.value for row in _events("m
 CHOICE_EVENTS: frozenset[str] = frozenset(row.name for row in _events("choice"))
 CONTENT_EVENTS: dict[str, tuple[str, str]] = {row.name: row.value for row in _events("content")}
 ATTRIBUTE_EVENTS: frozenset[str] = frozenset(row.name for row in _events("attributes"))
+#: Attributes of a choice event holding the results of the tool calls it made (``EventRow`` "choice_results").
+CHOICE_RESULT_ATTRIBUTES: tuple[str, ...] = tuple(row.name for row in _events("choice_results"))
 
 #: Provider or system values that name a framework, not the model's provider (``FrameworkName``).
 FRAMEWORK_NAMES: frozenset[str] = frozenset(row.value for row in ROWS if isinstance(row, FrameworkName))
+#: Of those, the frameworks whose message events are the conversation so far, never a span's answer.
+HISTORY_FRAMEWORKS: frozenset[str] = frozenset(
+    row.value for row in ROWS if isinstance(row, FrameworkName) and row.events_are_history
+)
 
 #: ``(fix, keys)``: a producer's step after the tables, when the span has one of ``keys`` (none: always).
 FIXUPS: tuple[tuple[FixupFn, frozenset[str]], ...] = tuple(
