@@ -47,31 +47,24 @@ SWITCH = "OTEL_RUNS_EXPORTER_MYPYC"
 #: The mypy the compiled build was written and tested against; a major release may change mypyc.
 MYPY_REQUIREMENT = "mypy>=2.4,<3"
 PACKAGE = "otel_runs_exporter"
-#: The modules compiled: the worker's per-span conversion and encoding (the mapping package's modules, not its
-#: ``__init__``, as the package's own ``__init__`` is not compiled either).
-COMPILED = (
-    "_ids", "_encode", "_convert",
-    "mapping._values",
-    "mapping._content",
-    "mapping._msg_genai",
-    "mapping._msg_anthropic",
-    "mapping._msg_langchain",
-    "mapping._messages",
-    "mapping._context",
-    "mapping._model",
-    "mapping._readers",
-    "mapping._langsmith",
-    "mapping._genai",
-    "mapping._genai_events",
-    "mapping._openinference",
-    "mapping._openllmetry",
-    "mapping._logfire",
-    "mapping._tables",
-    "mapping._plan",
-    "mapping._apply",
-    "mapping._events",
-    "mapping._dispatch",
-)
+#: Where the package names the modules the compiled build compiles (``COMPILABLE``), read from the
+#: source (the backend runs before the package is importable): one list, which ``otel-runs --version``
+#: reads too.
+BUILD_INFO = os.path.join(PACKAGE, "_build_info.py")
+
+
+def compiled_modules(src_root: str = "src") -> tuple[str, ...]:
+    """The worker's per-span conversion and encoding modules, as ``_build_info.COMPILABLE`` names them."""
+    import ast
+
+    with open(os.path.join(src_root, BUILD_INFO), encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "COMPILABLE" for t in node.targets):
+            names = ast.literal_eval(node.value)
+            if isinstance(names, tuple) and all(isinstance(n, str) for n in names):
+                return names
+    raise CompiledBuildError(f"{BUILD_INFO} names no COMPILABLE tuple of module names")
 #: Other modules of the package are read as untyped: mypyc needs types only of
 #: what it compiles, and following every import (the OTel SDK, requests) took
 #: ~70 s of the build instead of ~2 s.
@@ -149,7 +142,7 @@ def build_editable(wheel_directory: str, config_settings: Any = None, metadata_d
 
 
 def module_paths(src_root: str) -> list[str]:
-    return [os.path.join(src_root, PACKAGE, *name.split(".")) + ".py" for name in COMPILED]
+    return [os.path.join(src_root, PACKAGE, *name.split(".")) + ".py" for name in compiled_modules(src_root)]
 
 
 _METADATA_COMMANDS = frozenset({"egg_info", "dist_info", "sdist"})
@@ -287,7 +280,7 @@ def compiled_files(src_root: str, cache: str | None = None, log: Any = None, opt
         finally:
             shutil.rmtree(work, ignore_errors=True)
         if log is not None:
-            log(f"compiled {', '.join(COMPILED)} into {done}")
+            log(f"compiled {', '.join(compiled_modules(src_root))} into {done}")
         return done
 
 

@@ -18,7 +18,9 @@ from typing import Any
 
 __all__ = ["build_info", "COMPILABLE"]
 
-#: The modules the compiled build compiles (build_support/otel_runs_build.py names the same).
+#: The modules the compiled build compiles: the worker's per-span conversion and encoding (the mapping package's
+#: modules, not its ``__init__``, as the package's own ``__init__`` is not compiled either).
+#: build_support/otel_runs_build.py reads this tuple from this file.
 COMPILABLE = (
     "_ids", "_encode", "_convert",
     "mapping._values",
@@ -26,6 +28,8 @@ COMPILABLE = (
     "mapping._msg_genai",
     "mapping._msg_anthropic",
     "mapping._msg_langchain",
+    "mapping._msg_bedrock",
+    "mapping._msg_llamaindex",
     "mapping._messages",
     "mapping._context",
     "mapping._model",
@@ -36,6 +40,7 @@ COMPILABLE = (
     "mapping._openinference",
     "mapping._openllmetry",
     "mapping._logfire",
+    "mapping._strands",
     "mapping._tables",
     "mapping._plan",
     "mapping._apply",

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from otel_runs_exporter import _cost, mapping
 from otel_runs_exporter._select import KEEP, ROOT, SpanFilter
 from otel_runs_exporter.mapping import _tables
-from otel_runs_exporter.mapping._model import reads_of
+from otel_runs_exporter.mapping._model import Attr, attr, reads_of
 
 MODULES = sorted(info.name for info in pkgutil.iter_modules(mapping.__path__))
 #: Keys the mapping reads that are too common to mark a span as GenAI by themselves (the issue's list).
@@ -52,18 +52,30 @@ def test_each_key_is_marking_or_generic_in_every_row_that_reads_it():
 def test_every_usage_key_the_mapping_writes_is_one_a_cost_reads():
     written = {".".join(path) for path in _tables.USAGE_PATHS}
     assert written <= _cost.USAGE_KEYS, written - _cost.USAGE_KEYS
-    assert {row.path for row in _tables.ROWS if type(row).__name__ == "UsageRow"} <= set(_tables.USAGE_PATHS)
+    roles = [row.roles["usage"] for row in _tables.ROWS if isinstance(row, Attr) and "usage" in row.roles]
+    paths = {path for role in roles for path, _ in (role if isinstance(role, list) else [role])}
+    assert paths and paths <= set(_tables.USAGE_PATHS), paths - set(_tables.USAGE_PATHS)
 
 
 def test_no_two_rows_of_a_table_share_a_place_in_its_order():
     places: dict[tuple, list] = {}
     for row in _tables.ROWS:
-        order = getattr(row, "order", None)
-        if order is None:
-            continue
-        table = (type(row).__name__, getattr(row, "table", None), getattr(row, "side", None), getattr(row, "path", None))
-        places.setdefault(table + (order,), []).append(row)
+        if isinstance(row, Attr):
+            for role, value in row.roles.items():
+                for one in value if isinstance(value, list) else [value]:
+                    if role == "family":
+                        continue  # no order: a family is a family
+                    place = one if isinstance(one, int) else one[-1]
+                    table = (role, one[0]) if role == "usage" else (role,)
+                    places.setdefault(table + (place,), []).append(row.key.name)
+        elif getattr(row, "order", None) is not None:
+            places.setdefault((type(row).__name__, getattr(row, "side", None), row.order), []).append(row)
     assert [rows for rows in places.values() if len(rows) > 1] == []
+
+
+def test_a_row_with_a_role_that_does_not_exist_is_refused_at_import():
+    with pytest.raises(ValueError, match="no such role"):
+        attr("x.y", provder=10)
 
 
 def test_every_producer_declares_rows_and_scopes():
@@ -81,3 +93,9 @@ def test_each_module_reads_in_one_sitting(name):
 @pytest.mark.parametrize("name", MODULES)
 def test_doctests(name):
     assert doctest.testmod(importlib.import_module(f"otel_runs_exporter.mapping.{name}")).failed == 0
+
+
+def test_the_compiled_build_compiles_every_module_of_the_mapping():
+    from otel_runs_exporter._build_info import COMPILABLE
+
+    assert {f"mapping.{name}" for name in MODULES} == {name for name in COMPILABLE if name.startswith("mapping.")}

@@ -11,10 +11,7 @@ from typing import Any
 
 from ._context import Ctx
 from ._messages import messages_of
-from ._model import (
-    FINAL, Family, FirstChunkRow, Key, KeyRow, MetadataRow, Namespace, ParamRow, RunTypePresence, RunTypeRule, NameRule,
-    Source, UsageRow,
-)
+from ._model import FINAL, Key, Namespace, RunTypeRule, Source, attr
 from ._msg_genai import system_message
 from ._readers import message_items, message_list, read_value
 
@@ -77,8 +74,6 @@ def _read_query(ctx: Ctx, key: str) -> dict[str, Any] | None:
     return {"query": value} if value is not None and not ctx.claim_only else None
 
 
-_TOOL_NAME = Key("gen_ai.tool.name")
-
 ROWS = (
     # Any gen_ai.* attribute marks a GenAI span, including those no row reads (the semconv grows).
     Namespace(Key("gen_ai.")),
@@ -93,55 +88,50 @@ ROWS = (
         None, order=30, lists_model_calls=True,
     ),
     # doc: gen_ai.tool.name -> invocation_params.tool_name. 'Tool name, also sets run type to "tool"'
-    RunTypePresence(_TOOL_NAME, "tool", order=10),
-    # GenAI execute_tool spans name their tool here.
-    NameRule(_TOOL_NAME, "tool", order=30),
-    KeyRow("model", Key("gen_ai.request.model"), order=10),
-    KeyRow("model", Key("gen_ai.provider.name"), order=20),
-    KeyRow("model", Key("gen_ai.system"), order=30),
-    KeyRow("request_model", Key("gen_ai.request.model"), order=10),
-    KeyRow("response_model", Key("gen_ai.response.model"), order=20),
-    # ``outputs.finish_reason`` of a model run whose output messages carry none: the first choice's.
-    KeyRow("finish_reasons_array", Key("gen_ai.response.finish_reasons"), order=10),
-    KeyRow("provider", Key("gen_ai.provider.name"), order=10),
+    # (and a GenAI execute_tool span names its tool here)
+    attr("gen_ai.tool.name", presence=("tool", 10), name=("tool", 30), param=("tool_name", "value", 80)),
+    attr("gen_ai.request.model", model=10, request_model=10),
+    attr("gen_ai.provider.name", model=20, provider=10),
     # doc: gen_ai.system -> metadata.ls_provider. 'The GenAI system (e.g., "openai", "anthropic")'
-    KeyRow("provider", Key("gen_ai.system"), order=20),
-    # The GenAI retrieval span's documents, as one JSON attribute.
-    KeyRow("documents", Key("gen_ai.retrieval.documents"), order=30),
-    # Seconds from the request to its first streamed chunk: the GenAI metric's name, which pydantic-ai
-    # writes as a span attribute, and google-genai's instrumentation's own name for it.
-    FirstChunkRow(Key("gen_ai.client.operation.time_to_first_chunk"), 1.0, order=10),
-    FirstChunkRow(Key("gen_ai.response.time_to_first_chunk"), 1.0, order=20),
-    # The key the service groups threads by (its thread keys are session_id, thread_id, conversation_id).
-    MetadataRow(Key("gen_ai.conversation.id"), "thread_id", order=10),
-    Family(Key(PARAM_PREFIX), indexed=False),
+    attr("gen_ai.system", model=30, provider=20),
     # doc: gen_ai.response.model -> invocation_params.model. "The model name returned in the response".
     # After gen_ai.request.model (doc: "The model name used for the request"): invocation params say
     # what was asked for; the response's model fills in when the request's is not recorded.
-    ParamRow(Key("gen_ai.response.model"), "model", "value", order=10),
+    attr("gen_ai.response.model", response_model=20, param=("model", "value", 10)),
+    # ``outputs.finish_reason`` of a model run whose output messages carry none: the first choice's.
+    attr("gen_ai.response.finish_reasons", finish_reasons_array=10),
+    # The GenAI retrieval span's documents, as one JSON attribute.
+    attr("gen_ai.retrieval.documents", documents=30),
+    # Seconds from the request to its first streamed chunk: the GenAI metric's name, which pydantic-ai
+    # writes as a span attribute, and google-genai's instrumentation's own name for it.
+    attr("gen_ai.client.operation.time_to_first_chunk", first_chunk=(1.0, 10)),
+    attr("gen_ai.response.time_to_first_chunk", first_chunk=(1.0, 20)),
+    # The key the service groups threads by (its thread keys are session_id, thread_id, conversation_id).
+    attr("gen_ai.conversation.id", metadata=("thread_id", 10)),
+    attr(PARAM_PREFIX, family=False),
     # The GenAI convention's tool definitions (a JSON array; OpenLLMetry writes it, in the OpenAI or the
     # Anthropic request's shape).
-    ParamRow(Key("gen_ai.tool.definitions"), "tools", "tools", order=50),
-    ParamRow(_TOOL_NAME, "tool_name", "value", order=80),
+    attr("gen_ai.tool.definitions", param=("tools", "tools", 50)),
     # doc: gen_ai.usage.input_tokens -> usage_metadata.input_tokens. "Number of input tokens used"
-    UsageRow(("input_tokens",), Key("gen_ai.usage.input_tokens"), order=10),
+    attr("gen_ai.usage.input_tokens", usage=(("input_tokens",), 10)),
     # doc: gen_ai.usage.prompt_tokens -> usage_metadata.input_tokens. "Number of input tokens used (deprecated)"
-    UsageRow(("input_tokens",), Key("gen_ai.usage.prompt_tokens"), order=20),
+    attr("gen_ai.usage.prompt_tokens", usage=(("input_tokens",), 20)),
     # doc: gen_ai.usage.output_tokens -> usage_metadata.output_tokens. "Number of output tokens used"
-    UsageRow(("output_tokens",), Key("gen_ai.usage.output_tokens"), order=10),
+    attr("gen_ai.usage.output_tokens", usage=(("output_tokens",), 10)),
     # doc: gen_ai.usage.completion_tokens -> usage_metadata.output_tokens. "Number of output tokens used (deprecated)"
-    UsageRow(("output_tokens",), Key("gen_ai.usage.completion_tokens"), order=20),
+    attr("gen_ai.usage.completion_tokens", usage=(("output_tokens",), 20)),
     # doc: gen_ai.usage.total_tokens -> usage_metadata.total_tokens. "Total number of tokens used"
-    UsageRow(("total_tokens",), Key("gen_ai.usage.total_tokens"), order=10),
-    UsageRow(("input_token_details", "cache_read"), Key("gen_ai.usage.cache_read.input_tokens"), order=10),
-    UsageRow(("input_token_details", "cache_creation"), Key("gen_ai.usage.cache_creation.input_tokens"), order=10),
+    attr("gen_ai.usage.total_tokens", usage=(("total_tokens",), 10)),
+    attr("gen_ai.usage.cache_read.input_tokens", usage=(("input_token_details", "cache_read"), 10)),
+    attr("gen_ai.usage.cache_creation.input_tokens", usage=(("input_token_details", "cache_creation"), 10)),
     # (the anthropic SDK's own spans, traced by default in anthropic 2.x)
-    UsageRow(("input_token_details", "cache_creation"), Key("gen_ai.usage.cache_write.input_tokens"), order=30),
-    UsageRow(("output_token_details", "reasoning"), Key("gen_ai.usage.reasoning.output_tokens"), order=10),
+    attr("gen_ai.usage.cache_write.input_tokens", usage=(("input_token_details", "cache_creation"), 30)),
+    attr("gen_ai.usage.reasoning.output_tokens", usage=(("output_token_details", "reasoning"), 10)),
     # doc: gen_ai.usage.details.reasoning_tokens -> usage_metadata.reasoning_tokens. "Number of reasoning
-    # tokens used". Where the doc puts it, and (``_logfire``'s row) where the SDK's usage shape and the rest
-    # of the usage rows put reasoning tokens, so both readers find it.
-    UsageRow(("reasoning_tokens",), Key("gen_ai.usage.details.reasoning_tokens"), order=10),
+    # tokens used". Where the doc puts it, and where the SDK's usage shape and the rest of the usage rows
+    # put reasoning tokens, so both readers find it (pydantic-ai writes it, with ``_logfire``'s details).
+    attr("gen_ai.usage.details.reasoning_tokens",
+         usage=[(("reasoning_tokens",), 10), (("output_token_details", "reasoning"), 30)]),
     # doc: gen_ai.input.messages -> inputs.messages. "Array of input messages"
     Source("in", _read_genai_input, "gen_ai.input.messages",
            (Key("gen_ai.input.messages"), Key("gen_ai.system_instructions")), order=20, final=FINAL),

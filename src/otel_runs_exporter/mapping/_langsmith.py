@@ -12,8 +12,7 @@ from typing import Any, Mapping
 
 from .._ids import ID_ATTRIBUTES, LANGSMITH_SESSION_ID, LANGSMITH_SESSION_NAME
 from ._model import (
-    RUN_TYPES, SPAN_EVENTS, Family, Fixup, Key, KeyRow, Mapped, MetadataFamily, NameRule, Namespace, RunTypeRule, UsageObject,
-    generic,
+    RUN_TYPES, SPAN_EVENTS, Fixup, Key, Mapped, Namespace, RunTypeRule, UsageObject, attr, generic,
 )
 from ._values import json_value
 
@@ -83,23 +82,22 @@ ROWS = (
     # (a kind outside them is ignored: the next rule decides, rather than a run the service rejects)
     RunTypeRule(Key("langsmith.span.kind"), {k: k for k in RUN_TYPES}, None, order=10),
     # doc: langsmith.trace.name -> Run name. "Overrides the span name for the run"
-    NameRule(Key("langsmith.trace.name"), None, order=10),
+    attr("langsmith.trace.name", name=(None, 10)),
     # doc: langsmith.trace.id -> Trace ID. "The trace (root run) the span belongs to; set to attach to an existing trace"
     # doc: langsmith.span.id -> Run ID. "This span's run ID (a UUID); overrides the ID derived from the OTLP span ID"
     # doc: langsmith.span.parent_id -> Parent run ID. "Nests the span under an existing run by its run ID"
     # doc: langsmith.span.dotted_order -> Dotted order. "Position in the trace tree"
-    *(KeyRow("ids", Key(key), order=10 * (i + 1)) for i, key in enumerate(ID_ATTRIBUTES)),
+    *(attr(key, ids=10 * (i + 1)) for i, key in enumerate(ID_ATTRIBUTES)),
     # doc: langsmith.trace.session_name -> Session name. "Name of the session"
     # (the project goes with the run's place: ``_convert.span_ids`` reads it where a tree starts).
-    KeyRow("session_name", Key(LANGSMITH_SESSION_NAME), order=10),
+    attr(LANGSMITH_SESSION_NAME, session_name=10),
     # doc: langsmith.trace.session_id -> Session ID. "Session identifier for related traces"
     # (the name wins when both are given: the service takes exactly one).
-    KeyRow("session_id", Key(LANGSMITH_SESSION_ID), order=10),
-    Family(Key(_METADATA_PREFIX), indexed=False),
+    attr(LANGSMITH_SESSION_ID, session_id=10),
     # Last, so explicit metadata wins over everything derived.
-    MetadataFamily(Key(_METADATA_PREFIX), decode_json=True, order=20),
+    attr(_METADATA_PREFIX, family=False, metadata_family=(True, 20)),
     # doc: langsmith.span.tags -> Tags. "Custom tags attached to the span (comma-separated)"
-    KeyRow("tags", Key("langsmith.span.tags"), order=10),
+    attr("langsmith.span.tags", tags=10),
     # Whole usage objects that complete the usage rows, lower in precedence, in this order. The first is
     # the ``usage_metadata`` of the outputs the mapping found (the SDK's OTel exporter writes the run's
     # whole outputs in ``gen_ai.completion``, usage details included); the next two are that exporter's

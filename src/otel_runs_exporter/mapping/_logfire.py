@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping
 from ._context import Ctx
 from ._genai_events import ASSISTANT_EVENT, CHOICE_EVENT, MESSAGE_EVENT_ROLES
 from ._messages import looks_like_message, message_of, messages_of, payload_of
-from ._model import FINAL, NOT_FINAL, Key, KeyRow, ParamRow, Source, UsageRow, generic
+from ._model import FINAL, NOT_FINAL, Key, Source, attr, generic
 from ._msg_genai import system_message
 from ._readers import read_value
 from ._values import as_int, as_list, json_text, json_value, plain
@@ -320,22 +320,21 @@ _MARK = generic(_LOGFIRE_MARK)
 
 ROWS = (
     # Logfire's tags (an attribute array: its LLM integrations tag their spans "LLM").
-    KeyRow("tags", generic("logfire.tags"), order=30),
+    attr("logfire.tags", marks=False, tags=30),
     # Where the provider's whole usage object may be (``logfire_usage_details``).
-    KeyRow("provider_usage", Key(_LOGFIRE_USAGE_RAW), order=10),
-    KeyRow("provider_usage", _MARK, order=20),
-    KeyRow("provider_usage", generic(_LOGFIRE_RESPONSE), order=30),
+    attr(_LOGFIRE_USAGE_RAW, provider_usage=10),
+    attr(_LOGFIRE_MARK, marks=False, provider_usage=20),
+    attr(_LOGFIRE_RESPONSE, marks=False, provider_usage=30),
     # doc: tools -> invocation_params.tools. "Array of tool definitions"
-    ParamRow(generic("tools"), "tools", "tools", order=60),
+    attr("tools", marks=False, param=("tools", "tools", 60)),
     # doc: tool_arguments -> invocation_params.tool_arguments. "Tool arguments as JSON or key-value pairs"
-    ParamRow(generic("tool_arguments"), "tool_arguments", "json", order=70),
+    attr("tool_arguments", marks=False, param=("tool_arguments", "json", 70)),
     # pydantic-ai repeats its counts under gen_ai.usage.details.<its usage field> (cache_*_tokens
-    # "for backwards compat"), and names audio by side there.
-    UsageRow(("input_token_details", "cache_read"), Key("gen_ai.usage.details.cache_read_tokens"), order=40),
-    UsageRow(("input_token_details", "cache_creation"), Key("gen_ai.usage.details.cache_write_tokens"), order=50),
-    UsageRow(("input_token_details", "audio"), Key("gen_ai.usage.details.input_audio_tokens"), order=20),
-    UsageRow(("output_token_details", "reasoning"), Key("gen_ai.usage.details.reasoning_tokens"), order=30),
-    UsageRow(("output_token_details", "audio"), Key("gen_ai.usage.details.output_audio_tokens"), order=20),
+    # "for backwards compat"), and names audio by side there; reasoning is ``_genai``'s documented row.
+    attr("gen_ai.usage.details.cache_read_tokens", usage=(("input_token_details", "cache_read"), 40)),
+    attr("gen_ai.usage.details.cache_write_tokens", usage=(("input_token_details", "cache_creation"), 50)),
+    attr("gen_ai.usage.details.input_audio_tokens", usage=(("input_token_details", "audio"), 20)),
+    attr("gen_ai.usage.details.output_audio_tokens", usage=(("output_token_details", "audio"), 20)),
     # pydantic-ai's agent run (set as it ends) and its format-2 tool span (set at its start). First,
     # because the GenAI input row would take the agent's instructions alone as its inputs.
     Source("in", _read_pydantic_ai, "in", _PYDANTIC_AI_READS, order=10, final=frozenset({"tool"})),

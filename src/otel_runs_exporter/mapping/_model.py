@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 __all__ = [
-    "SpanEvent", "Mapped", "RUN_TYPES", "Key", "generic", "RunTypeRule", "RunTypePresence", "NameRule", "KeyRow",
-    "FirstChunkRow", "MetadataRow", "MetadataFamily", "ParamRow", "UsageRow", "UsageObject", "Family", "Source",
+    "SpanEvent", "Mapped", "RUN_TYPES", "Key", "generic", "RunTypeRule", "Attr", "attr", "ROLES", "UsageObject", "Source",
     "EventRow", "Fixup", "FrameworkName", "Namespace", "Row", "FINAL", "FINAL_UNLESS_MODEL", "NOT_FINAL", "SPAN_EVENTS", "reads_of",
-    "KEY_TABLES", "Reader",
+    "Reader",
 ]
 
 
@@ -124,86 +123,60 @@ class RunTypeRule:
     lists_model_calls: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class RunTypePresence:
-    """The attribute's presence makes the run this type, when no kind rule decided."""
-
-    key: Key
-    run_type: str
-    order: int
-
-
-@dataclass(frozen=True, slots=True)
-class NameRule:
-    """The run's name from this attribute, for runs of ``run_type`` (None: any)."""
-
-    key: Key
-    run_type: str | None
-    order: int
-
-
-#: The tables :class:`KeyRow` fills, each a list of keys in precedence order.
-KEY_TABLES = frozenset({
-    "model",  # presence makes an otherwise unclassified span an llm run
-    "request_model", "response_model", "provider", "finish_reason", "finish_reasons_array", "tags", "ids",
-    "session_name", "session_id", "param_object", "metadata_object", "documents", "provider_usage",
-    "said_elsewhere",  # consumed as they are: the run says them already (its own times)
+#: The roles an attribute may have (:class:`Attr`): each names a table the attribute is a row of, and its
+#: value is the row's place in that table's precedence order (first present wins), or a tuple whose
+#: last item is that place:
+#:
+#: ========================  ===========================================================================
+#: ``model``                 its presence makes an otherwise unclassified span an llm run
+#: ``presence``              ``(run type, place)``: its presence makes the run this type (no kind rule decided)
+#: ``name``                  ``(run type or None, place)``: the run's name, for runs of that type
+#: ``request_model``         the model asked for (``ls_model_name``)
+#: ``response_model``        the model that answered (``response_model`` when they differ)
+#: ``provider``              ``ls_provider``
+#: ``finish_reason``         ``outputs.finish_reason`` when the output messages gave none
+#: ``finish_reasons_array``  every choice's reason; the first one fills in, as above
+#: ``first_chunk``           ``(seconds per unit, place)``: the delay to the first streamed chunk
+#: ``usage``                 ``(path in usage_metadata, place)``: a token count (places per path); a list
+#:                           of them for a count written to two paths
+#: ``param``                 ``(invocation param, shape, place)``: fills it when nothing before it did
+#: ``param_object``          a JSON object of invocation params, merged
+#: ``metadata``              ``(metadata key, place)``: copied there
+#: ``metadata_object``       a JSON object merged into metadata
+#: ``metadata_family``       ``(decode JSON, place)``: a family whose remainder is a metadata key
+#: ``family``                ``indexed``: a flattened family, grouped by prefix (``gen_ai.prompt.0.role``);
+#:                           indexed: its next segment must be a list position
+#: ``documents``             retrieved documents: a family (``retrieval.documents.``) or one JSON array
+#: ``tags``                  tags, merged in this order
+#: ``ids``, ``session_name``, ``session_id``   the run's place and project (``_convert``, ``_ids``)
+#: ``provider_usage``        where a provider's whole usage object may be (``_logfire``)
+#: ``said_elsewhere``        consumed as it is: the run says it already (its own times)
+#: ========================  ===========================================================================
+ROLES = frozenset({
+    "model", "presence", "name", "request_model", "response_model", "provider", "finish_reason",
+    "finish_reasons_array", "first_chunk", "usage", "param", "param_object", "metadata", "metadata_object",
+    "metadata_family", "family", "documents", "tags", "ids", "session_name", "session_id", "provider_usage",
+    "said_elsewhere",
 })
 
 
 @dataclass(frozen=True, slots=True)
-class KeyRow:
-    """One key of one of the plain key tables (:data:`KEY_TABLES`)."""
-
-    table: str
-    key: Key
-    order: int
-
-
-@dataclass(frozen=True, slots=True)
-class FirstChunkRow:
-    """The delay from the request to its first streamed chunk, in ``seconds_per_unit`` units."""
+class Attr:
+    """One attribute (or a family's prefix) and every table it is a row of: its roles (:data:`ROLES`)."""
 
     key: Key
-    seconds_per_unit: float
-    order: int
+    roles: Mapping[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class MetadataRow:
-    """An attribute copied to metadata under ``target``."""
+def attr(key: str, /, *, marks: bool = True, **roles: Any) -> Attr:
+    """The row of attribute ``key``: ``attr("gen_ai.system", model=30, provider=20)``.
 
-    key: Key
-    target: str
-    order: int
-
-
-@dataclass(frozen=True, slots=True)
-class MetadataFamily:
-    """A flattened family whose remainder is a metadata key; ``decode_json``: values may be JSON text."""
-
-    key: Key
-    decode_json: bool
-    order: int
-
-
-@dataclass(frozen=True, slots=True)
-class ParamRow:
-    """Fills ``invocation_params[param]`` when nothing before it did; ``shape`` as ``_apply.param_value`` reads."""
-
-    key: Key
-    param: str
-    shape: str
-    order: int
-
-
-@dataclass(frozen=True, slots=True)
-class UsageRow:
-    """A token count at ``path`` in ``usage_metadata``; rows of one path in precedence order."""
-
-    path: tuple[str, ...]
-    key: Key
-    order: int
+    ``marks=False`` for a name too common to mark a span as GenAI (``input.value``).
+    """
+    unknown = set(roles) - ROLES
+    if unknown:
+        raise ValueError(f"attr({key!r}): no such role {sorted(unknown)}; the roles are {sorted(ROLES)}")
+    return Attr(Key(key, marks), roles)
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,17 +186,6 @@ class UsageObject:
     key: Key | None
     where: str
     order: int
-
-
-@dataclass(frozen=True, slots=True)
-class Family:
-    """A flattened family (``llm.input_messages.0.message.role``): its members are grouped by prefix.
-
-    ``indexed``: the next segment must be a list position (``gen_ai.prompt.name`` is no prompt message).
-    """
-
-    key: Key
-    indexed: bool
 
 
 #: ``reader(ctx, arg)`` -> the inputs or outputs it found, or None (see ``_context.Ctx``).
@@ -303,6 +265,8 @@ def reads_of(row: Row) -> tuple[Key, ...]:
         return ()  # marks, reads nothing
     if isinstance(row, UsageObject):
         return () if row.key is None else (row.key,)
+    if isinstance(row, Attr):
+        return (row.key,)
     key = getattr(row, "key", None)
     return (key,) if isinstance(key, Key) else ()
 

@@ -11,10 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._context import Ctx
-from ._model import (
-    FINAL, FINAL_UNLESS_MODEL, NOT_FINAL, EventRow, Family, Key, KeyRow, MetadataRow, Namespace, NameRule,
-    RunTypePresence, RunTypeRule, Source, UsageRow, generic,
-)
+from ._model import FINAL, FINAL_UNLESS_MODEL, NOT_FINAL, EventRow, Key, Namespace, RunTypeRule, Source, attr, generic
 from ._readers import read_flat_messages, read_flat_replies, read_value
 from ._values import as_object, json_value, list_position, nested, plain, unflatten
 
@@ -100,9 +97,7 @@ def openinference_tools(ctx: Ctx) -> list[Any] | None:
     return tools or None
 
 
-def _usage(path: tuple[str, ...], key: str, order: int) -> UsageRow:
-    return UsageRow(path, Key(key), order)
-
+_DETAILS_IN, _DETAILS_OUT = "input_token_details", "output_token_details"
 
 ROWS = (
     Namespace(Key("llm.")),
@@ -116,54 +111,51 @@ ROWS = (
     # doc: llm.prompt_template.variables -> Run type. 'Sets run type to "prompt", used with input.value'
     # (after the kind rules, so an explicit kind is never overridden: an LLM span that records its
     # prompt template stays an llm run)
-    RunTypePresence(Key("llm.prompt_template.variables"), "prompt", order=20),
+    attr("llm.prompt_template.variables", presence=("prompt", 20)),
     # doc: tool.name -> Run name. 'Tool name when span kind is "TOOL"'
-    NameRule(generic("tool.name"), "tool", order=40),
-    KeyRow("model", Key("llm.model_name"), order=40),
+    attr("tool.name", marks=False, name=("tool", 40)),
     # doc: llm.model_name -> metadata.ls_model_name. "Model name from OpenInference"
     # (OpenInference's openai instrumentation writes the response's model here.)
-    KeyRow("response_model", Key("llm.model_name"), order=30),
-    KeyRow("response_model", Key("embedding.model_name"), order=40),
-    KeyRow("response_model", Key("reranker.model_name"), order=50),
-    KeyRow("provider", Key("llm.provider"), order=30),
+    attr("llm.model_name", model=40, response_model=30),
+    attr("embedding.model_name", response_model=40),
+    attr("reranker.model_name", response_model=50),
+    attr("llm.provider", provider=30),
     # doc: llm.system -> metadata.ls_provider. "LLM system provider"
-    KeyRow("provider", Key("llm.system"), order=40),
+    attr("llm.system", provider=40),
     # The first choice's finish reason, set with the response (``outputs.finish_reason`` when the
     # output messages gave none).
-    KeyRow("finish_reason", Key("llm.finish_reason"), order=10),
+    attr("llm.finish_reason", finish_reason=10),
     # doc: llm.invocation_parameters -> invocation_params.*. "JSON string of invocation parameters"
-    KeyRow("param_object", Key("llm.invocation_parameters"), order=10),
-    KeyRow("param_object", Key("embedding.invocation_parameters"), order=20),
-    MetadataRow(generic("session.id"), "session_id", order=20),
-    MetadataRow(generic("user.id"), "user_id", order=30),
+    attr("llm.invocation_parameters", param_object=10),
+    attr("embedding.invocation_parameters", param_object=20),
+    attr("session.id", marks=False, metadata=("session_id", 20)),
+    attr("user.id", marks=False, metadata=("user_id", 30)),
     # doc: metadata -> metadata.*. "JSON string of metadata to be merged" (one JSON object).
-    KeyRow("metadata_object", generic("metadata"), order=10),
+    attr("metadata", marks=False, metadata_object=10),
     # OpenInference's tags (an attribute array).
-    KeyRow("tags", generic("tag.tags"), order=20),
+    attr("tag.tags", marks=False, tags=20),
     # doc: retrieval.documents.{n}.document.content -> outputs.documents[n].page_content. "Content of the nth
     # retrieved document"
     # doc: retrieval.documents.{n}.document.metadata -> outputs.documents[n].metadata. "Metadata of the nth
     # retrieved document (JSON)"
-    KeyRow("documents", Key("retrieval.documents."), order=10),
-    KeyRow("documents", Key("reranker.output_documents."), order=20),
-    Family(Key("llm.input_messages."), indexed=True),
-    Family(Key("llm.output_messages."), indexed=True),
-    Family(Key("retrieval.documents."), indexed=True),
-    Family(Key("reranker.output_documents."), indexed=True),
-    Family(generic("tool.parameters."), indexed=False),
-    Family(Key("embedding.embeddings."), indexed=True),
-    Family(Key(TOOLS_PREFIX), indexed=True),
+    attr("retrieval.documents.", family=True, documents=10),
+    attr("reranker.output_documents.", family=True, documents=20),
+    attr("llm.input_messages.", family=True),
+    attr("llm.output_messages.", family=True),
+    attr("tool.parameters.", marks=False, family=False),
+    attr("embedding.embeddings.", family=True),
+    attr(TOOLS_PREFIX, family=True),
     # doc: llm.token_count.prompt -> usage_metadata.input_tokens. "Prompt token count"
-    _usage(("input_tokens",), "llm.token_count.prompt", 30),
+    attr("llm.token_count.prompt", usage=(("input_tokens",), 30)),
     # doc: llm.token_count.completion -> usage_metadata.output_tokens. "Completion token count"
-    _usage(("output_tokens",), "llm.token_count.completion", 30),
+    attr("llm.token_count.completion", usage=(("output_tokens",), 30)),
     # doc: llm.token_count.total -> usage_metadata.total_tokens. "Total token count"
-    _usage(("total_tokens",), "llm.token_count.total", 30),
-    _usage(("input_token_details", "cache_read"), "llm.token_count.prompt_details.cache_read", 30),
-    _usage(("input_token_details", "cache_creation"), "llm.token_count.prompt_details.cache_write", 40),
-    _usage(("input_token_details", "audio"), "llm.token_count.prompt_details.audio", 10),
-    _usage(("output_token_details", "reasoning"), "llm.token_count.completion_details.reasoning", 40),
-    _usage(("output_token_details", "audio"), "llm.token_count.completion_details.audio", 10),
+    attr("llm.token_count.total", usage=(("total_tokens",), 30)),
+    attr("llm.token_count.prompt_details.cache_read", usage=((_DETAILS_IN, "cache_read"), 30)),
+    attr("llm.token_count.prompt_details.cache_write", usage=((_DETAILS_IN, "cache_creation"), 40)),
+    attr("llm.token_count.prompt_details.audio", usage=((_DETAILS_IN, "audio"), 10)),
+    attr("llm.token_count.completion_details.reasoning", usage=((_DETAILS_OUT, "reasoning"), 40)),
+    attr("llm.token_count.completion_details.audio", usage=((_DETAILS_OUT, "audio"), 10)),
     EventRow("first_token", "First Token Stream Event"),
     # doc: llm.input_messages -> inputs.messages. "Input messages"
     Source("in", read_flat_messages, "llm.input_messages.", (Key("llm.input_messages."),), order=30, final=FINAL),

@@ -6,10 +6,7 @@ OpenLLMetry (openai, anthropic ...) and its SDK's workflow and task decorators.
 
 from __future__ import annotations
 
-from ._model import (
-    FINAL, FINAL_UNLESS_MODEL, EventRow, Family, Key, KeyRow, MetadataFamily, NameRule, Namespace, ParamRow,
-    RunTypeRule, Source, UsageRow,
-)
+from ._model import FINAL, FINAL_UNLESS_MODEL, EventRow, Key, Namespace, RunTypeRule, Source, attr
 from ._readers import read_flat_messages, read_flat_replies, read_json_value
 
 __all__ = ["ROWS", "SCOPES", "FUNCTIONS_PREFIX"]
@@ -36,26 +33,25 @@ ROWS = (
                                              "llm": "llm", "retriever": "retriever", "embedding": "embedding"},
                 "chain", order=60),
     # doc: traceloop.entity.name -> Run name. "Entity name from TraceLoop"
-    NameRule(Key("traceloop.entity.name"), None, order=20),
+    attr("traceloop.entity.name", name=(None, 20)),
     # Older names for the model asked for and the model that answered.
-    KeyRow("request_model", Key("llm.request.model_name"), order=20),
-    KeyRow("response_model", Key("llm.response.model_name"), order=10),
-    Family(Key(_ASSOCIATION_PREFIX), indexed=False),
-    MetadataFamily(Key(_ASSOCIATION_PREFIX), decode_json=False, order=10),
-    Family(Key("gen_ai.prompt."), indexed=True),
-    Family(Key("gen_ai.completion."), indexed=True),
-    Family(Key(FUNCTIONS_PREFIX), indexed=True),
+    attr("llm.request.model_name", request_model=20),
+    attr("llm.response.model_name", response_model=10),
+    attr(_ASSOCIATION_PREFIX, family=False, metadata_family=(False, 10)),
+    attr("gen_ai.prompt.", family=True),
+    attr("gen_ai.completion.", family=True),
+    attr(FUNCTIONS_PREFIX, family=True),
     # doc: llm.presence_penalty -> invocation_params.presence_penalty. "Presence penalty"
-    ParamRow(Key("llm.presence_penalty"), "presence_penalty", "value", order=20),
+    attr("llm.presence_penalty", param=("presence_penalty", "value", 20)),
     # doc: llm.frequency_penalty -> invocation_params.frequency_penalty. "Frequency penalty"
-    ParamRow(Key("llm.frequency_penalty"), "frequency_penalty", "value", order=30),
+    attr("llm.frequency_penalty", param=("frequency_penalty", "value", 30)),
     # doc: llm.request.functions -> invocation_params.functions. "Function definitions"
-    ParamRow(Key("llm.request.functions"), "functions", "list", order=40),
+    attr("llm.request.functions", param=("functions", "list", 40)),
     # doc: llm.usage.total_tokens -> usage_metadata.total_tokens. "Alternative total token count"
-    UsageRow(("total_tokens",), Key("llm.usage.total_tokens"), order=20),
-    UsageRow(("input_token_details", "cache_read"), Key("gen_ai.usage.cache_read_input_tokens"), order=20),
-    UsageRow(("input_token_details", "cache_creation"), Key("gen_ai.usage.cache_creation_input_tokens"), order=20),
-    UsageRow(("output_token_details", "reasoning"), Key("gen_ai.usage.reasoning_tokens"), order=20),
+    attr("llm.usage.total_tokens", usage=(("total_tokens",), 20)),
+    attr("gen_ai.usage.cache_read_input_tokens", usage=(("input_token_details", "cache_read"), 20)),
+    attr("gen_ai.usage.cache_creation_input_tokens", usage=(("input_token_details", "cache_creation"), 20)),
+    attr("gen_ai.usage.reasoning_tokens", usage=(("output_token_details", "reasoning"), 20)),
     # Every streamed chunk is marked by an attribute-less event: the first is the first token, and the
     # rest say nothing a run keeps (one event per chunk would make a long answer's run mostly events).
     EventRow("first_token", "gen_ai.content.completion.chunk"),

@@ -10,7 +10,7 @@ the conventions do not list: chains, by ``_genai``'s operation rule.
 
 from __future__ import annotations
 
-from ._model import EventRow, FirstChunkRow, FrameworkName, Key, KeyRow, UsageRow
+from ._model import EventRow, FrameworkName, attr
 
 __all__ = ["ROWS", "SCOPES"]
 
@@ -22,12 +22,12 @@ ROWS = (
     # Its message events are the conversation so far: a cycle without a choice event answered nothing itself.
     FrameworkName("strands-agents", events_are_history=True),
     # Milliseconds from the request to the first streamed token (the GenAI metric's name, Strands' unit).
-    FirstChunkRow(Key("gen_ai.server.time_to_first_token"), 0.001, order=30),
+    attr("gen_ai.server.time_to_first_token", first_chunk=(0.001, 30)),
     # Its agent run's cache writes (the Anthropic-style name of the others' cache_creation).
-    UsageRow(("input_token_details", "cache_creation"), Key("gen_ai.usage.cache_write_input_tokens"), order=60),
+    attr("gen_ai.usage.cache_write_input_tokens", usage=(("input_token_details", "cache_creation"), 60)),
     # A cycle's choice event carries the results of the tools it called: the cycle's outputs end with them.
     EventRow("choice_results", "tool.result"),
     # Its span's own start and end, again as text: said by the run's times.
-    KeyRow("said_elsewhere", Key("gen_ai.event.start_time"), order=10),
-    KeyRow("said_elsewhere", Key("gen_ai.event.end_time"), order=20),
+    attr("gen_ai.event.start_time", said_elsewhere=10),
+    attr("gen_ai.event.end_time", said_elsewhere=20),
 )

@@ -14,8 +14,8 @@ from typing import Any, Callable, Mapping
 
 from . import _genai, _genai_events, _langsmith, _logfire, _openinference, _openllmetry, _strands
 from ._model import (
-    SPAN_EVENTS, EventRow, Family, FirstChunkRow, Fixup, FixupFn, FrameworkName, Key, KeyRow, MetadataFamily, MetadataRow, Namespace,
-    NameRule, ParamRow, Reader, RunTypePresence, RunTypeRule, Source, UsageObject, UsageRow, reads_of,
+    SPAN_EVENTS, Attr, EventRow, Fixup, FixupFn, FrameworkName, Key, Namespace, Reader, RunTypeRule, Source, UsageObject,
+    reads_of,
 )
 
 __all__ = ["PRODUCERS", "ROWS", "SCOPES", "MARKING_KEYS", "MARKING_PREFIXES", "GENERIC_KEYS", "TABLE_KEYS",
@@ -34,15 +34,33 @@ def _sorted(kind: type, where: Callable[[Any], bool] = lambda row: True) -> list
     return sorted((row for row in ROWS if isinstance(row, kind) and where(row)), key=lambda row: row.order)
 
 
-def _keys(table: str) -> tuple[str, ...]:
-    return tuple(row.key.name for row in _sorted(KeyRow, lambda row: row.table == table))
+#: ``role -> [(place, key, the role's other values)]`` from every :class:`Attr`, each list in precedence order.
+_ROLES: dict[str, list[tuple[int, str, tuple[Any, ...]]]] = {}
+for _row in ROWS:
+    if isinstance(_row, Attr):
+        for _role, _value in _row.roles.items():
+            for _one in (_value if isinstance(_value, list) else [_value]):
+                _place, _rest = (_one, ()) if isinstance(_one, int) and not isinstance(_one, bool) else (
+                    (0, (_one,)) if not isinstance(_one, tuple) else (_one[-1], _one[:-1]))
+                _ROLES.setdefault(_role, []).append((_place, _row.key.name, _rest))
+for _entries in _ROLES.values():
+    _entries.sort(key=lambda entry: entry[0])
+
+
+def _keys(role: str) -> tuple[str, ...]:
+    return tuple(key for _, key, _ in _ROLES.get(role, ()))
+
+
+def _with(role: str) -> tuple[tuple[Any, ...], ...]:
+    """``(key, *the role's other values)`` in precedence order."""
+    return tuple((key, *rest) for _, key, rest in _ROLES.get(role, ()))
 
 
 RUN_TYPE_RULES: tuple[tuple[str, Mapping[str, str], str | None, bool], ...] = tuple(
     (row.key.name, row.values, row.default, row.lists_model_calls) for row in _sorted(RunTypeRule)
 )
-RUN_TYPE_PRESENCE: tuple[tuple[str, str], ...] = tuple((row.key.name, row.run_type) for row in _sorted(RunTypePresence))
-NAME_RULES: tuple[tuple[str, str | None], ...] = tuple((row.key.name, row.run_type) for row in _sorted(NameRule))
+RUN_TYPE_PRESENCE: tuple[tuple[str, str], ...] = _with("presence")
+NAME_RULES: tuple[tuple[str, str | None], ...] = _with("name")
 MODEL_KEYS = _keys("model")
 REQUEST_MODEL_KEYS = _keys("request_model")
 RESPONSE_MODEL_KEYS = _keys("response_model")
@@ -58,19 +76,13 @@ PARAM_OBJECT_KEYS = _keys("param_object")
 METADATA_OBJECT_KEYS = _keys("metadata_object")
 DOCUMENT_KEYS = _keys("documents")
 PROVIDER_USAGE_KEYS = _keys("provider_usage")
-FIRST_CHUNK_AFTER: tuple[tuple[str, float], ...] = tuple(
-    (row.key.name, row.seconds_per_unit) for row in _sorted(FirstChunkRow)
-)
-METADATA_KEYS: tuple[tuple[str, str], ...] = tuple((row.key.name, row.target) for row in _sorted(MetadataRow))
-METADATA_PREFIXES: tuple[tuple[str, bool], ...] = tuple(
-    (row.key.name, row.decode_json) for row in _sorted(MetadataFamily)
-)
-PARAM_FIELDS: tuple[tuple[str, str, str], ...] = tuple(
-    (row.key.name, row.param, row.shape) for row in _sorted(ParamRow)
-)
+FIRST_CHUNK_AFTER: tuple[tuple[str, float], ...] = _with("first_chunk")
+METADATA_KEYS: tuple[tuple[str, str], ...] = _with("metadata")
+METADATA_PREFIXES: tuple[tuple[str, bool], ...] = _with("metadata_family")
+PARAM_FIELDS: tuple[tuple[str, str, str], ...] = _with("param")
 
-#: Where a count can go in ``usage_metadata``, in the order a run's usage lists them: every
-#: ``UsageRow`` names one of these (a test checks they are all among ``_cost``'s token keys).
+#: Where a count can go in ``usage_metadata``, in the order a run's usage lists them: every ``usage``
+#: role names one of these (a test checks they are all among ``_cost``'s token keys).
 USAGE_PATHS: tuple[tuple[str, ...], ...] = (
     ("input_tokens",),
     ("output_tokens",),
@@ -82,11 +94,9 @@ USAGE_PATHS: tuple[tuple[str, ...], ...] = (
     ("output_token_details", "audio"),
     ("reasoning_tokens",),
 )
-def _usage_keys(path: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(row.key.name for row in _sorted(UsageRow, lambda row: bool(row.path == path)))
-
-
-USAGE_FIELDS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = tuple((path, _usage_keys(path)) for path in USAGE_PATHS)
+USAGE_FIELDS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = tuple(
+    (path, tuple(key for key, where in _with("usage") if where == path)) for path in USAGE_PATHS
+)
 USAGE_OBJECTS: tuple[tuple[str | None, str], ...] = tuple(
     (None if row.key is None else row.key.name, row.where) for row in _sorted(UsageObject)
 )
@@ -105,8 +115,8 @@ INPUT_RUN_TYPES: tuple[frozenset[str], ...] = tuple(r.run_types for r in _INPUTS
 OUTPUT_RUN_TYPES: tuple[frozenset[str], ...] = tuple(r.run_types for r in _OUTPUTS)
 
 #: The flattened families (by prefix), and those whose next segment must be a list position.
-FLAT_PREFIXES: tuple[str, ...] = tuple(row.key.name for row in ROWS if isinstance(row, Family))
-INDEXED_PREFIXES: frozenset[str] = frozenset(row.key.name for row in ROWS if isinstance(row, Family) and row.indexed)
+FLAT_PREFIXES: tuple[str, ...] = tuple(key for key, _ in _with("family"))
+INDEXED_PREFIXES: frozenset[str] = frozenset(key for key, indexed in _with("family") if indexed)
 
 
 def _events(kind: str) -> list[EventRow]:
