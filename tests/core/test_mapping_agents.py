@@ -221,3 +221,22 @@ def test_openinference_tool_use_parts_are_the_tool_call_once():
 def test_two_names_that_disagree_both_stay():
     m = map_span({"llm.provider": "azure", "llm.system": "openai", "openinference.span.kind": "LLM"})
     assert m.metadata["ls_provider"] == "azure" and "llm.system" not in m.consumed
+
+
+@pytest.mark.parametrize(
+    ("value", "inputs"),
+    [
+        ({"args": [], "sanitize_inputs_outputs": True, "kwargs": {"city": "Paris"}}, {"city": "Paris"}),  # smolagents
+        ({"kwargs": {"city": "Paris"}}, {"city": "Paris"}),  # LlamaIndex's FunctionTool
+        ({"args": ["Paris"], "kwargs": {}}, {"args": ["Paris"], "kwargs": {}}),  # positional: kept as the call was
+        ({"kwargs": {"city": "Paris"}, "other": 1}, {"kwargs": {"city": "Paris"}, "other": 1}),
+    ],
+)
+def test_a_tool_calls_bound_arguments_are_its_keyword_arguments(value, inputs):
+    m = map_span({"openinference.span.kind": "TOOL", "tool.name": "get_weather", "input.value": json.dumps(value),
+                  "input.mime_type": "application/json"})
+    assert m.inputs == inputs
+    # Only a tool's: a chain's inputs stay as they came.
+    chain = map_span({"openinference.span.kind": "CHAIN", "input.value": json.dumps(value),
+                      "input.mime_type": "application/json"})
+    assert chain.inputs == value

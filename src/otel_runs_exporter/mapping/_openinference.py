@@ -8,10 +8,12 @@ they appear, but only its own names mark a span as GenAI.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from ._context import Ctx
-from ._model import FINAL, FINAL_UNLESS_MODEL, NOT_FINAL, EventRow, Key, Namespace, RunTypeRule, Source, attr, generic
+from ._model import (
+    FINAL, FINAL_UNLESS_MODEL, NOT_FINAL, EventRow, Fixup, Key, Mapped, Namespace, RunTypeRule, Source, attr, generic,
+)
 from ._readers import read_flat_messages, read_flat_replies, read_value
 from ._values import as_object, json_value, list_position, nested, plain, unflatten
 
@@ -97,6 +99,21 @@ def openinference_tools(ctx: Ctx) -> list[Any] | None:
     return tools or None
 
 
+#: A tool call's bound arguments as OpenInference records some frameworks' (LlamaIndex's ``FunctionTool``,
+#: smolagents' ``Tool.__call__``): ``{"args": [], "kwargs": {...}}``, beside the framework's own call
+#: options. The tool's arguments are the keyword ones.
+_CALL_KEYS = frozenset({"args", "kwargs"})
+_CALL_OPTIONS = frozenset({"sanitize_inputs_outputs"})  # smolagents'
+
+
+def _tool_arguments(out: Mapped, attributes: Mapping[str, Any]) -> None:
+    inputs = out.inputs
+    if out.run_type != "tool" or not isinstance(inputs, dict) or not isinstance(inputs.get("kwargs"), dict):
+        return
+    if inputs.get("args", []) == [] and set(inputs) <= _CALL_KEYS | _CALL_OPTIONS:
+        out.inputs = dict(inputs["kwargs"])
+
+
 _DETAILS_IN, _DETAILS_OUT = "input_token_details", "output_token_details"
 
 ROWS = (
@@ -169,6 +186,7 @@ ROWS = (
            order=120, final=NOT_FINAL),
     # doc: llm.output_messages -> outputs.messages. "Output messages"
     Source("out", read_flat_replies, "llm.output_messages.", (Key("llm.output_messages."),), order=20),
+    Fixup(_tool_arguments, (generic("input.value"),), order=20),
     # doc: output.value -> outputs. "Full output value, can be string or JSON"
     Source("out", read_value, "output.value", (generic("output.value"), generic("output.mime_type")), order=60),
 )
