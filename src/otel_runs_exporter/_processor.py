@@ -28,7 +28,7 @@ from ._clock import SYSTEM_CLOCK, Clock
 from ._convert import RunNode
 from ._ids import RunIds
 from ._logging import RateLimitedLog
-from ._settings import Settings, check_usable, resolve, shown_url
+from ._settings import Settings, check_usable, resolve_for_app, shown_url
 from ._stats import ExporterStats
 from ._worker import Worker
 
@@ -60,7 +60,7 @@ class RunsSpanProcessor(SpanProcessor):
     ) -> None:
         """``clock`` is a seam for tests (a :class:`~otel_runs_exporter.testing.FakeClock` runs
         backoff and Retry-After waits without sleeping); leave it alone otherwise."""
-        self._settings = settings if settings is not None else resolve(overrides)
+        self._settings = settings if settings is not None else resolve_for_app(overrides)
         check_usable(self._settings)
         s = self._settings
         # Mixed trees with the langsmith SDK; off when it sends through OTel itself (we would see its runs twice).
