@@ -232,6 +232,24 @@ def test_tls_is_verified_by_default_and_a_ca_bundle_can_be_given(pki, monkeypatc
         server.shutdown()
 
 
+def test_at_exit_a_refused_certificate_gets_the_exit_budget_and_is_named(pki, monkeypatch):
+    """No wait makes an untrusted certificate trusted: at exit it is treated like nothing listening."""
+    monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)
+    monkeypatch.delenv("CURL_CA_BUNDLE", raising=False)
+    server, url = _tls_server(pki, require_client_cert=False)
+    try:
+        _Sink.seen = []
+        t = Transport(resolve({"endpoint": url, "api_key": KEY, "retry_backoff": (0.05, 0.1)}, env={}))
+        t.at_exit(0.5)
+        run = encode_run("post", {"id": "r", "inputs": {}}, completes=True)
+        began = time.monotonic()
+        result = t.send([run], began + 30)  # the export timeout: not waited for
+        assert result.retry and time.monotonic() - began < 5 and _Sink.seen == []
+        assert t.unreachable is not None and t.unreachable.startswith("the TLS certificate of 127.0.0.1 was refused")
+    finally:
+        server.shutdown()
+
+
 def test_mutual_tls_with_a_client_certificate(pki, monkeypatch):
     monkeypatch.setenv("OTEL_EXPORTER_RUNS_CERTIFICATE", str(pki / "ca.pem"))
     # A machine-wide bundle must not override the one configured for the exporter.
