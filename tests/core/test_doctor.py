@@ -212,3 +212,26 @@ def test_a_name_that_does_not_resolve(capsys, monkeypatch):
     assert _line(lines, "endpoint") == (
         "endpoint  FAIL  https://api.example.invalid: could not resolve api.example.invalid: no network or DNS?"
     )
+
+
+# --- the local service's install --------------------------------------------------------
+
+
+def test_serve_without_zstandard_says_the_sdk_will_call_it_out_of_date_and_what_fixes_it(tmp_path):
+    """/info without zstd makes the langsmith SDK print "Run compression is not enabled. Please update...", and
+    leaving the flag out does not stop it (it reads a missing flag as false): the service's install, [serve],
+    brings zstandard; one started without it says so."""
+    code = "import sys; sys.modules['zstandard'] = None\nfrom otel_runs_exporter.cli import main\nsys.exit(main(sys.argv[1:]))"
+    proc = subprocess.Popen([sys.executable, "-c", code, "serve", "--port", "0", "--db", str(tmp_path / "r.db")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().startswith("Listening on http://127.0.0.1:")
+        note = proc.stderr.readline()
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+    assert note.startswith("zstandard is not installed, so this service takes no zstd: a langsmith SDK pointed here "
+                           'will say "Run compression is not enabled.'), note
+    assert "pip install 'otel-runs-exporter[serve]'" in note
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text(encoding="utf-8")
+    assert '\nserve = ["zstandard>=0.22"]\n' in pyproject
