@@ -49,7 +49,7 @@ _RECENT_DEEP_MAX = 1_024  # ~16 MB at the depth limit; the shallow map ~40 MB at
 class RunsSpanProcessor(SpanProcessor):
     """Sends every sampled span to the service as a run, from a background thread.
 
-    Keyword arguments override environment variables; see the README for the
+    Keyword arguments override environment variables; see docs/settings.md for the
     full list (``endpoint``, ``api_key``, ``project``, ``schedule_delay_s`` ...)::
 
         provider.add_span_processor(RunsSpanProcessor(project="my-app"))

@@ -6,7 +6,7 @@ them, and each constant carries its doc (the docstring under it). The setting
 each variable feeds, its default and its parser are declared once, in the
 settings tables of ``_settings`` (``_DECLS`` for the exporter,
 ``_SERVICE_DECLS`` for the local service's command, ``_INSTRUMENTATION_DECLS``
-for the instrumentors and ``autoconfig``); the README's settings table and
+for the instrumentors and ``autoconfig``); docs/settings.md (written from them) and
 docs/local-service.md are checked against them by a test, as is that every
 constant here is in one of them (or in :data:`WRITTEN`) and has its doc.
 
@@ -23,7 +23,7 @@ SDK's configurator, which reads them itself, and
 
 from __future__ import annotations
 
-# --- this exporter's variables (setting names in the README's settings table) --------------
+# --- this exporter's variables (setting names in docs/settings.md) --------------------------
 
 OTEL_EXPORTER_RUNS_ENDPOINT = "OTEL_EXPORTER_RUNS_ENDPOINT"
 """
