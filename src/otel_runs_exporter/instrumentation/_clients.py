@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-from typing import Any
+from typing import Any, Iterator
 
 __all__ = ["instrument_clients", "not_instrumented", "CLIENTS"]
 
@@ -43,36 +43,41 @@ def _installed(client: str) -> bool:
         return False
 
 
+def _each_installed() -> Iterator[tuple[str, Any]]:
+    """(client, our instrumentor of it) for each installed client; one that cannot be loaded is logged and left out."""
+    for client in CLIENTS:
+        if not _installed(client):
+            continue
+        try:
+            instrumentor = _instrumentor(client)
+        except Exception:  # noqa: BLE001 - configure() must not fail over an optional client
+            logger.warning("could not load the instrumentor of the %s client; its calls are not traced", client,
+                           exc_info=True)
+            continue
+        yield client, instrumentor
+
+
 def instrument_clients(tracer_provider: Any = None) -> list[str]:
     """Instrument each installed client not instrumented by us yet; the clients now traced, by name.
 
     Never raises: a client that cannot be instrumented is logged and left out.
     """
     done = []
-    for client in CLIENTS:
-        if not _installed(client):
-            continue
+    for client, instrumentor in _each_installed():
         try:
-            instrumentor = _instrumentor(client)
             if not instrumentor.is_instrumented_by_opentelemetry:
                 instrumentor.instrument(tracer_provider=tracer_provider)
-            if instrumentor.is_instrumented_by_opentelemetry:
-                done.append(client)
         except Exception:  # noqa: BLE001 - configure() must not fail over an optional client
             logger.warning("could not instrument the %s client; its calls are not traced", client, exc_info=True)
+        if instrumentor.is_instrumented_by_opentelemetry:
+            done.append(client)
     return done
 
 
 def not_instrumented() -> list[str]:
     """Installed clients that neither our instrumentors nor a known tracing package's wrap."""
-    missing = []
-    for client in CLIENTS:
-        if not _installed(client):
-            continue
-        try:
-            instrumentor = _instrumentor(client)
-            if not instrumentor.is_instrumented_by_opentelemetry and not instrumentor.traced_by_another_package():
-                missing.append(client)
-        except Exception:  # noqa: BLE001 - only a hint depends on it
-            logger.debug("could not tell whether %s is instrumented", client, exc_info=True)
-    return missing
+    return [
+        client
+        for client, instrumentor in _each_installed()
+        if not instrumentor.is_instrumented_by_opentelemetry and not instrumentor.traced_by_another_package()
+    ]
