@@ -1,6 +1,6 @@
 """The real `anthropic` client, traced by our instrumentor: a message, and a streamed one.
 
-    pip install 'otel-runs-exporter[examples]'     # installs openai and anthropic
+    pip install '.[examples]'     # in a clone; else: pip install 'otel-runs-exporter[examples]'
     python examples/anthropic_messages.py
 
 RunsAnthropicInstrumentor wraps `messages.create` (also with `stream=True`) and
@@ -25,7 +25,10 @@ import os
 try:
     import anthropic
 except ImportError:
-    raise SystemExit("This example needs the anthropic client: pip install 'otel-runs-exporter[examples]'") from None
+    raise SystemExit(
+        "This example needs the anthropic client: pip install '.[examples]' in a clone of the repository, "
+        "else pip install 'otel-runs-exporter[examples]'"
+    ) from None
 
 from otel_runs_exporter import configure, get_processor, traceable
 from otel_runs_exporter.instrumentation.anthropic import RunsAnthropicInstrumentor

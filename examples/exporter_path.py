@@ -7,7 +7,7 @@ same provider) instead of calling configure(). The exporter sees spans only
 when they end, children first, so it holds a child until its parent's place in
 the tree is known; shutting the provider down delivers everything held. For
 long-lived root spans (a server request) prefer RunsSpanProcessor, which sends
-a run when its span starts: see the README, "Processor or exporter?".
+a run when its span starts: see docs/delivery.md, "Processor or exporter?".
 
 With OTEL_EXPORTER_RUNS_ENDPOINT unset the script starts the embedded local
 service and prints the tree it received; with it set, it sends there.

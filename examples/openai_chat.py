@@ -1,6 +1,6 @@
 """The real `openai` client, traced by our instrumentor: a chat completion and a streamed one.
 
-    pip install 'otel-runs-exporter[examples]'     # installs openai and anthropic
+    pip install '.[examples]'     # in a clone; else: pip install 'otel-runs-exporter[examples]'
     python examples/openai_chat.py
 
 RunsOpenAIInstrumentor wraps the client's methods; each call becomes an `llm`
@@ -20,7 +20,10 @@ it set, it sends there.
 try:
     import openai
 except ImportError:
-    raise SystemExit("This example needs the openai client: pip install 'otel-runs-exporter[examples]'") from None
+    raise SystemExit(
+        "This example needs the openai client: pip install '.[examples]' in a clone of the repository, "
+        "else pip install 'otel-runs-exporter[examples]'"
+    ) from None
 
 from otel_runs_exporter import configure, get_processor, traceable
 from otel_runs_exporter.instrumentation.openai import RunsOpenAIInstrumentor

@@ -27,12 +27,13 @@ from ._processor import RunsSpanProcessor
 from ._select import is_genai_span
 from ._settings import Settings, resolve as resolve_settings
 from ._stats import ExporterStats
-from .instrumentation import traceable
+from .instrumentation import get_current_run_tree, traceable
 
 __all__ = [
     "configure",
     "get_processor",
     "traceable",
+    "get_current_run_tree",
     "RunsSpanProcessor",
     "RunsSpanExporter",
     "GenAIEventProcessor",

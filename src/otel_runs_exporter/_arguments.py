@@ -37,7 +37,7 @@ __all__ = ["SettingsArguments", "Unpack"]
 
 
 class SettingsArguments(TypedDict, total=False):
-    """The exporter's settings as keyword arguments; see the README's settings table for each one."""
+    """The exporter's settings as keyword arguments; see docs/settings.md for each one."""
 
     endpoint: str | None
     control_plane_url: str | None

@@ -79,6 +79,7 @@ class Delivery:
             else None
         )
         self._spool_may_have_files = self.spool is not None
+        self._replayed = 0  # runs replayed from the spool since it was last found empty
         self._exit_began: float | None = None
 
     def __len__(self) -> int:
@@ -175,6 +176,9 @@ class Delivery:
         claimed = spool.claim()
         if claimed is None:
             self._spool_may_have_files = False
+            if self._replayed:
+                logger.info("delivered %s from the spool at %s", n_runs(self._replayed), spool.dir)
+                self._replayed = 0
             outcome = Outcome()
             self._take_spool_losses(outcome)
             return outcome if outcome.spool_dropped else None
@@ -186,6 +190,7 @@ class Delivery:
             throttled=result.throttled,
             retry_after_s=result.retry_after_s,
         )
+        self._replayed += outcome.replayed  # said in one line once the spool is empty
         for reason, dropped in result.dropped.items():
             outcome.spool_dropped[reason] = sum(1 for r in dropped if r.completes)
         if result.retry:
@@ -198,22 +203,15 @@ class Delivery:
         return outcome
 
     def spool_all(self) -> Outcome:
-        """Write the whole backlog to the spool (at shutdown, in one log line); what the disk refuses stays."""
+        """Write the whole backlog to the spool (at shutdown: the exit's one line says so); what the disk refuses stays."""
         outcome = Outcome()
         if self.spool is None:
             return outcome
         held = self._take_held()
         runs = _opened(held)
         if runs:
-            written, left = self._to_spool(runs)
-            if written:
-                outcome.spooled = written
-                logger.warning(
-                    "shutdown: %s could not be delivered in time; written to the spool at %s "
-                    "for the next process to send",
-                    n_runs(completing(written)),
-                    self.spool.dir,
-                )
+            written, left = self._to_spool(runs, quiet=True)
+            outcome.spooled = written
             if left:
                 with self._lock:  # what the disk refused stays: as it was (sealed ones sealed) if nothing went
                     self._backlog.extendleft(reversed(left if written else held))
@@ -231,31 +229,40 @@ class Delivery:
     # --- at exit ---------------------------------------------------------------------
 
     def begin_exit(self) -> float:
-        """Shutdown has begun: the one place of the rule for a service that refuses the connection.
+        """Shutdown has begun: the one place of the rule for a service that cannot be reached.
 
-        Nothing listening at the address is not worth the export timeout at exit:
-        with a spool, what is pending is written there at once (a refused request
-        is not retried); without one, it is retried for ``exit_budget_s``, then
-        given up. A service that answers, however slowly, or a connection that
-        times out, still gets the whole timeout. Both shutdown paths (the
-        processor's worker and the exporter) call this first. Returns when the
-        exit began (``time.monotonic``, the first call's), for the line that
-        says how long was waited.
+        Nothing listening at the address, a name that does not resolve, a network
+        that is unreachable, a TLS certificate refused: none is worth the export
+        timeout at exit. With a spool, what is pending is written there at once
+        (such a request is not retried); without one, it is retried for
+        ``exit_budget_s``, then given up. A service that answers, however slowly,
+        or a connection that times out, still gets the whole timeout. The exit
+        sequence (``_exit``) calls this first. Returns when the exit began
+        (``time.monotonic``, the first call's), for the line that says how long
+        was waited.
         """
         if self._exit_began is None:
             self._exit_began = time.monotonic()
             self.transport.at_exit(0.0 if self.spool is not None else self._settings.exit_budget_s)
         return self._exit_began
 
+    def stop_now(self) -> None:
+        """Ctrl-C at exit: no request is started or retried from now on (one in flight runs to its answer)."""
+        self.transport.stop_now()
+
     def exit_note(self) -> str:
-        """What the shutdown line adds to the runs it gave up: nothing listening, and how to keep them next time."""
+        """What the shutdown line adds to the runs it gave up: why the service could not be reached, and how to
+        keep them next time."""
         note = ""
-        if self.transport.refused:
+        cause = self.transport.unreachable
+        if cause is not None and cause.startswith("connection refused"):
             parts = urlsplit(self._settings.endpoint)
             host = parts.hostname or ""
             shown = f"[{host}]" if ":" in host else host
             port = f":{parts.port}" if parts.port else ""
             note = f" (nothing is listening at {parts.scheme}://{shown}{port}: connection refused)"
+        elif cause is not None:
+            note = f" ({cause})"
         if self.spool is None:
             note += f"; set {ev.OTEL_EXPORTER_RUNS_SPOOL_DIR} to keep undelivered runs for the next process to send"
         return note
@@ -361,8 +368,9 @@ class Delivery:
         self._bytes += sealed.size
         self._sealed_count += 1
 
-    def _to_spool(self, runs: list[EncodedRun]) -> tuple[list[EncodedRun], list[EncodedRun]]:
-        """``runs`` to the spool: (written, left). What is left (the disk refused, logged) the caller keeps."""
+    def _to_spool(self, runs: list[EncodedRun], quiet: bool = False) -> tuple[list[EncodedRun], list[EncodedRun]]:
+        """``runs`` to the spool: (written, left). What is left (the disk refused, logged) the caller keeps.
+        ``quiet``: the caller says it (the exit's one line)."""
         assert self.spool is not None
         left = self.spool.write(runs)
         if left:
@@ -372,11 +380,12 @@ class Delivery:
             written = runs
         if written:
             self._spool_may_have_files = True
+        if written and not quiet and self._exit_began is None:  # at exit, the exit's one line says it
             _rl.warning(
                 "spooled",
                 "%s could not be delivered %s; written to the spool at %s",
                 n_runs(completing(written)),
-                "(nothing is listening at the endpoint)" if self.transport.refused else "within the export timeout",
+                f"({self.transport.unreachable})" if self.transport.unreachable else "within the export timeout",
                 self.spool.dir,
             )
         return written, left

@@ -4,6 +4,7 @@
 
     RunsExporterError
     ├── ConfigError            a setting has a bad value (names the variable and what it expects)
+    │   └── EnvironmentConfigError  essential variables the exporter cannot use (``problems``: each named)
     ├── NoAnswerError          no answer before the call's deadline (also a ConnectionError)
     ├── WaitTimeoutError       a wait_* call ran out of time (``last`` state seen; also a TimeoutError)
     ├── DeploymentFailedError  a revision ended in a failed status
@@ -15,7 +16,8 @@
         └── ServerError        5xx
 
 Inside the exporter none of these reaches application code: the exporter logs,
-counts and returns. They are raised by the API clients and by configuration,
+counts and returns; an environment it cannot use turns tracing off, never the app
+(``_settings.resolve_for_app``). They are raised by the API clients and by configuration,
 where the caller asked for the result. Messages never contain the API key or a
 token.
 """
@@ -28,6 +30,7 @@ from typing import Any
 __all__ = [
     "RunsExporterError",
     "ConfigError",
+    "EnvironmentConfigError",
     "ServiceError",
     "UnauthorizedError",
     "NotFoundError",
@@ -46,6 +49,23 @@ class RunsExporterError(Exception):
 
 class ConfigError(RunsExporterError, ValueError):
     """A setting has a value that cannot be used."""
+
+
+class EnvironmentConfigError(ConfigError):
+    """Essential variables have values the exporter cannot use: where runs go, who sends them, ...
+
+    ``problems`` holds ``(variable, message)`` for each; a message names the value
+    (a secret's never) and what is expected. Raised to callers that asked for a
+    result (the CLI, the API client); inside an app tracing is turned off instead.
+    """
+
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        self.problems = list(problems)
+        super().__init__("; ".join(message for _, message in self.problems))
+
+    @property
+    def variables(self) -> frozenset[str]:
+        return frozenset(variable for variable, _ in self.problems)
 
 
 class NoAnswerError(RunsExporterError, ConnectionError):

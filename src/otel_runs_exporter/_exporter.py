@@ -33,18 +33,20 @@ from typing import Iterable, Sequence
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from . import _registry
 from ._arguments import SettingsArguments, Unpack
 from ._clock import SYSTEM_CLOCK, Clock, bounded_wait
 from ._convert import ConvertOptions, given_ids, log_convert_error, span_ids
 from ._delivery import Delivery
 from ._encode import encode_run
+from ._exit import ExitSequence
 from ._fork import renew_in_child
 from ._genai_events import EventJoin, ended_run, late_patches
 from ._hold import BOUNDS, Decision, TraceHold, span_bytes
 from ._ids import RunIds
 from ._logging import RateLimitedLog
 from ._select import KEEP, ROOT, SpanFilter, TailRule
-from ._settings import Settings, check_usable, resolve, shown_url
+from ._settings import Settings, check_usable, resolve_for_app, shown_url
 from ._stats import ExporterStats, Ledger
 from ._transport import Transport
 
@@ -87,7 +89,7 @@ class RunsSpanExporter(SpanExporter):
         self, settings: Settings | None = None, *, clock: Clock = SYSTEM_CLOCK, **overrides: Unpack[SettingsArguments]
     ) -> None:
         """``clock`` is a seam for tests (see :class:`~otel_runs_exporter.RunsSpanProcessor`)."""
-        self._settings = settings if settings is not None else resolve(overrides)
+        self._settings = settings if settings is not None else resolve_for_app(overrides)
         check_usable(self._settings)
         self._opts = ConvertOptions.from_settings(self._settings)
         self._filter = SpanFilter.from_settings(self._settings)
@@ -98,6 +100,8 @@ class RunsSpanExporter(SpanExporter):
         self._init_state()
         self._shut = False
         renew_in_child(self)
+        if not self._settings.disabled:
+            _registry.add_sender(self)
         # At interpreter exit the SDK's batch processor makes its last export() calls before
         # it calls shutdown(); they must follow the exit rule too. atexit runs hooks last
         # registered first, so this one runs before the provider's when the provider was
@@ -120,6 +124,7 @@ class RunsSpanExporter(SpanExporter):
         # there (a span sent as a root only because the hold above ran out of patience is not one).
         self._roots: list[int] = []
         self._delivery = Delivery(self._settings, Transport(self._settings, clock=self._clock))
+        self._exit = ExitSequence(self._delivery, self._ledger)
         self._send_lock = threading.Lock()  # export() and force_flush() may race; one sender at a time
 
     def _after_fork_in_child(self) -> None:
@@ -166,10 +171,11 @@ class RunsSpanExporter(SpanExporter):
     def shutdown(self, timeout_millis: int | None = None) -> None:
         """Send everything held and pending, bounded by ``OTEL_BSP_EXPORT_TIMEOUT``; never raises.
 
-        A service that refuses the connection gets the exit budget instead
-        (``Delivery.begin_exit``). What is left then goes to the spool (when
-        there is one) or is counted as dropped (``shutdown``), reported in one
-        line with the real time waited and how to keep such runs next time.
+        The exit sequence (``_exit``): a service that cannot be reached gets the
+        exit budget instead (``Delivery.begin_exit``). What is left then goes to
+        the spool (when there is one) or is counted as dropped (``shutdown``),
+        reported in one line with the real time waited and how to keep such runs
+        next time. Ctrl-C stops the sending at once; what is left still goes to the spool.
         """
         if self._shut:
             return
@@ -177,24 +183,18 @@ class RunsSpanExporter(SpanExporter):
         if self._settings.disabled:
             return
         timeout_s = self._settings.export_timeout_s if timeout_millis is None else bounded_wait(timeout_millis / 1000.0)
-        # From the exit's start: the batch processor's last export() may have begun it.
-        started = self._delivery.begin_exit()
-        interrupted = False
+        self._exit.run(lambda: self._flush_at_exit(timeout_s), stop=self._delivery.stop_now)
+        if self._events is not None:
+            self._events.close()
+
+    def _flush_at_exit(self, timeout_s: float) -> None:
         try:
             with self._lock:
                 self._enqueue(self._sample(self._release(time.monotonic(), everything=True), closing=True))
                 self._enqueue_late()
             self._deliver(self._clock.now() + timeout_s)
-            self._ledger.record(self._delivery.spool_all())
-        except KeyboardInterrupt:
-            interrupted = True
         except Exception:  # noqa: BLE001
             logger.exception("shutdown could not deliver the remaining runs")
-        self._delivery.take_all()
-        self._ledger.give_up(time.monotonic() - started, interrupted, note=self._delivery.exit_note())
-        self._delivery.close()
-        if self._events is not None:
-            self._events.close()
 
     def stats(self) -> ExporterStats:
         events = self._events.counts() if self._events is not None else None
@@ -423,6 +423,6 @@ def _at_exit(ref: "weakref.ref[RunsSpanExporter]") -> None:
     if exporter is None or exporter._settings.disabled:
         return
     try:
-        exporter._delivery.begin_exit()
+        exporter._exit.begin()
     except Exception:  # noqa: BLE001 - nothing may fail at exit
         logger.debug("could not prepare the exporter for exit", exc_info=True)

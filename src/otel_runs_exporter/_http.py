@@ -28,11 +28,15 @@ redirect (301, 302, 303,   followed (at most 5) only to the same scheme and host
                            elsewhere is returned to the caller, not followed
 ``wake`` set               a backoff wait is cut short: :class:`RetryLater` with
                            ``interrupted`` (new work or shutdown; the caller decides)
-connection refused after   (nothing listens at the address) retried only until the
-:meth:`HttpClient.at_exit` exit budget given there, counted from shutdown (0: not
-                           retried at all); then :class:`RetryLater`. An answer, or
-                           a connection that times out (a slow or distant
-                           service), keeps the caller's whole deadline
+connection refused, a      (no service will answer: nothing listens at the address,
+name that does not         or this machine is offline, or the service is not the
+resolve, a network that    one trusted) retried like any connection error while the
+is unreachable, a TLS      app runs; after :meth:`HttpClient.at_exit`, only until
+certificate refused        the exit budget given there, counted from shutdown (0: not
+                           retried at all); then :class:`RetryLater`, the cause in
+                           :attr:`HttpClient.unreachable`. An answer, or a connection
+                           that times out (a slow or distant service), keeps the
+                           caller's whole deadline
 =========================  =======================================================
 
 Besides the status, what an answer says about our request rate is noted for a
@@ -66,10 +70,13 @@ Waits and deadlines go through the ``clock`` (``_clock``): on a
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import random
 import re
+import socket
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
@@ -102,6 +109,7 @@ __all__ = [
     "quota_left",
     "read_bounded",
     "retry_after_seconds",
+    "unreachable_cause",
 ]
 
 logger = logging.getLogger(__name__)
@@ -323,10 +331,11 @@ class HttpClient:
         self._not_before = 0.0
         self._max_wait_s = max_wait_s
         self._finish_in_flight = finish_in_flight
-        # Whether the last attempt found nothing listening (see at_exit), and the exit
-        # budget's end once shutdown has begun.
-        self._refused = False
+        # Why the last attempt could not reach the service when no wait would help (see at_exit;
+        # None otherwise), and the exit budget's end once shutdown has begun.
+        self._unreachable: str | None = None
         self._exit_by: float | None = None
+        self._stop_at: float | None = None  # stop_now()
         self.counts = RequestCounts()
         # For a caller that paces itself: how many answers told us to slow down (429s, and
         # answers saying no request is left), and the wait the last one asked for, capped.
@@ -341,26 +350,36 @@ class HttpClient:
         self._not_before = 0.0
 
     @property
-    def refused(self) -> bool:
-        """Whether the last attempt found nothing listening at the address (connection refused)."""
-        return self._refused
+    def unreachable(self) -> str | None:
+        """Why the last attempt could not reach the service, when waiting would not help (see :func:`unreachable_cause`); else None."""
+        return self._unreachable
 
     def at_exit(self, budget_s: float) -> None:
-        """Shutdown has begun: a refused connection is retried only until ``budget_s`` from now.
+        """Shutdown has begun: a service that cannot be reached is retried only until ``budget_s`` from now.
 
-        Refused means nothing listens at the address (a service not started, or
-        stopped); waiting the whole deadline of a shutdown for it keeps the
-        process from exiting for nothing. A service that answers, however
+        Cannot be reached: nothing listens at the address (a service not started,
+        or stopped), the name does not resolve or the network is unreachable (a
+        laptop offline, a CI job without egress), or its TLS certificate is
+        refused. Waiting the whole deadline of a shutdown for any of them keeps
+        the process from exiting for nothing. A service that answers, however
         slowly, and a connection that times out keep the caller's deadline.
-        The first call counts. A backoff grown against refusals before
+        The first call counts. A backoff grown against such failures before
         shutdown is dropped, so the next request is tried at once.
         """
         if self._exit_by is not None:
             return
-        if self._refused:
+        if self._unreachable is not None:
             self._not_before = 0.0
-            self._refused = False
+            self._unreachable = None
         self._exit_by = self._clock.now() + budget_s
+
+    def stop_now(self) -> None:
+        """No request is started or retried from now on, whatever answers (Ctrl-C at exit); a backoff wait ends.
+
+        A request in flight runs to its answer: it cannot be taken back.
+        """
+        self._stop_at = self._clock.now()
+        self._wake.set()
 
     def request(
         self,
@@ -408,18 +427,13 @@ class HttpClient:
                 counts.requests += 1
             except requests.RequestException as exc:
                 counts.requests += 1
-                self._refused = _is_refused(exc)
-                _rl.warning(
-                    "conn",
-                    "could not reach %s: %s",
-                    self.origin,
-                    "connection refused (nothing listening)" if self._refused else type(exc).__name__,
-                )
+                self._unreachable = unreachable_cause(exc, url)
+                _rl.warning("conn", "could not reach %s: %s", self.origin, self._unreachable or type(exc).__name__)
                 if not retry:
                     counts.failed += 1
                     raise RetryLater() from None
             else:
-                self._refused = False
+                self._unreachable = None
                 status = resp.status_code
                 if status == 429:
                     counts.throttled += 1
@@ -480,8 +494,10 @@ class HttpClient:
         return last if now < last and earliest <= last else None
 
     def _limit(self, deadline: float) -> float:
-        """The deadline, or the exit budget's end when shutdown has begun and nothing listens (see :meth:`at_exit`)."""
-        if self._refused and self._exit_by is not None:
+        """The deadline, or the exit budget's end when shutdown has begun and the service cannot be reached (see :meth:`at_exit`)."""
+        if self._stop_at is not None:
+            deadline = min(deadline, self._stop_at)
+        if self._unreachable is not None and self._exit_by is not None:
             return min(deadline, self._exit_by)
         return deadline
 
@@ -545,12 +561,23 @@ def origin(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}".lower()  # no user info: it may hold a password
 
 
-def _is_refused(exc: BaseException) -> bool:
-    """Whether a connection error is a refusal (ECONNREFUSED: nothing listens there), not a timeout or a reset.
+def unreachable_cause(exc: BaseException, url: str) -> str | None:
+    """Why a connection failed, in words for a log line, when no wait would help; None for the rest.
 
-    requests wraps it twice (ConnectionError, then urllib3's MaxRetryError whose
-    ``reason`` is a NewConnectionError caused by the OS error), so the chain is walked.
+    Nothing listening (ECONNREFUSED), a name that does not resolve, a network or host
+    that is unreachable, a TLS certificate refused. A timeout or a reset is not one of
+    them: a slow or distant service may still answer. requests wraps the OS's error
+    twice (ConnectionError, then urllib3's MaxRetryError whose ``reason`` is the
+    connection error caused by it), so the chain is walked.
+
+    >>> unreachable_cause(requests.ConnectionError(socket.gaierror(-2, "Name or service not known")), "https://api.example.com/x")
+    'could not resolve api.example.com: no network or DNS?'
+    >>> unreachable_cause(requests.ConnectionError(ConnectionRefusedError(111, "refused")), "http://127.0.0.1:1984/x")
+    'connection refused (nothing listening)'
+    >>> unreachable_cause(requests.ConnectTimeout("timed out"), "http://h/") is None
+    True
     """
+    host = urlsplit(url).hostname or url
     seen: set[int] = set()
     pending: list[object] = [exc]
     while pending:
@@ -559,9 +586,15 @@ def _is_refused(exc: BaseException) -> bool:
             continue
         seen.add(id(current))
         if isinstance(current, ConnectionRefusedError):
-            return True
+            return "connection refused (nothing listening)"
+        if isinstance(current, socket.gaierror) or type(current).__name__ == "NameResolutionError":
+            return f"could not resolve {host}: no network or DNS?"
+        if isinstance(current, OSError) and current.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
+            return f"{host} is unreachable ({current.strerror or 'no route'}): no network?"
+        if isinstance(current, ssl.SSLCertVerificationError):
+            return f"the TLS certificate of {host} was refused ({current.verify_message or current.reason})"
         pending.extend((current.__cause__, current.__context__, getattr(current, "reason", None), *current.args))
-    return False
+    return None
 
 
 def retry_after_seconds(resp: requests.Response) -> float | None:

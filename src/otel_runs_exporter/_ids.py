@@ -131,8 +131,8 @@ SCHEMES: Final[dict[str, IdScheme]] = {"v7": _V7(), "otlp": _Otlp()}
 The setting accepts exactly these names (``_settings``); ``ConvertOptions.from_settings``
 looks the chosen one up once, and the hot path (``_convert.span_ids``, through
 :func:`run_id_str`) calls it for every span, on the processor's path and the
-exporter's. A new scheme is a class above and a row here (and a word in the
-README's settings table); nothing else names the schemes.
+exporter's. A new scheme is a class above and a row here (docs/settings.md, written
+from the setting's declaration, follows); nothing else names the schemes.
 """
 
 DEFAULT_SCHEME: Final = "v7"
@@ -327,8 +327,8 @@ characters. The local service refuses a deeper one (422, rule
 ``dotted_order_depth``, even when lenient); the exporter never sends one: a run
 whose parent is this deep starts a new trace naming its real parent
 (:func:`continued_ids`). The service's own SDK has no such limit, and the hosted
-service documents none (only 25,000 runs a trace); README, "Where the spec says
-'not shown'", gives the reasons for this number.
+service documents none (only 25,000 runs a trace); docs/delivery.md, "Where the
+spec says 'not shown'", gives the reasons for this number.
 """
 
 MAX_DOTTED_ORDER_CHARS: Final = MAX_DEPTH * (ENTRY_CHARS + 1) - 1

@@ -28,7 +28,7 @@ from ._clock import SYSTEM_CLOCK, Clock
 from ._convert import RunNode
 from ._ids import RunIds
 from ._logging import RateLimitedLog
-from ._settings import Settings, check_usable, resolve, shown_url
+from ._settings import Settings, check_usable, resolve_for_app, shown_url
 from ._stats import ExporterStats
 from ._worker import Worker
 
@@ -49,7 +49,7 @@ _RECENT_DEEP_MAX = 1_024  # ~16 MB at the depth limit; the shallow map ~40 MB at
 class RunsSpanProcessor(SpanProcessor):
     """Sends every sampled span to the service as a run, from a background thread.
 
-    Keyword arguments override environment variables; see the README for the
+    Keyword arguments override environment variables; see docs/settings.md for the
     full list (``endpoint``, ``api_key``, ``project``, ``schedule_delay_s`` ...)::
 
         provider.add_span_processor(RunsSpanProcessor(project="my-app"))
@@ -60,7 +60,7 @@ class RunsSpanProcessor(SpanProcessor):
     ) -> None:
         """``clock`` is a seam for tests (a :class:`~otel_runs_exporter.testing.FakeClock` runs
         backoff and Retry-After waits without sleeping); leave it alone otherwise."""
-        self._settings = settings if settings is not None else resolve(overrides)
+        self._settings = settings if settings is not None else resolve_for_app(overrides)
         check_usable(self._settings)
         s = self._settings
         # Mixed trees with the langsmith SDK; off when it sends through OTel itself (we would see its runs twice).

@@ -6,6 +6,9 @@ so that no module reaches into another's privates or rewires its globals:
 * *Which run did a live processor give this span?* A processor registers
   itself (:func:`register`) while it runs; the ``runs`` propagator asks
   :func:`run_ids_for` when it injects the current run into an outgoing request.
+* *Does this process send runs at all?* Every live processor and exporter of
+  ours is known here (:func:`add_sender`), so ``traceable`` can tell an app whose
+  tracer provider has none of ours (:func:`any_sender`).
 * *Did this context arrive with a remote run?* The propagator stores the
   extracted run in the context (:func:`with_remote_run`); the processor reads it
   (:func:`remote_run`) when a span with a remote parent starts.
@@ -20,7 +23,9 @@ from opentelemetry import context as otel_context
 from ._fork import WeakRegistry
 from ._ids import RunIds
 
-__all__ = ["RunLookup", "register", "unregister", "run_ids_for", "remote_run", "with_remote_run"]
+__all__ = [
+    "RunLookup", "register", "unregister", "run_ids_for", "remote_run", "with_remote_run", "add_sender", "any_sender",
+]
 
 _REMOTE_RUN_KEY = otel_context.create_key("otel_runs_exporter.remote_run")
 
@@ -34,8 +39,23 @@ class RunLookup(Protocol):
 _lookups: WeakRegistry[RunLookup] = WeakRegistry()
 
 
+# Every live processor and exporter of ours, whether or not it can look runs up.
+_senders: WeakRegistry[object] = WeakRegistry()
+
+
 def register(lookup: RunLookup) -> None:
     _lookups.add(lookup)
+    _senders.add(lookup)
+
+
+def add_sender(sender: object) -> None:
+    """A processor or exporter of ours that sends runs (the exporter path registers here only)."""
+    _senders.add(sender)
+
+
+def any_sender() -> bool:
+    """Whether any processor or exporter of ours is alive in this process."""
+    return bool(_senders.live())
 
 
 def unregister(lookup: RunLookup) -> None:

@@ -14,20 +14,25 @@ the service's ``LANGSMITH_*`` fallback, then the default::
     >>> (s.project, s.schedule_delay_s)
     ('demo', 0.1)
 
-Each setting is one of two kinds, which decide what a malformed value does.
-*Tuning* settings have a safe default (timeouts, batch and queue bounds,
-schedule delays, value sizes, compression, ...): from the environment, a bad
-value logs one warning naming the variable, the value and the default used,
-and tracing goes on with the default, as OpenTelemetry's SDK does with its own
-variables. *Essential* settings have none: where the runs go, who sends them,
-how the service is trusted, and the switches that keep content (or everything)
-from being sent; a bad value raises :class:`~otel_runs_exporter.ConfigError`
-naming the variable and what it expects, and ``opentelemetry-instrument`` runs
-the app without the exporter, saying so. A bad *argument* is a ``ConfigError``
-whatever its kind: a typo in code should fail where it is written::
+Each setting is one of two kinds, which decide what a malformed value from the
+environment does; either way one ERROR line names the variable, the value (never a
+secret's) and what is expected. *Tuning* settings have a safe default (timeouts,
+batch and queue bounds, schedule delays, value sizes, compression, ...): tracing
+goes on with the default, as OpenTelemetry's SDK does with its own variables.
+*Essential* settings have none: where the runs go, who sends them, how the
+service is trusted, and the switches that keep content (or everything) from
+being sent. A default there could send data elsewhere, and an operator's typo
+must not stop the app either: :func:`resolve` raises
+:class:`~otel_runs_exporter.EnvironmentConfigError` listing every such variable,
+and :func:`resolve_for_app` (what the processor, the exporter and ``configure()``
+use) logs each and returns settings with tracing off, so the app runs untraced.
+A bad *argument* is a ``ConfigError`` whatever its kind, with "did you mean" for a
+misspelt name: a typo in code should fail where it is written::
 
-    >>> resolve(env={"OTEL_EXPORTER_RUNS_TIMEOUT": "ten"}).timeout_s   # warns
+    >>> resolve(env={"OTEL_EXPORTER_RUNS_TIMEOUT": "ten"}).timeout_s   # logs one error line
     10.0
+    >>> resolve_for_app(env={"OTEL_EXPORTER_RUNS_REGION": "asia"}).disabled   # logs one error line
+    True
 
 A secret's value is never shown, in a message or a repr.
 """
@@ -38,7 +43,8 @@ import logging
 import os
 import re
 import stat
-from dataclasses import KW_ONLY, dataclass, field, fields
+from dataclasses import KW_ONLY, dataclass, field, fields, replace
+from difflib import get_close_matches
 from pathlib import Path
 from typing import Any, Callable, Final, Literal, Mapping
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -46,7 +52,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from . import environment_variables as ev
 from ._clock import LONGEST_WAIT_S
 from ._cost import PriceFileError, PriceTable
-from ._errors import ConfigError
+from ._errors import ConfigError, EnvironmentConfigError
 from ._logging import RateLimitedLog
 # The run-id schemes are named by their table (a leaf module: no import comes back here).
 from ._ids import DEFAULT_SCHEME, SCHEMES
@@ -54,6 +60,7 @@ from ._ids import DEFAULT_SCHEME, SCHEMES
 __all__ = [
     "Settings",
     "resolve",
+    "resolve_for_app",
     "check_usable",
     "endpoint_variable",
     "ServiceSettings",
@@ -283,9 +290,9 @@ def _endpoint(raw: str) -> str:
 
 
 TUNING: Final = "tuning"
-"""A setting with a safe default: a malformed value from the environment warns and the default is used."""
+"""A setting with a safe default: a malformed value from the environment is logged and the default is used."""
 ESSENTIAL: Final = "essential"
-"""A setting without one: a malformed value from the environment is a ConfigError (the exporter stops)."""
+"""A setting without one: a malformed value from the environment is logged and tracing is off (the app runs untraced)."""
 
 
 @dataclass(frozen=True)
@@ -304,6 +311,8 @@ class _Decl:
     fallback: str | None = None
     #: Its value is never shown, even when it cannot be parsed.
     secret: bool = False
+    #: The default as the settings table (docs/settings.md) shows it, when ``default`` does not say it.
+    shown_default: str | None = None
 
 
 def _sdk_var(env: Mapping[str, str], name: str) -> str | None:
@@ -313,6 +322,21 @@ def _sdk_var(env: Mapping[str, str], name: str) -> str | None:
         if raw is not None and raw.strip() != "":
             return raw
     return None
+
+
+def _sdk_tracing(env: Mapping[str, str]) -> bool:
+    """Whether the langsmith SDK would trace, by its own rule (``utils.tracing_is_enabled``, 0.15).
+
+    TRACING_V2, else TRACING (each under LANGSMITH_ then LANGCHAIN_), on only when
+    exactly ``"true"``: ``1`` or ``True`` leave the SDK off, so they leave this off too.
+
+    >>> _sdk_tracing({"LANGSMITH_TRACING": "true"}), _sdk_tracing({"LANGCHAIN_TRACING_V2": "1"})
+    (True, False)
+    """
+    value = _sdk_var(env, "TRACING_V2")
+    if value is None:
+        value = _sdk_var(env, "TRACING")
+    return value == "true"
 
 
 def _sdk_otel_mode(env: Mapping[str, str]) -> bool:
@@ -339,29 +363,35 @@ _DECLS: dict[str, _Decl] = {
         (ev.OTEL_EXPORTER_RUNS_ENDPOINT, ev.LANGSMITH_ENDPOINT),
         None,
         _endpoint,
-        "Base address of the service; paths such as /runs/multipart are appended. "
-        "Default: the US address, or the EU one with OTEL_EXPORTER_RUNS_REGION=eu.",
+        "Base address; /runs/multipart etc. are appended (a self-hosted one may end in /api/v1). One ending "
+        "in a route (/runs, /runs/multipart, /runs/batch, /otel/v1/traces, /info) gives one warning at "
+        "startup, \"looks like a route, not the base URL; did you mean ...?\", and is used as given.",
+        shown_default="`https://api.smith.langchain.com` (US), "
+        "`https://eu.api.smith.langchain.com` with `region` eu",
         kind=ESSENTIAL,
     ),
     "control_plane_url": _Decl(
         (ev.OTEL_EXPORTER_RUNS_CONTROL_PLANE_URL,),
         None,
         _endpoint,
-        "Base address of the deployment control plane (/v2/...). Default: the region's hosted one.",
+        "Deployment control plane (/v2/...), for the API client.",
+        shown_default="`https://api.host.langchain.com` (US), "
+        "`https://eu.api.host.langchain.com` with `region` eu",
         kind=ESSENTIAL,
     ),
     "region": _Decl(
         (ev.OTEL_EXPORTER_RUNS_REGION,),
         "us",
         _choice("us", "eu"),
-        "us or eu; picks the default endpoint when none is given.",
+        "us or eu: picks the default endpoint and control plane when none is given.",
         kind=ESSENTIAL,
     ),
     "api_key": _Decl(
         (ev.OTEL_EXPORTER_RUNS_API_KEY, ev.LANGSMITH_API_KEY),
         None,
         _header_text,
-        "API key, sent as x-api-key. Never logged.",
+        "Sent as x-api-key; never logged. Missing for an endpoint that is not on loopback: one warning, and "
+        "the service's 401 is said as \"no API key was set\".",
         kind=ESSENTIAL,
         secret=True,
     ),
@@ -369,7 +399,7 @@ _DECLS: dict[str, _Decl] = {
         (ev.OTEL_EXPORTER_RUNS_BEARER_TOKEN,),
         None,
         _header_text,
-        "Bearer credential for the control plane (Authorization: Bearer ...). Never logged.",
+        "Control plane Authorization: Bearer (the API client); never logged.",
         kind=ESSENTIAL,
         secret=True,
     ),
@@ -377,28 +407,28 @@ _DECLS: dict[str, _Decl] = {
         (ev.OTEL_EXPORTER_RUNS_WORKSPACE_ID, ev.LANGSMITH_WORKSPACE_ID),
         None,
         _header_text,
-        "Workspace, sent as x-tenant-id (needed when the key spans several workspaces).",
+        "Sent as x-tenant-id; needed when the key spans several workspaces.",
         kind=ESSENTIAL,
     ),
     "project": _Decl(
         (ev.OTEL_EXPORTER_RUNS_PROJECT, ev.LANGSMITH_PROJECT),
         "default",
         _str,
-        "Project name, sent as session_name.",
+        "session_name: the project the runs go to (not OTEL_SERVICE_NAME: see below).",
         kind=ESSENTIAL,
     ),
     "project_id": _Decl(
         (ev.OTEL_EXPORTER_RUNS_PROJECT_ID,),
         None,
         _str,
-        "Project id, sent as session_id instead of session_name when set.",
+        "session_id, sent instead of session_name.",
         kind=ESSENTIAL,
     ),
     "headers": _Decl(
         (ev.OTEL_EXPORTER_RUNS_HEADERS,),
         None,
         parse_headers,
-        "Extra request headers, k=v,k2=v2 as OTel parses them.",
+        "Extra request headers, k=v,k2=v2 as OTel parses them; never logged.",
         kind=ESSENTIAL,
         secret=True,
     ),
@@ -406,7 +436,9 @@ _DECLS: dict[str, _Decl] = {
         (ev.OTEL_EXPORTER_RUNS_TIMEOUT,),
         10.0,
         _seconds,
-        "Seconds allowed for one HTTP request.",
+        "Seconds per HTTP request. The processor's worker waits for a sent request's answer for all of it, "
+        "even past the export timeout (which bounds when a request may start): a slow service is never sent "
+        "the same runs again while it is still storing them.",
         kind=TUNING,
     ),
     "mode": _Decl(
@@ -421,8 +453,10 @@ _DECLS: dict[str, _Decl] = {
         (ev.OTEL_EXPORTER_RUNS_COMPRESSION,),
         "auto",
         _choice("auto", "none", "gzip", "zstd"),
-        "Request body compression. auto: zstd when the zstandard package is installed (the [zstd] "
-        "extra) and the service's /info offers it, else none; gzip only when chosen.",
+        "auto: zstd when zstandard is installed (the [zstd] extra) and the service's GET /info offers it "
+        "(asked once before the first batch; while the service cannot be reached, bodies go uncompressed "
+        "and it is asked again a minute later; a 415 turns it off), else none. gzip or zstd to choose; none "
+        "to never compress.",
         kind=TUNING,
     ),
     "id_scheme": _Decl(
@@ -476,20 +510,21 @@ _DECLS: dict[str, _Decl] = {
         (ev.OTEL_EXPORTER_RUNS_EXIT_BUDGET,),
         3.0,
         _millis_to_seconds,
-        "Milliseconds, like OTEL_BSP_EXPORT_TIMEOUT: at shutdown, how long a service that refuses "
-        "the connection (nothing listening) is retried before what is left is given up; with a spool "
-        "it is written there at once instead. A service that answers, however slowly, still gets "
-        "the export timeout.",
+        "Milliseconds, like OTEL_BSP_EXPORT_TIMEOUT: at shutdown, how long a service that cannot be reached "
+        "(nothing listening, a name that does not resolve, a network that is unreachable, a TLS certificate "
+        "refused) is retried before what is left is given up, in one line saying how many runs, why, and "
+        "how to keep them; with a spool they are written there at once instead. A service that answers, "
+        "however slowly, or a connection that times out, still gets the export timeout.",
         kind=TUNING,
     ),
     "retry_backoff": _Decl(
         (),
         None,
         _backoff,
-        "Argument only: the retry loop's backoff as (first step, cap) in seconds, or \"first,cap\"; "
-        "steps double up to the cap and each wait is drawn between half a step and a whole one. "
-        "None: the HTTP client's own, 0.5 s doubling to 30 s (``_http.Backoff``). Shorter steps "
+        "Argument only: the retry loop's backoff as (first step, cap) in seconds, or \"first,cap\"; each wait "
+        "is drawn between half a step and a whole one, and Retry-After is still honoured. Shorter steps "
         "press a struggling service harder; tests use them so that they do not sleep.",
+        shown_default="0.5 s doubling to 30 s",
         kind=TUNING,
     ),
     "max_batch_bytes": _Decl(
@@ -503,9 +538,12 @@ _DECLS: dict[str, _Decl] = {
         (ev.OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES,),
         128 * MiB,
         _positive_int,
-        "Most bytes held for delivery (including during an outage): spans waiting to be converted "
-        "and runs still open, at an estimated size (an open run's with its dotted_order), plus "
-        "encoded runs; past it the newest are dropped.",
+        "Everything waiting, including during an outage: queued span operations at an estimated 1.6 KB "
+        "each, runs still open after their early post (processor path) at ~500 B each plus their "
+        "dotted_order, and encoded runs at their size; past it the newest are dropped (queue_bytes_full). "
+        "While the service is down, waiting runs are sealed a batch at a time into their compressed request "
+        "body: ~80 B a small run, ~1-2 KB a chat run, so the default holds about 1.5 million small runs or "
+        "70,000 chat runs.",
         kind=TUNING,
     ),
     "max_value_chars": _Decl(
@@ -629,10 +667,11 @@ _DECLS: dict[str, _Decl] = {
         (ev.OTEL_EXPORTER_RUNS_SPOOL_DIR,),
         None,
         _private_dir,
-        "Directory for the durable spool: batches that could not be delivered within the export "
-        "timeout are written here and replayed later (also by the next process). Off when unset. "
-        "It must belong to this user and be writable by no one else (created 0700 when missing); "
-        "from the environment, one that is not runs the exporter without a spool, with a warning.",
+        "Durable spool for what the service could not take (docs/delivery.md): written at the export "
+        "timeout and at exit, replayed by later flushes and the next process, said in one line each way. "
+        "Must be this user's and writable by no one else (created 0700 when missing); from the variable, "
+        "one that is not gives one error line and no spool; passed as an argument, a ConfigError.",
+        shown_default="off",
         kind=TUNING,
         fallback="the exporter runs without a spool",
     ),
@@ -647,14 +686,15 @@ _DECLS: dict[str, _Decl] = {
         (ev.OTEL_EXPORTER_RUNS_HIDE_INPUTS,),
         False,
         _bool,
-        "True: send runs without inputs. As an argument it may be a callable inputs -> inputs.",
+        "true sends no inputs part at all (the service shows inputs as {}); as an argument, a callable "
+        "inputs -> inputs.",
         kind=ESSENTIAL,
     ),
     "hide_outputs": _Decl(
         (ev.OTEL_EXPORTER_RUNS_HIDE_OUTPUTS,),
         False,
         _bool,
-        "True: send runs without outputs. As an argument it may be a callable outputs -> outputs.",
+        "true sends no outputs part at all; as an argument, a callable outputs -> outputs.",
         kind=ESSENTIAL,
     ),
     "mask": _Decl(
@@ -697,9 +737,11 @@ _DECLS: dict[str, _Decl] = {
         (ev.OTEL_EXPORTER_RUNS_PRICES,),
         None,
         _price_file,
-        "A price file (JSON: models with input and output prices in USD per million tokens) over the shipped "
-        "table: each model run's cost goes into its usage_metadata (input_cost, output_cost, total_cost), "
-        "unless it carries one. From the environment, one that cannot be read gives one warning and no costs.",
+        "A price file (JSON: {\"updated\": \"2026-01-02\", \"models\": {\"my-model\": {\"input\": 1.0, \"output\": 2.0, "
+        "\"cache_read\": 0.1}}}, USD per million tokens) over the shipped table: each completed model run's "
+        "cost goes into its usage_metadata (input_cost, output_cost, total_cost) unless it carries one, so "
+        "custom models get costs in the hosted service too. From the variable, a file that cannot be read "
+        "gives one error line and no costs; as an argument (a path or a PriceTable), a ConfigError.",
         kind=TUNING,
         fallback="no costs are written",
     ),
@@ -810,17 +852,19 @@ def resolve(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] |
     """Resolve every setting: argument, then environment, then default.
 
     ``overrides`` are constructor keyword arguments (already typed, or strings
-    that are parsed like the environment). Unknown names are an error, so a typo
-    in a keyword argument is not silently ignored.
+    that are parsed like the environment). Unknown names are an error naming the
+    likely one, so a typo in a keyword argument is not silently ignored. A
+    malformed essential variable raises :class:`EnvironmentConfigError` naming
+    every one (for a caller that asked for the result: the CLI, the API client);
+    inside an app, :func:`resolve_for_app` turns tracing off instead.
     """
     overrides = dict(overrides or {})
     env = os.environ if env is None else env
-    unknown = set(overrides) - set(_DECLS)
+    unknown = sorted(set(overrides) - set(_DECLS))
     if unknown:
-        raise ConfigError(
-            f"unknown setting(s) {sorted(unknown)}; expected some of {sorted(_DECLS)}"
-        )
+        raise ConfigError(_unknown_message(unknown, _DECLS))
     values: dict[str, Any] = {}
+    problems: list[tuple[str, str]] = []
     for name, decl in _DECLS.items():
         if overrides.get(name) is not None:
             raw = overrides[name]
@@ -831,7 +875,12 @@ def resolve(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] |
             else:
                 values[name] = _typed(decl, name, raw)
             continue
-        values[name] = _from_env(decl, env)
+        try:
+            values[name] = _from_env(decl, env)
+        except _Unusable as bad:
+            problems.append((bad.variable, str(bad)))
+    if problems:
+        raise EnvironmentConfigError(problems)
     eu = values["region"] == "eu"
     for name, us_default, eu_default in (
         ("endpoint", US_ENDPOINT, EU_ENDPOINT),
@@ -843,6 +892,43 @@ def resolve(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] |
             values[name] = _parse(_DECLS[name], str(values[name]), name)
     settings = Settings(**values)
     return settings
+
+
+def resolve_for_app(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """:func:`resolve`, for the exporter inside an app: an environment it cannot use turns tracing off, never the app.
+
+    Each malformed essential variable is one ERROR line (once per variable)
+    naming it, its value (a secret's never) and what it expects; the settings
+    come back with ``disabled`` set, so nothing is recorded or sent: no default
+    stands in for where runs go or who sends them. A bad argument still raises
+    :class:`ConfigError`: it is a mistake in code, seen where it is written.
+
+    >>> resolve_for_app(env={"OTEL_EXPORTER_RUNS_HEADERS": "x-token"}).disabled
+    True
+    """
+    env = os.environ if env is None else env
+    try:
+        return resolve(overrides, env)
+    except EnvironmentConfigError as exc:
+        for variable, message in exc.problems:
+            _bad_env_log.error(variable, "%s; tracing is off and the app runs untraced (no default is safe here)", message)
+        # The rest resolved without the variables at fault, only to fill in a Settings that sends nothing.
+        rest = {key: value for key, value in env.items() if key not in exc.variables}
+        return replace(resolve(overrides, rest), disabled=True)
+
+
+def _unknown_message(unknown: list[str], known: Mapping[str, Any]) -> str:
+    """What an unknown keyword argument is told: the likely setting first, then every one.
+
+    >>> _unknown_message(["projcet"], {"project": 1, "project_id": 2, "mode": 3})
+    "unknown setting 'projcet': did you mean 'project'? The settings are: ['mode', 'project', 'project_id']"
+    """
+    said = []
+    for name in unknown:
+        close = get_close_matches(name, known, n=1)
+        said.append(f"{name!r}: did you mean {close[0]!r}?" if close else repr(name))
+    what = "setting" if len(unknown) == 1 else "settings"
+    return f"unknown {what} {'; '.join(said)} The settings are: {sorted(known)}"
 
 
 def _real(value: Any) -> bool:
@@ -915,11 +1001,20 @@ def variable_of(name: str, env: Mapping[str, str] | None = None) -> str | None:
     return next((var for var in _DECLS[name].env if env.get(var, "").strip()), None)
 
 
+class _Unusable(ConfigError):
+    """A malformed essential variable, for :func:`resolve` to gather with the others."""
+
+    def __init__(self, message: str, variable: str) -> None:
+        super().__init__(message)
+        self.variable = variable
+
+
 def _from_env(decl: _Decl, env: Mapping[str, str]) -> Any:
     """The first of the declaration's variables that is set (blank counts as unset), parsed; else its default.
 
-    A malformed value is a ConfigError for an essential setting; for a tuning one it is
-    warned about (once per variable) and the default is used, so tracing goes on.
+    A malformed value is one ERROR line (once per variable). For a tuning setting
+    the default is used, so tracing goes on; for an essential one :class:`_Unusable`
+    is raised, for :func:`resolve` to gather.
     """
     if decl.read is not None:
         return decl.read(env)
@@ -930,9 +1025,9 @@ def _from_env(decl: _Decl, env: Mapping[str, str]) -> Any:
                 return _parse(decl, raw, var)
             except ConfigError as exc:
                 if decl.kind != TUNING:
-                    raise
+                    raise _Unusable(str(exc), var) from None
                 instead = decl.fallback or f"using the default, {spelled_default(decl)}"
-                _bad_env_log.warning(var, "%s; %s", exc, instead)
+                _bad_env_log.error(var, "%s; %s", exc, instead)
                 return decl.default
     return decl.default
 
@@ -1018,6 +1113,36 @@ def base_of_route(endpoint: str) -> str | None:
             host = parts.netloc.rpartition("@")[2]
             return urlunsplit((parts.scheme, host, path[: -len(suffix)], "", ""))
     return None
+
+
+def sdk_disabled(env: Mapping[str, str] | None = None) -> bool:
+    """OTel's ``OTEL_SDK_DISABLED``, alone: whether nothing may be recorded, for code that sets tracing up.
+
+    A value it cannot read counts as true (logged once, as :func:`resolve_for_app` logs it):
+    the switch that keeps everything from being sent has no safe default.
+
+    >>> sdk_disabled({"OTEL_SDK_DISABLED": "true"}), sdk_disabled({})
+    (True, False)
+    """
+    env = os.environ if env is None else env
+    try:
+        return bool(_from_env(_DECLS["disabled"], env))
+    except _Unusable as bad:
+        _bad_env_log.error(bad.variable, "%s; tracing is off and the app runs untraced (no default is safe here)", bad)
+        return True
+
+
+def where_runs_go(settings: Settings) -> str:
+    """Where the runs go, in the words of the one line that says so: endpoint, project, whether a key is set.
+
+    Never the key; an address's user info is left out too.
+
+    >>> where_runs_go(resolve({"project": "app", "api_key": "sk-secret"}, env={}))
+    "https://api.smith.langchain.com (project 'app', API key set)"
+    """
+    project = f"project id {settings.project_id}" if settings.project_id else f"project {settings.project!r}"
+    key = "API key set" if settings.api_key else "no API key"
+    return f"{shown_url(settings.endpoint)} ({project}, {key})"
 
 
 def check_usable(settings: Settings) -> None:
@@ -1145,6 +1270,24 @@ _INSTRUMENTATION_DECLS: dict[str, _Decl] = {
         "configurator install a RunsSpanProcessor (autoconfig), and the runs distro defaults it to runs.",
         kind=TUNING,
     ),
+    "instrument": _Decl(
+        (ev.OTEL_EXPORTER_RUNS_INSTRUMENT,),
+        False,
+        _bool,
+        "true: configure() instruments the OpenAI and Anthropic clients that are installed (as "
+        "configure(instrument=True), which wins), stepping aside where another instrumentation traces the "
+        "call. Off by default, so an upgrade never starts sending prompts on its own.",
+        kind=TUNING,
+    ),
+    "langsmith_tracing": _Decl(
+        (ev.LANGSMITH_TRACING_V2, ev.LANGCHAIN_TRACING_V2, ev.LANGSMITH_TRACING, ev.LANGCHAIN_TRACING),
+        False,
+        _bool,
+        "Tracing switched on the way the service's SDK switches it (LANGSMITH_TRACING=true): with no SDK "
+        "tracer provider installed, the first traceable call sets up a private one from the environment.",
+        kind=TUNING,
+        read=_sdk_tracing,
+    ),
 }
 
 
@@ -1154,13 +1297,15 @@ class InstrumentationSettings:
 
     capture_content: bool
     traces_exporter: tuple[str, ...]
+    instrument: bool
+    langsmith_tracing: bool
 
 
 def resolve_instrumentation(env: Mapping[str, str] | None = None) -> InstrumentationSettings:
     """Resolve the instrumentation's settings from the environment, when ``instrument()`` (or autoconfig) runs.
 
     >>> resolve_instrumentation({"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "NO_CONTENT"})
-    InstrumentationSettings(capture_content=False, traces_exporter=())
+    InstrumentationSettings(capture_content=False, traces_exporter=(), instrument=False, langsmith_tracing=False)
     >>> resolve_instrumentation({"OTEL_TRACES_EXPORTER": "otlp, runs"}).traces_exporter
     ('otlp', 'runs')
     """

@@ -55,7 +55,7 @@ import orjson
 from ._encode import EncodedRun, encoded
 from ._logging import RateLimitedLog, n_runs
 
-__all__ = ["Spool"]
+__all__ = ["Spool", "waiting"]
 
 logger = logging.getLogger(__name__)
 _rl = RateLimitedLog(logger)
@@ -511,6 +511,18 @@ def _file_name(prefix: str, runs: list[EncodedRun]) -> str:
 # The fewest bytes a run takes in a spool file: its entry in the header alone holds its 36-character id.
 _MIN_RUN_BYTES = 40
 _COUNTS = re.compile(r"-n(\d{1,12})(?:-c(\d{1,12}))?(?:-|\.)")
+
+
+def waiting(directory: str) -> tuple[int, int]:
+    """(files, runs) waiting in a spool directory, read from the names only: nothing is opened or changed.
+
+    For ``otel-runs doctor``; a directory that cannot be listed holds nothing it can count.
+    """
+    try:
+        names = [e.name for e in os.scandir(directory) if e.name.endswith(_SUFFIX) and not e.name.startswith(".")]
+    except OSError:
+        return 0, 0
+    return len(names), sum(_runs_in_name(name) for name in names)
 
 
 def _count_in_name(name: str) -> int:

@@ -215,13 +215,23 @@ class Ledger:
                 self._queued -= runs
                 self._dropped[reason] = self._dropped.get(reason, 0) + runs
 
-    def give_up(self, waited_s: float, interrupted: bool = False, reason: str = "shutdown", note: str = "") -> int:
+    def give_up(
+        self,
+        waited_s: float,
+        interrupted: bool = False,
+        reason: str = "shutdown",
+        note: str = "",
+        spooled: int = 0,
+        spool_dir: str | None = None,
+    ) -> int:
         """Count every run still queued as lost (a shutdown that could not wait) and say so in one line.
 
         Returns how many. ``note`` ends the line (why, and how to keep them next
-        time: ``Delivery.exit_note``). A send still in flight may finish later:
-        runs it delivers or spools are then moved back out of ``reason``, so
-        nothing is counted twice.
+        time: ``Delivery.exit_note``). ``spooled`` runs written to the spool at
+        ``spool_dir`` at this exit are said in the same line (or make it, when
+        none was lost). A send still in flight may finish later: runs it
+        delivers or spools are then moved back out of ``reason``, so nothing is
+        counted twice.
         """
         with self._lock:
             n = self._queued
@@ -229,13 +239,18 @@ class Ledger:
                 self._dropped[reason] = self._dropped.get(reason, 0) + n
                 self._queued = 0
             self._gave_up = reason
-        if n or interrupted:
+        stopped = "shutdown interrupted" if interrupted else "shutdown"
+        if n or (interrupted and not spooled):
+            kept = f"; {n_runs(spooled)} written to the spool at {spool_dir}" if spooled else ""
             logger.warning(
-                "shutdown%s: gave up %s that could not be delivered in %.1f s%s",
-                " interrupted" if interrupted else "",
-                n_runs(n),
-                waited_s,
-                note if n else "",
+                "%s: gave up %s that could not be delivered in %.1f s%s%s",
+                stopped, n_runs(n), waited_s, note if n else "", kept,
+            )
+        elif spooled:
+            # The spool keeps them: why they could not be sent now, and no hint about keeping them.
+            logger.warning(
+                "%s: %s could not be delivered in %.1f s%s; written to the spool at %s for the next process to send",
+                stopped, n_runs(spooled), waited_s, note.split(";", 1)[0], spool_dir,
             )
         return n
 
@@ -303,6 +318,12 @@ class Ledger:
     @property
     def queued(self) -> int:
         return self._queued
+
+    @property
+    def spooled(self) -> int:
+        """Runs written to the spool so far."""
+        with self._lock:
+            return self._spooled
 
     def lost(self) -> int:
         """Runs that left memory without being delivered (dropped or spooled): a flush compares it before and after."""

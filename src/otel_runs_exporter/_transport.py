@@ -17,8 +17,9 @@ no answer in time       (the HTTP client's retries ran into the deadline, or
                         single run that is still too large is dropped (too_large)
 400, 422                the batch is bisected to find the runs the service
                         rejects; only those are dropped (rejected)
-401, 403                sending stops for good; one log line; runs dropped
-                        (unauthorized)
+401, 403                sending stops for good; one log line saying whether no
+                        key was set or the key was refused, with the runs
+                        dropped (unauthorized)
 404, 405 on multipart   (mode auto) switch once to POST /runs + PATCH /runs/{id}
 404 on POST /runs       the base address is wrong: one error naming it; the
 (or multipart, mode     batch is dropped (not_found)
@@ -228,13 +229,17 @@ class Transport:
         self._http.close()
 
     @property
-    def refused(self) -> bool:
-        """Whether the last request found nothing listening at the endpoint (connection refused)."""
-        return self._http.refused
+    def unreachable(self) -> str | None:
+        """Why the last request could not reach the service, when no wait would help (``HttpClient.unreachable``)."""
+        return self._http.unreachable
 
     def at_exit(self, budget_s: float) -> None:
-        """Shutdown has begun: a refused connection is retried only for ``budget_s`` (see ``HttpClient.at_exit``)."""
+        """Shutdown has begun: a service that cannot be reached is retried only for ``budget_s`` (see ``HttpClient.at_exit``)."""
         self._http.at_exit(budget_s)
+
+    def stop_now(self) -> None:
+        """Start and retry no request from now on (``HttpClient.stop_now``)."""
+        self._http.stop_now()
 
     # --- the public entry point ------------------------------------------------
 
@@ -461,7 +466,9 @@ class Transport:
             else:
                 self._non_retryable(status, resp, [run], result, (method, path))
                 if self._auth_failed:
-                    result.drop("unauthorized", ordered[index + 1 :])
+                    rest = ordered[index + 1 :]
+                    self._losses.add("unauthorized", "unauthorized", rest, logging.ERROR, "")  # counted in its line
+                    result.drop("unauthorized", rest)
                     return
 
     def _endpoint_missing(self, path: str, runs: list[EncodedRun], result: SendResult) -> None:
@@ -482,11 +489,20 @@ class Transport:
     ) -> None:
         if status in (401, 403):
             self._auth_failed = True
-            logger.error(
-                "the service refused the API key (%d); no more runs will be sent by this exporter. "
-                "Check OTEL_EXPORTER_RUNS_API_KEY / OTEL_EXPORTER_RUNS_WORKSPACE_ID",
-                status,
-            )
+            if self._settings.api_key:
+                self._losses.add(
+                    "unauthorized", "unauthorized", runs, logging.ERROR,
+                    "the service at %s refused the API key (%d); no more runs will be sent by this exporter. "
+                    "Check OTEL_EXPORTER_RUNS_API_KEY (or LANGSMITH_API_KEY) and OTEL_EXPORTER_RUNS_WORKSPACE_ID",
+                    self._base, status,
+                )
+            else:
+                self._losses.add(
+                    "unauthorized", "unauthorized", runs, logging.ERROR,
+                    "the service at %s answered %d and no API key was set; no more runs will be sent by this "
+                    "exporter. Set OTEL_EXPORTER_RUNS_API_KEY (or LANGSMITH_API_KEY)",
+                    self._base, status,
+                )
             result.drop("unauthorized", runs)
         elif status in REDIRECTS:
             result.drop("redirect_refused", runs)

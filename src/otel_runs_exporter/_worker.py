@@ -56,6 +56,7 @@ from ._convert import (
 )
 from ._delivery import Delivery
 from ._encode import EncodedRun, encode_run
+from ._exit import ExitSequence
 from ._fork import renew_in_child
 from ._genai_events import EventJoin, ended_run, late_patches
 from ._hold import TraceHold
@@ -71,6 +72,8 @@ __all__ = ["Worker"]
 logger = logging.getLogger(__name__)
 _rl = RateLimitedLog(logger)
 
+# After Ctrl-C at exit: how long the worker may take to leave a conversion before what it holds is spooled.
+_STOP_GRACE_S = 0.5
 _MAX_EARLY = 100_000  # runs awaiting their patch; a span that never ends must not grow this forever
 _YIELD_EVERY_S = 0.002
 # Past this many batches of queued operations the producer is outpacing us: stop yielding early.
@@ -139,11 +142,13 @@ class Worker:
         self.hold = TraceHold.from_settings(self._settings)
         self._stopping = False
         self._stopped = False
+        self._finished = threading.Event()  # the worker's last cycle is over
         self._stop_deadline = 0.0
         # The worker's requests run to their answer (finish_in_flight): nobody waits on
         # them but force_flush and shutdown, which keep their own deadlines.
         transport = Transport(self._settings, wake=self._wake, clock=self._clock, finish_in_flight=True)
         self._delivery = Delivery(self._settings, transport)
+        self._exit = ExitSequence(self._delivery, self.ledger)
         self._pacer = Pacer(self._settings.schedule_delay_s, self._settings.max_schedule_delay_s, clock=self._clock)
         # Queued operations that make a full batch: a span's start and end are two operations
         # that make one run when it ended before conversion, and runs left waiting count too.
@@ -264,38 +269,42 @@ class Worker:
     def shutdown(self, timeout_s: float) -> None:
         """Last delivery attempt, bounded by ``timeout_s``; never raises.
 
-        A service that refuses the connection (nothing listening) is not waited
-        for that long: ``Delivery.begin_exit`` says how long instead. What could
-        not be delivered goes to the spool (when there is one) or is counted as
-        dropped (``shutdown``), and is reported in one line with the real time
-        waited and how to keep such runs next time. Ctrl-C while waiting stops the wait at
-        once, with the same one line and no traceback.
+        The exit sequence (``_exit``): a service that cannot be reached is not
+        waited for that long (``Delivery.begin_exit`` says how long instead);
+        what could not be delivered goes to the spool (when there is one) or is
+        counted as dropped (``shutdown``), and is reported in one line with the
+        real time waited and how to keep such runs next time. Ctrl-C while
+        waiting stops the wait at once, with the same one line and no traceback,
+        and what is left still goes to the spool.
         """
         if self._stopping:
             return
         timeout_s = bounded_wait(timeout_s)
-        started = time.monotonic()
-        interrupted = False
-        try:
-            # Before the worker is woken: a service that refuses the connection gets the exit budget, not the timeout.
-            self._delivery.begin_exit()
-            self._stop_deadline = self._clock.now() + timeout_s
-            self._stopping = True
-            self._wake.set()
-            worker = self._worker
-            if worker is not None and worker.is_alive() and worker is not threading.current_thread():
-                # The worker stops sending at the deadline; the margin lets it spool and count.
-                worker.join(timeout_s + 0.5)
-        except KeyboardInterrupt:
-            interrupted = True
+        self._exit.run(lambda: self._flush_at_exit(timeout_s), stop=self._stop_at_once, gather=self._gather)
         self._stopped = True
-        try:
-            self._give_up(time.monotonic() - started, interrupted)
-        except KeyboardInterrupt:
-            pass
-        self._delivery.close()
         if self._events is not None:
             self._events.close()
+
+    def _flush_at_exit(self, timeout_s: float) -> None:
+        """The worker's last flush, until the deadline; the margin of the join lets it finish its cycle."""
+        self._stop_deadline = self._clock.now() + timeout_s
+        self._stopping = True
+        self._wake.set()
+        worker = self._worker
+        if worker is not None and worker.is_alive() and worker is not threading.current_thread():
+            worker.join(timeout_s + 0.5)
+
+    def _stop_at_once(self) -> None:
+        """Ctrl-C: the worker starts no request from now on; it is given a moment to hand back what it holds.
+
+        Waited for on an event of ours: a ``join`` that Ctrl-C interrupted leaves the
+        thread marked as stopped while it still runs (CPython's bpo-45274 handling).
+        """
+        self._stop_deadline = self._clock.now()
+        self._stopping = True
+        self._delivery.stop_now()
+        if self._worker is not None and self._worker is not threading.current_thread():
+            self._finished.wait(_STOP_GRACE_S)
 
     def stats(self) -> ExporterStats:
         events = self._events.counts() if self._events is not None else None
@@ -304,32 +313,22 @@ class Worker:
 
     # --- shutdown ------------------------------------------------------------------
 
-    def _give_up(self, waited_s: float, interrupted: bool) -> None:
-        """Account for what the worker could not deliver by the deadline (or before Ctrl-C)."""
-        if self._worker is not None and self._worker.is_alive():
-            # The worker is stuck in a request past the deadline (a service that never
-            # answers), or we were interrupted: take what it has not taken. With a spool,
-            # that is written there (the worker, blocked on its socket, converts nothing
-            # meanwhile); the batch in flight is counted as given up, and moved back
-            # out of that count by the ledger if it is delivered after all.
-            self._leave(spool=not interrupted)
-        self.ledger.give_up(waited_s, interrupted, note=self._delivery.exit_note())
+    def _gather(self) -> None:
+        """At exit, what the worker has not sent: converted and handed to the delivery for the spool.
 
-    def _leave(self, spool: bool) -> None:
-        """At shutdown, what is still in memory: to the spool (when there is one), the rest let go.
-
-        What is let go stays counted as queued until ``Ledger.give_up`` counts it, in runs, once.
+        The worker is done, or stuck in a request past the deadline (a service that
+        never answers), blocked on its socket: it converts nothing meanwhile. The
+        batch in flight is counted as given up, and moved back out of that count by
+        the ledger if it is delivered after all. Without a spool nothing is
+        converted: what is queued is counted, in runs, once (``Ledger.give_up``).
         """
-        if spool and self._delivery.spool is not None:
+        if self._delivery.spool is not None:
             self._convert_some(everything=True)
-            self._record(self._delivery.spool_all())
         self._queue.clear()
-        self._delivery.take_all()
 
     def _finish(self) -> None:
-        """The worker's last cycle: send until the deadline, then spool what is left."""
-        if self._cycle(self._stop_deadline) is not _Cycle.DONE:
-            self._leave(spool=True)
+        """The worker's last cycle: send until the deadline; what is left is the exit sequence's."""
+        self._cycle(self._stop_deadline)
         with self._lock:
             requests, self._flush_requests = self._flush_requests, []
         for r in requests:
@@ -347,7 +346,10 @@ class Worker:
             began = time.monotonic()
             try:
                 if self._stopping:
-                    self._finish()
+                    try:
+                        self._finish()
+                    finally:
+                        self._finished.set()
                     return
                 with self._lock:
                     requests, self._flush_requests = self._flush_requests, []

@@ -39,7 +39,7 @@ from opentelemetry.sdk._configuration import _OTelSDKConfigurator
 from opentelemetry.sdk.trace import TracerProvider
 
 from . import environment_variables as ev
-from ._configure import _installed_by_autoconfig
+from ._configure import installed_elsewhere
 from ._errors import ConfigError
 from ._genai_events import install_log_processor
 from ._processor import RunsSpanProcessor
@@ -86,7 +86,7 @@ class RunsConfigurator(_OTelSDKConfigurator):
         try:
             processor = RunsSpanProcessor()
             provider.add_span_processor(processor)
-            _installed_by_autoconfig(processor)
+            installed_elsewhere(processor)
             if processor.settings.capture_log_events and not processor.settings.disabled:
                 install_log_processor()
         except ConfigError as exc:

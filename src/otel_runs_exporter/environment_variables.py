@@ -6,7 +6,7 @@ them, and each constant carries its doc (the docstring under it). The setting
 each variable feeds, its default and its parser are declared once, in the
 settings tables of ``_settings`` (``_DECLS`` for the exporter,
 ``_SERVICE_DECLS`` for the local service's command, ``_INSTRUMENTATION_DECLS``
-for the instrumentors and ``autoconfig``); the README's settings table and
+for the instrumentors and ``autoconfig``); docs/settings.md (written from them) and
 docs/local-service.md are checked against them by a test, as is that every
 constant here is in one of them (or in :data:`WRITTEN`) and has its doc.
 
@@ -23,7 +23,7 @@ SDK's configurator, which reads them itself, and
 
 from __future__ import annotations
 
-# --- this exporter's variables (setting names in the README's settings table) --------------
+# --- this exporter's variables (setting names in docs/settings.md) --------------------------
 
 OTEL_EXPORTER_RUNS_ENDPOINT = "OTEL_EXPORTER_RUNS_ENDPOINT"
 """
@@ -416,6 +416,50 @@ OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT = "OTEL_INSTRUMENTATION_GENAI
 Instrumentation setting ``capture_content``: whether our OpenAI and Anthropic instrumentors record message
 content, read when ``instrument()`` runs (``instrument(capture_content=...)`` wins). Off with ``false``,
 ``0``, ``no``, ``off``, ``no_content`` or ``event_only``. Default: on (the GenAI convention's is off).
+"""
+
+OTEL_EXPORTER_RUNS_INSTRUMENT = "OTEL_EXPORTER_RUNS_INSTRUMENT"
+"""
+.. envvar:: OTEL_EXPORTER_RUNS_INSTRUMENT
+
+Instrumentation setting ``instrument``: ``true`` makes ``configure()`` (and the set-up from the service
+SDK's variables) instrument the OpenAI and Anthropic clients that are installed, as
+``configure(instrument=True)`` does (the argument wins). Default: ``false``, so an upgrade never starts
+sending prompts on its own.
+"""
+
+# The service SDK's tracing switch, read by its rules (``utils.tracing_is_enabled``: TRACING_V2, then
+# TRACING, each under LANGSMITH_ then LANGCHAIN_, on only when exactly ``true``) into instrumentation
+# setting ``langsmith_tracing``: ``traceable`` then sets itself up from the environment.
+
+LANGSMITH_TRACING = "LANGSMITH_TRACING"
+"""
+.. envvar:: LANGSMITH_TRACING
+
+Instrumentation setting ``langsmith_tracing``: ``true`` (the SDK's spelling) means tracing is on as the
+service's SDK reads it; with no SDK tracer provider installed, the first ``traceable`` call sets up a
+private one from the environment. Read, never refused: the SDK's variable.
+"""
+
+LANGSMITH_TRACING_V2 = "LANGSMITH_TRACING_V2"
+"""
+.. envvar:: LANGSMITH_TRACING_V2
+
+Instrumentation setting ``langsmith_tracing``: the SDK's other name of :envvar:`LANGSMITH_TRACING`, read first.
+"""
+
+LANGCHAIN_TRACING_V2 = "LANGCHAIN_TRACING_V2"
+"""
+.. envvar:: LANGCHAIN_TRACING_V2
+
+Instrumentation setting ``langsmith_tracing``: the older name of :envvar:`LANGSMITH_TRACING_V2`, read after it.
+"""
+
+LANGCHAIN_TRACING = "LANGCHAIN_TRACING"
+"""
+.. envvar:: LANGCHAIN_TRACING
+
+Instrumentation setting ``langsmith_tracing``: the older name of :envvar:`LANGSMITH_TRACING`, read after it.
 """
 
 OTEL_TRACES_EXPORTER = "OTEL_TRACES_EXPORTER"

@@ -103,8 +103,8 @@ def test_a_malformed_tuning_variable_warns_and_tracing_goes_on(service):
     assert len(service.wait_for_runs(3)) == 3
 
 
-def test_a_malformed_essential_variable_stops_the_exporter_not_the_app(service, tmp_path):
-    """No safe default for where runs go or how the service is trusted: the app runs untraced, told why.
+def test_a_malformed_essential_variable_leaves_the_app_untraced_not_stopped(service, tmp_path):
+    """No safe default for where runs go or how the service is trusted: the app runs untraced, told why in one line.
 
     The runs configurator called as opentelemetry-instrument calls it (without loading every instrumentor).
     """
@@ -124,10 +124,10 @@ def test_a_malformed_essential_variable_stops_the_exporter_not_the_app(service, 
         timeout=60,
     )
     assert proc.returncode == 0 and "app done" in proc.stdout, proc.stderr
-    assert (
-        f"runs exporter not installed: OTEL_EXPORTER_RUNS_CERTIFICATE='{missing}' is not valid: "
-        "expected a readable PEM file" in proc.stderr
-    ), proc.stderr
+    (line,) = [line for line in proc.stderr.splitlines() if "OTEL_EXPORTER_RUNS_CERTIFICATE" in line]
+    assert line.startswith(f"OTEL_EXPORTER_RUNS_CERTIFICATE='{missing}' is not valid: expected a readable PEM file"), line
+    assert line.endswith("tracing is off and the app runs untraced (no default is safe here)"), line
+    assert "Traceback" not in proc.stderr
     assert service.runs() == []
 
 

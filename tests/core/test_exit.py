@@ -1,9 +1,10 @@
 """Whole processes at exit when the service cannot take the runs (``Delivery.begin_exit``).
 
 Nothing listening at the endpoint (a closed port: the connection is refused) is
-not worth the export timeout at exit: without a spool the process gives up
-after the exit budget, saying how many runs and how to keep them; with one it
-writes them there and exits at once. A service that answers slowly still gets
+not worth the export timeout at exit, nor is a name that does not resolve (an
+offline laptop, a CI job without egress): without a spool the process gives up
+after the exit budget, saying how many runs, why, and how to keep them; with one
+it writes them there and exits at once. A service that answers slowly still gets
 its runs. The processes run side by side (started together by a module
 fixture, each test waiting for its own), so the module costs about the longest
 of them: the default 3 s budget of the first.
@@ -50,6 +51,7 @@ print("END", time.monotonic(), flush=True)
 """
 
 CONFIGURE = "from otel_runs_exporter import configure\nconfigure()"
+UNRESOLVABLE = "api.example.invalid"
 
 
 @dataclass
@@ -141,6 +143,10 @@ def exits(tmp_path_factory: pytest.TempPathFactory, slow_service: LocalService) 
                 OTEL_EXPORTER_RUNS_EXIT_BUDGET="1000",
             ),
         ),
+        # A name that never resolves (RFC 2606), as every name does offline: it was the whole 30 s timeout.
+        "resolve": Running(
+            [sys.executable, "-c", _script(CONFIGURE, 2)], _env(OTEL_EXPORTER_RUNS_ENDPOINT=f"https://{UNRESOLVABLE}")
+        ),
         "spool": Running(
             [sys.executable, "-c", _script(CONFIGURE, 2)],
             _env(OTEL_EXPORTER_RUNS_ENDPOINT=closed, OTEL_EXPORTER_RUNS_SPOOL_DIR=str(spool)),
@@ -182,12 +188,27 @@ def test_exit_under_opentelemetry_instrument_counts_every_run_given_up(exits):
     assert "gave up 4 runs that could not be delivered" in line and "connection refused" in line, line
 
 
+def test_exit_when_the_name_does_not_resolve_gives_up_after_the_exit_budget_naming_the_cause(exits):
+    done = exits["resolve"]
+    assert done.returncode == 0, done.err
+    assert done.exit_s < 10, f"exit took {done.exit_s:.1f} s"  # before: 29-30 s, and only "ConnectionError"
+    (line,) = done.gave_up()
+    assert "shutdown: gave up 3 runs that could not be delivered in" in line, line
+    assert f"(could not resolve {UNRESOLVABLE}: no network or DNS?)" in line, line
+    assert "set OTEL_EXPORTER_RUNS_SPOOL_DIR to keep undelivered runs" in line
+    # While it ran, the retries said why too, not just the exception's name.
+    assert f"could not reach https://{UNRESOLVABLE}: could not resolve {UNRESOLVABLE}" in done.err, done.err
+    assert KEY not in done.err + done.out
+
+
 def test_exit_with_a_spool_writes_the_runs_there_at_once(exits):
     done = exits["spool"]
     assert done.returncode == 0, done.err
     assert done.exit_s < 2, f"exit took {done.exit_s:.1f} s"
     assert done.gave_up() == [], done.err
-    assert "3 runs could not be delivered (nothing is listening at the endpoint); written to the spool" in done.err
+    (line,) = [line for line in done.err.splitlines() if "shutdown" in line]
+    assert "shutdown: 3 runs could not be delivered in" in line and "written to the spool at" in line, done.err
+    assert f"(nothing is listening at {exits.closed_url}: connection refused)" in line
     files = list(exits.spool_dir.glob("*.spool"))
     runs = [run for path in files for run in deserialize(path.read_bytes())]
     assert sum(run.completes for run in runs) == 3

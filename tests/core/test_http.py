@@ -242,7 +242,7 @@ def test_at_exit_a_refused_connection_is_retried_only_for_the_exit_budget():
     http.at_exit(3.0)
     with pytest.raises(RetryLater):
         http.request("POST", "/runs", 600.0)
-    assert 2 <= len(net.requests) and clock.now() <= 3.0 and http.refused
+    assert 2 <= len(net.requests) and clock.now() <= 3.0 and http.unreachable
     # The budget is spent: the next batch is not tried at all.
     tried = len(net.requests)
     with pytest.raises(RetryLater):
@@ -267,7 +267,7 @@ def test_at_exit_a_service_that_answers_or_does_not_refuse_keeps_the_whole_deadl
     http, clock = client(net)
     http.at_exit(0.0)
     assert http.request("POST", "/runs", 600.0).status_code == 202
-    assert len(net.requests) == 6 and clock.now() > 3.0 and not http.refused
+    assert len(net.requests) == 6 and clock.now() > 3.0 and http.unreachable is None
 
 
 def test_a_refusal_then_an_answer_gets_the_whole_deadline_again():

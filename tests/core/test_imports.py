@@ -14,7 +14,7 @@ import otel_runs_exporter
 PACKAGE = Path(otel_runs_exporter.__file__).parent
 NAME = "otel_runs_exporter"
 
-# The data flow (README, "How it works"; the package docstring): a module may import
+# The data flow (docs/architecture.md; the package docstring): a module may import
 # from its own layer and the ones before it, never from a later one. ``_stats`` (the
 # ledger and the Outcome it records) sits below everything that reports to it.
 FLOW = [
@@ -31,6 +31,8 @@ FLOW = [
     {"_http"},
     {"_transport"},
     {"_delivery"},
+    # The exit sequence both paths run at shutdown, over the delivery and its ledger.
+    {"_exit"},
     {"_worker"},
     {"_choice"},
     {"_processor", "_exporter"},

@@ -12,6 +12,10 @@ import time
 
 import pytest
 
+from otel_runs_exporter._spool import deserialize
+from otel_runs_exporter.server import LocalService
+from otel_runs_exporter.server._faults import FaultConfig
+
 
 def run_script(code: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LANGSMITH_"))}
@@ -163,6 +167,27 @@ def test_get_processor_and_a_second_configure_with_other_arguments(service):
     assert service.runs()[0]["session_name"] == "first"
 
 
+def _interrupted_in_the_final_flush(code: str, args: list[str], env: dict[str, str], after_s: float) -> tuple[str, str]:
+    """Run ``code`` until it prints "exiting", then Ctrl-C it ``after_s`` later, inside its (minute-long) final
+    flush; its output, once it has stopped at once and without a traceback."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LANGSMITH_"))}
+    full.update(OTEL_BSP_EXPORT_TIMEOUT="60000", **env)  # a long final flush, cut short by Ctrl-C
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, *args], env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout.readline().strip() == "exiting"
+        time.sleep(after_s)
+        interrupted = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert time.monotonic() - interrupted < 3, err
+    assert "Traceback" not in err, err
+    return out, err
+
+
 def test_ctrl_c_during_the_final_flush_exits_at_once_with_one_line():
     code = textwrap.dedent(
         """
@@ -176,24 +201,39 @@ def test_ctrl_c_during_the_final_flush_exits_at_once_with_one_line():
         print("exiting", flush=True)
         """
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LANGSMITH_"))}
-    env["OTEL_BSP_EXPORT_TIMEOUT"] = "60000"  # a long final flush, cut short by Ctrl-C
-    env["OTEL_EXPORTER_RUNS_EXIT_BUDGET"] = "60000"  # long even though nothing listens at port 9
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout.readline().strip() == "exiting"
-        time.sleep(0.5)  # inside the final flush, retrying the unreachable service
-        interrupted = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=20)
-    finally:
-        proc.kill()
-    assert time.monotonic() - interrupted < 3, err
-    assert "Traceback" not in err, err
+    # Long even though nothing listens at port 9: the flush is retrying when Ctrl-C comes.
+    out, err = _interrupted_in_the_final_flush(code, [], {"OTEL_EXPORTER_RUNS_EXIT_BUDGET": "60000"}, after_s=0.5)
     lines = [line for line in err.splitlines() if "gave up" in line]
     assert len(lines) == 1 and "shutdown interrupted: gave up 1 run that" in lines[0], err
+    assert "sk-never-printed" not in err + out
+
+
+def test_ctrl_c_during_the_final_flush_still_writes_what_is_left_to_the_spool(tmp_path):
+    """The service answers 503 and the app exits: the final flush backs off, Ctrl-C stops it at once,
+    and the runs go to the spool for the next process (before: counted as given up)."""
+    spool = tmp_path / "spool"
+    code = textwrap.dedent(
+        f"""
+        import logging, sys
+        logging.basicConfig()
+        from opentelemetry import trace
+        from otel_runs_exporter import configure
+        configure(endpoint=sys.argv[1], api_key="sk-never-printed", spool_dir={str(spool)!r})
+        tracer = trace.get_tracer(__name__)
+        with tracer.start_as_current_span("root"):
+            with tracer.start_as_current_span("child"):
+                pass
+        print("exiting", flush=True)
+        """
+    )
+    with LocalService(faults=FaultConfig(outage=True)) as down:
+        # Nothing sent before exit (the schedule is a minute long): the exit's flush is the one interrupted.
+        out, err = _interrupted_in_the_final_flush(code, [down.url], {"OTEL_BSP_SCHEDULE_DELAY": "60000"}, after_s=1.0)
+    (line,) = [line for line in err.splitlines() if "shutdown" in line]
+    assert "shutdown interrupted: 2 runs could not be delivered in" in line, line
+    assert line.endswith(f"; written to the spool at {spool} for the next process to send"), line
+    runs = [run for path in spool.glob("*.spool") for run in deserialize(path.read_bytes())]
+    assert sum(run.completes for run in runs) == 2
     assert "sk-never-printed" not in err + out
 
 

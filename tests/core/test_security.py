@@ -220,16 +220,33 @@ def _send(url, **settings):
     return t.send([run], time.monotonic() + 1.0)
 
 
-def test_tls_is_verified_by_default_and_a_ca_bundle_can_be_given(pki, monkeypatch):
+@pytest.fixture
+def tls_url(pki, monkeypatch):
+    """A TLS sink whose CA only ``pki / "ca.pem"`` names (no machine-wide bundle is read), with nothing seen yet."""
     monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)
     monkeypatch.delenv("CURL_CA_BUNDLE", raising=False)
     server, url = _tls_server(pki, require_client_cert=False)
+    _Sink.seen = []
     try:
-        _Sink.seen = []
-        assert _send(url).retry and _Sink.seen == []  # unknown CA: refused, never sent
-        assert _send(url, certificate=str(pki / "ca.pem")).delivered and _Sink.seen == ["/runs/multipart"]
+        yield url
     finally:
         server.shutdown()
+
+
+def test_tls_is_verified_by_default_and_a_ca_bundle_can_be_given(pki, tls_url):
+    assert _send(tls_url).retry and _Sink.seen == []  # unknown CA: refused, never sent
+    assert _send(tls_url, certificate=str(pki / "ca.pem")).delivered and _Sink.seen == ["/runs/multipart"]
+
+
+def test_at_exit_a_refused_certificate_gets_the_exit_budget_and_is_named(tls_url):
+    """No wait makes an untrusted certificate trusted: at exit it is treated like nothing listening."""
+    t = Transport(resolve({"endpoint": tls_url, "api_key": KEY, "retry_backoff": (0.05, 0.1)}, env={}))
+    t.at_exit(0.5)
+    run = encode_run("post", {"id": "r", "inputs": {}}, completes=True)
+    began = time.monotonic()
+    result = t.send([run], began + 30)  # the export timeout: not waited for
+    assert result.retry and time.monotonic() - began < 5 and _Sink.seen == []
+    assert t.unreachable is not None and t.unreachable.startswith("the TLS certificate of 127.0.0.1 was refused")
 
 
 def test_mutual_tls_with_a_client_certificate(pki, monkeypatch):

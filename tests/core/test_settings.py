@@ -63,10 +63,10 @@ def test_bsp_variables_are_honoured():
     )
 
 
-# What each exporter setting is when its variable is malformed. Tuning: a safe default exists, so the
-# value is warned about and the default used (OpenTelemetry's convention: tracing goes on). Essential:
-# where the runs go, who sends them, and the switches that keep content or everything from being sent;
-# no default is safe, so the exporter stops with a ConfigError (autoconfig: "runs exporter not installed").
+# What each exporter setting is when its variable is malformed (one ERROR line either way). Tuning: a safe
+# default exists, and it is used (OpenTelemetry's convention: tracing goes on). Essential: where the runs go,
+# who sends them, and the switches that keep content or everything from being sent; no default is safe, so
+# the app runs untraced (resolve_for_app), and resolve() itself raises for callers that asked (the CLI).
 ESSENTIAL_SETTINGS = {
     "endpoint", "control_plane_url", "region", "api_key", "bearer_token", "workspace_id", "project", "project_id",
     "headers", "certificate", "client_certificate", "client_key", "hide_inputs", "hide_outputs", "scrub_secrets",
@@ -91,16 +91,16 @@ def _tuning_with_a_variable() -> list[str]:
 
 
 @pytest.mark.parametrize("name", _tuning_with_a_variable())
-def test_a_malformed_tuning_variable_warns_naming_it_and_the_default_and_the_default_is_used(name, caplog):
+def test_a_malformed_tuning_variable_is_one_error_line_naming_it_and_the_default_and_the_default_is_used(name, caplog):
     from otel_runs_exporter._settings import _DECLS, spelled_default
 
     decl = _DECLS[name]
     var = decl.env[0]
     with caplog.at_level(logging.WARNING, logger="otel_runs_exporter"):
         settings = resolve(env={var: "ten?"})
-    assert getattr(settings, name) == decl.default
+    assert getattr(settings, name) == decl.default and not settings.disabled
     warned = [r.getMessage() for r in caplog.records]
-    assert len(warned) == 1, warned
+    assert len(warned) == 1 and caplog.records[0].levelno == logging.ERROR, warned
     assert warned[0].startswith(f"{var}='ten?' is not valid: expected ")
     assert warned[0].endswith("; " + (decl.fallback or f"using the default, {spelled_default(decl)}")), warned[0]
     # The default as the variable spells it (milliseconds for OTel's BSP variables) reads back as the default
@@ -132,10 +132,41 @@ def test_the_default_named_in_the_warning_is_in_the_variables_units():
         ("OTEL_SDK_DISABLED", "maybe", "true or false"),
     ],
 )
-def test_a_malformed_essential_variable_is_a_config_error_naming_it_and_what_is_expected(var, value, expected):
-    with pytest.raises(ConfigError) as info:
+def test_a_malformed_essential_variable_leaves_the_app_untraced_saying_which_and_what_is_expected(
+    var, value, expected, caplog
+):
+    from otel_runs_exporter import EnvironmentConfigError, _settings
+    from otel_runs_exporter._settings import resolve_for_app
+
+    # Asked for the settings (the CLI, the API client): an error naming the variable and what it expects.
+    with pytest.raises(EnvironmentConfigError) as info:
         resolve(env={var: value})
-    assert var in str(info.value) and expected in str(info.value)
+    assert var in str(info.value) and expected in str(info.value) and info.value.variables == {var}
+    # Inside an app: one ERROR line, and nothing recorded or sent, never a default in its place.
+    _settings._bad_env_log.reset()
+    with caplog.at_level(logging.ERROR, logger="otel_runs_exporter"):
+        settings = resolve_for_app(env={var: value, "OTEL_EXPORTER_RUNS_TIMEOUT": "7"})
+    assert settings.disabled and settings.timeout_s == 7.0  # the rest as the environment says
+    (record,) = caplog.records
+    assert record.levelno == logging.ERROR and record.getMessage().startswith(var)
+    assert expected in record.getMessage() and record.getMessage().endswith("tracing is off and the app runs untraced (no default is safe here)")
+    # A value passed in code is a mistake where it is written.
+    name = next(n for n, d in _settings._DECLS.items() if var in d.env)
+    with pytest.raises(ConfigError, match=f"argument {name}"):
+        resolve_for_app({name: value}, env={})
+
+
+def test_every_malformed_essential_variable_is_said_not_only_the_first(caplog):
+    from otel_runs_exporter import _settings
+    from otel_runs_exporter._settings import resolve_for_app
+
+    _settings._bad_env_log.reset()
+    env = {"OTEL_EXPORTER_RUNS_REGION": "asia", "OTEL_EXPORTER_RUNS_HEADERS": "x-token-sk-secret", "OTEL_EXPORTER_RUNS_ENDPOINT": "h:1"}
+    with caplog.at_level(logging.ERROR, logger="otel_runs_exporter"):
+        assert resolve_for_app(env=env).disabled
+    said = [r.getMessage() for r in caplog.records]
+    assert sorted(line.split("=")[0].split(" ")[0] for line in said) == sorted(env)
+    assert not any("x-token-sk-secret" in line for line in said)  # headers may hold a secret: never shown
 
 
 @pytest.mark.parametrize(
@@ -341,12 +372,9 @@ def test_env_var_constants_match_the_declaration_tables_and_the_docs():
     assert set(ev.ALL) == exporter | service | instrumentation | set(ev.WRITTEN)
     assert all(getattr(ev, name) == name for name in ev.ALL)
     root = Path(__file__).resolve().parents[2]
-    readme = (root / "README.md").read_text(encoding="utf-8")
-    # The README may shorten a repeated prefix ("..._CLIENT_KEY"); each variable is named there.
-    missing = [
-        name for name in exporter if name not in readme and "..._" + name.removeprefix("OTEL_EXPORTER_RUNS_") not in readme
-    ]
-    assert missing == []
+    settings_doc = (root / "docs" / "settings.md").read_text(encoding="utf-8")
+    # Each variable the exporter and the instrumentation read is named in the settings' doc.
+    assert sorted(name for name in exporter | instrumentation if f"`{name}`" not in settings_doc) == []
     # The local service command's variables are documented with the command.
     local_service = (root / "docs" / "local-service.md").read_text(encoding="utf-8")
     assert sorted(name for name in service if name not in local_service) == []
@@ -479,29 +507,3 @@ def test_the_endpoint_variable_is_the_exporters_own_and_not_its_fallback():
     assert endpoint_variable({"OTEL_EXPORTER_RUNS_ENDPOINT": "http://h:1"}) == "http://h:1"
     assert endpoint_variable({"OTEL_EXPORTER_RUNS_ENDPOINT": "  "}) is None
     assert endpoint_variable({"LANGSMITH_ENDPOINT": "https://api.smith.langchain.com"}) is None
-
-
-def test_the_readme_settings_table_says_what_a_malformed_variable_does_for_each_setting():
-    """Its "If malformed" column: ``default`` for tuning, ``stops`` for essential, ``—`` for argument-only settings."""
-    import re
-    from pathlib import Path
-
-    from otel_runs_exporter._settings import _DECLS, ESSENTIAL
-
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    table = text[text.index("## Settings") : text.index("\n## ", text.index("## Settings") + 1)]
-    header = next(line for line in table.splitlines() if line.startswith("| Argument |"))
-    column = [cell.strip() for cell in header.strip("|").split("|")].index("If malformed")
-    said: dict[str, str] = {}
-    for line in table.splitlines():
-        if not line.startswith("| `"):
-            continue
-        cells = [cell.strip() for cell in line.strip("|").split("|")]
-        for name in re.findall(r"`(\w+)`", cells[0]):
-            said[name] = cells[column]
-    expected = {
-        name: "—" if not decl.env else "stops" if decl.kind == ESSENTIAL else "default"
-        for name, decl in _DECLS.items()
-        if decl.read is None  # the SDK's own variables, read by its rules (under langsmith_bridge), never refused
-    }
-    assert said == expected

@@ -124,6 +124,7 @@ def test_exit_while_down_spools_and_the_next_process_sends(service, tmp_path):
     service.faults.update(outage=False)
     proc = _script(
         """
+        import logging; logging.basicConfig(level=logging.INFO)
         from opentelemetry import trace
         from otel_runs_exporter import configure
         provider = configure()
@@ -134,6 +135,9 @@ def test_exit_while_down_spools_and_the_next_process_sends(service, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert sorted(r["name"] for r in service.wait_for_runs(20)) == sorted(f"first-{i}" for i in range(20))
     assert list(tmp_path.glob("*.spool")) == []
+    # The replay says so, once, with its count (it was silent).
+    replayed = [line for line in proc.stderr.splitlines() if "from the spool" in line]
+    assert replayed == [f"INFO:otel_runs_exporter._delivery:delivered 20 runs from the spool at {tmp_path}"], proc.stderr
 
 
 def test_kill_9_mid_write_leaves_nothing_that_blocks_replay(service, tmp_path):

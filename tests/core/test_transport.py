@@ -200,6 +200,22 @@ def test_401_stops_sending_and_never_logs_the_key(caplog):
         assert len([r for r in caplog.records if "refused the API key" in r.getMessage()]) == 1
 
 
+@pytest.mark.parametrize("mode", ["multipart", "basic"])
+def test_401_says_whether_no_key_was_set_or_the_key_was_refused_with_the_runs_lost(caplog, mode):
+    from otel_runs_exporter import _transport
+
+    with LocalService(api_key="the-right-key", strict=True) as svc:
+        for key, said in ((None, "answered 401 and no API key was set"), ("sk-the-wrong-key", "refused the API key (401)")):
+            _transport._rl.reset()  # one line per reason each 30 s, and both transports here are in one process
+            caplog.clear()
+            with caplog.at_level(logging.ERROR, logger="otel_runs_exporter"):
+                result = transport_for(svc.url, api_key=key, mode=mode).send(make_runs(3), time.monotonic() + 5)
+            assert len(result.dropped["unauthorized"]) == 3
+            (line,) = [r.getMessage() for r in caplog.records]
+            assert said in line and line.endswith("; 3 runs dropped (unauthorized)"), line
+            assert f"the service at {svc.url}" in line and "sk-the-wrong-key" not in line
+
+
 @pytest.mark.parametrize("compression", ["gzip", "zstd"])
 def test_compressed_bodies(service, compression):
     t = transport_for(service.url, compression=compression)

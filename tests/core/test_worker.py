@@ -213,16 +213,25 @@ def _bad_path(tmp_path, var: str, how: str) -> str:
         ("OTEL_EXPORTER_RUNS_CLIENT_KEY", "without permission"),
     ],
 )
-def test_bad_paths_are_config_errors_at_setup(monkeypatch, tmp_path, var, how):
-    from otel_runs_exporter import ConfigError
+def test_bad_paths_from_the_environment_leave_the_app_untraced_saying_why(monkeypatch, tmp_path, caplog, var, how):
+    """How the service is trusted has no safe default: no processor sends anything, one error names the file."""
+    from otel_runs_exporter import ConfigError, _settings
 
     if how == "without permission" and os.geteuid() == 0:
         pytest.skip("root reads and writes whatever the permissions say")
+    _settings._bad_env_log.reset()  # once per variable per hour: each case here is said anew
     bad = _bad_path(tmp_path, var, how)
     monkeypatch.setenv(var, bad)
-    with pytest.raises(ConfigError) as err:
-        RunsSpanProcessor(endpoint="http://127.0.0.1:9")
-    assert var in str(err.value) and bad in str(err.value)
+    with caplog.at_level(logging.ERROR, logger="otel_runs_exporter"):
+        processor = RunsSpanProcessor(endpoint="http://127.0.0.1:9")
+    assert processor.settings.disabled and processor.stats().created == 0
+    (line,) = [r.getMessage() for r in caplog.records if var in r.getMessage()]
+    assert bad in line and "expected a readable PEM file" in line and "untraced" in line
+    # Passed in code, the same value is a mistake where it is written.
+    monkeypatch.delenv(var)
+    setting = var.removeprefix("OTEL_EXPORTER_RUNS_").lower()
+    with pytest.raises(ConfigError, match=bad.replace("\\", "\\\\")):
+        RunsSpanProcessor(endpoint="http://127.0.0.1:9", **{setting: bad})
 
 
 # --- pacing under a rate limit (the rule itself: test_pacing.py) ---

@@ -106,13 +106,13 @@ def read_line(proc: subprocess.Popen, timeout: float) -> str:
 # --------------------------------------------------------------------------- reading runs
 
 
-def stored(service: LocalService, n: int) -> list[dict[str, Any]]:
-    """Exactly ``n`` completed runs, consistent, all in this module's project."""
+def stored(service: LocalService, n: int, project: str = PROJECT) -> list[dict[str, Any]]:
+    """Exactly ``n`` completed runs, consistent, all in ``project`` (this module's, unless the code names one)."""
     runs = service.wait_for_runs(n, timeout=10)
     assert len(service.runs()) == n, [r["name"] for r in service.runs()]
     assert service.violations() == []
     assert not any(service.check().values()), service.check()
-    assert {r["session_name"] for r in runs} == {PROJECT}
+    assert {r["session_name"] for r in runs} == {project}
     return runs
 
 
@@ -202,12 +202,20 @@ def run_distributed_in_one_command(service: LocalService) -> subprocess.Complete
 
 @case
 def run_quickstart(service: LocalService) -> subprocess.CompletedProcess:
-    return run_example("quickstart.py", env=example_env(service))
+    # As its docstring says: the endpoint and an OpenAI key in the environment (the key for the fake API).
+    with FakeLLMAPI() as fake:
+        return run_example("quickstart.py", env=example_env(service, OPENAI_BASE_URL=fake.openai_base_url,
+                                                           OPENAI_API_KEY="the-fake-api-ignores-it"))
 
 
 @case
-def run_quickstart_as_its_docstring_says_prints_the_tree_it_sent(service: LocalService) -> subprocess.CompletedProcess:
-    return run_example("quickstart.py", env=example_env(None))  # no endpoint: it starts its own service
+def run_spans(service: LocalService) -> subprocess.CompletedProcess:
+    return run_example("spans.py", env=example_env(service))
+
+
+@case
+def run_spans_as_its_docstring_says_prints_the_tree_it_sent(service: LocalService) -> subprocess.CompletedProcess:
+    return run_example("spans.py", env=example_env(None))  # no endpoint: it starts its own service
 
 
 @case
@@ -247,7 +255,31 @@ def finished(launched: dict[str, tuple[LocalService, Future]], name: str) -> tup
 
 
 def test_quickstart(launched) -> None:
+    """The README's quickstart: the decorated function's run, and the OpenAI call under it with its messages and tokens."""
     svc, proc = finished(launched, "quickstart")
+    fake = FakeLLMAPI()  # not started: only its documented constants are read
+    runs = stored(svc, 2, project="quickstart")
+    root = one_trace(runs)
+    assert edges(runs) == [("answer", None), ("chat gpt-4o-mini", "answer")]
+    chat = named(runs, "chat gpt-4o-mini")[0]
+    assert chat["run_type"] == "llm" and chat["inputs"]["messages"] == [{"role": "user", "content": "What is a run?"}]
+    assert chat["outputs"]["usage_metadata"]["total_tokens"] == fake.input_tokens + fake.output_tokens()
+    assert root["inputs"] == {"question": "What is a run?"} and root["outputs"] == {"output": fake.reply_text}
+    assert proc.stdout == fake.reply_text + "\n"
+
+
+def test_the_readme_opens_with_the_quickstart_file() -> None:
+    """The README's quickstart is this file's code (after its docstring), within the README's first 60 lines."""
+    source = (EXAMPLES / "quickstart.py").read_text()
+    code = source[source.index('"""', 3) + 3 :].strip() + "\n"
+    readme = (ROOT / "README.md").read_text()
+    block = f"```python\n{code}```"
+    assert block in readme, "README's quickstart block differs from examples/quickstart.py"
+    assert readme[: readme.index(block) + len(block)].count("\n") < 60
+
+
+def test_spans(launched) -> None:
+    svc, proc = finished(launched, "spans")
     runs = stored(svc, 3)
     root = one_trace(runs)
     assert edges(runs) == [("answer_question", None), ("compose", "answer_question"), ("retrieve", "answer_question")]
@@ -257,9 +289,9 @@ def test_quickstart(launched) -> None:
     said_where_runs_went(proc, svc)
 
 
-def test_quickstart_as_its_docstring_says_prints_the_tree_it_sent(launched) -> None:
+def test_spans_as_its_docstring_says_prints_the_tree_it_sent(launched) -> None:
     """No endpoint set: the example starts its own local service and prints what that received."""
-    svc, proc = finished(launched, "quickstart_as_its_docstring_says_prints_the_tree_it_sent")
+    svc, proc = finished(launched, "spans_as_its_docstring_says_prints_the_tree_it_sent")
     assert svc.runs() == []  # nothing came here: the example used its own service
     header = re.search(r"^trace ([0-9a-f-]{36})  \(3 runs\)$", proc.stdout, re.M)
     assert header, proc.stdout
@@ -421,6 +453,7 @@ def test_hosted_service_notes_match_the_settings() -> None:
 # Every file in examples/ and the test that runs or checks it.
 COVERED = {
     "quickstart.py": "test_quickstart",
+    "spans.py": "test_spans",
     "traceable.py": "test_traceable",
     "openai_chat.py": "test_openai_chat",
     "anthropic_messages.py": "test_anthropic_messages",
@@ -459,8 +492,10 @@ def test_each_example_says_what_it_shows_and_how_to_run_it(relpath: str) -> None
     docstring = ast.get_docstring(ast.parse(source))
     assert docstring and len(docstring.splitlines()[0]) > 20, "a docstring whose first line says what it shows"
     assert f"python examples/{relpath}" in docstring, "the exact command to run it"
-    if "import openai" in source or "import anthropic" in source:
-        assert "pip install 'otel-runs-exporter[examples]'" in docstring
+    if re.search(r"^(from|import) (openai|anthropic)\b|^    import (openai|anthropic)\b", source, re.M):
+        # Both forms: the package's name works from an index, a clone installs itself as '.'.
+        assert re.search(r"pip install '\.\[[a-z,]*examples[a-z,]*\]'", docstring), "the install from a clone"
+        assert re.search(r"pip install 'otel-runs-exporter\[[a-z,]*examples[a-z,]*\]'", docstring), "from an index"
 
 
 @pytest.mark.parametrize("relpath, module", [("openai_chat.py", "openai"), ("anthropic_messages.py", "anthropic")])
@@ -470,7 +505,10 @@ def test_client_example_without_the_extra_says_what_to_install(relpath: str, mod
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=example_env(None), capture_output=True,
                           text=True, timeout=TIMEOUT_S)
     assert proc.returncode == 1
-    assert proc.stderr.strip() == f"This example needs the {module} client: pip install 'otel-runs-exporter[examples]'"
+    assert proc.stderr.strip() == (
+        f"This example needs the {module} client: pip install '.[examples]' in a clone of the repository, "
+        "else pip install 'otel-runs-exporter[examples]'"
+    )
 
 
 # --------------------------------------------------------------------------- the Collector route

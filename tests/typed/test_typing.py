@@ -97,8 +97,10 @@ def test_the_typed_run_types_are_the_services():
     assert set(typing.get_args(RunType)) == RUN_TYPES
 
 
-def test_at_run_time_a_misspelt_setting_is_still_a_config_error_naming_the_known_ones():
-    with pytest.raises(ConfigError, match=r"unknown setting\(s\) \['projcet'\]; expected some of \[.*'project'"):
+def test_at_run_time_a_misspelt_setting_is_still_a_config_error_saying_which_was_meant():
+    with pytest.raises(ConfigError, match=r"^unknown setting 'projcet': did you mean 'project'\? The settings are: \[.*'timeout_s'"):
         RunsSpanProcessor(projcet="x")  # type: ignore[call-arg]
+    with pytest.raises(ConfigError, match=r"^unknown settings 'tiemout_s': did you mean 'timeout_s'\?; 'zzz' The settings"):
+        RunsSpanExporter(tiemout_s=3, zzz=1)  # type: ignore[call-arg]
     with pytest.raises(ConfigError, match="timeout_s"):
         RunsSpanProcessor(timeout_s="ten")  # type: ignore[typeddict-item]

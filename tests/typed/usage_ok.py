@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -21,6 +22,7 @@ from otel_runs_exporter import (
     RunsSpanProcessor,
     SettingsArguments,
     configure,
+    get_current_run_tree,
     get_processor,
     traceable,
 )
@@ -53,6 +55,37 @@ async def stream(n: int) -> AsyncIterator[str]:
         yield str(i)
 
 
+# The service SDK's arguments, as its users write them.
+@traceable(
+    run_type="llm",
+    name="sdk-style",
+    project_name="elsewhere",
+    process_inputs=lambda inputs: {k: v for k, v in inputs.items() if k != "secret"},
+    process_outputs=lambda outputs: {"length": len(outputs)},
+    client=None,
+    enabled=True,
+)
+def sdk_style(question: str, secret: str = "") -> str:
+    run = get_current_run_tree()
+    if run is not None:
+        run.add_metadata({"thread_id": "t-1", "user_id": "u-1"})
+        run.add_tags(["beta"])
+        run.set_outputs({"answer": question})
+        run_id: UUID | None = run.id
+        print(run_id, run.trace_id)
+    return question
+
+
+@traceable(reduce_fn=lambda items: {"text": "".join(items)})
+def chunks(n: int) -> Iterator[str]:
+    yield from "ab"[:n]
+
+
+@traceable("tool")
+def positional_run_type(x: int) -> int:
+    return x
+
+
 class Service:
     @traceable
     def method(self, x: int) -> str:
@@ -80,6 +113,9 @@ def check_types() -> None:
     assert_type(Service().method(1), str)
     assert_type(Service.build("x"), Service)
     assert_type(Service.helper(1.5), float)
+    assert_type(sdk_style("q"), str)
+    assert_type(chunks(1), Iterator[str])
+    assert_type(positional_run_type(1), int)
     wrapped = copy_context_wrapper(add)
     assert_type(wrapped(2, 3), int)
     with ContextThreadPoolExecutor() as pool:
@@ -99,6 +135,7 @@ async def blocks() -> str:
 
 def setup(spool: Path) -> ExporterStats | None:
     provider: TracerProvider = configure(
+        instrument=True,
         project="typed-app",
         endpoint="http://127.0.0.1:1984",
         api_key="k",

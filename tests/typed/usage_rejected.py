@@ -35,3 +35,7 @@ def mistakes() -> None:
     first: str = next(numbers(3))  # E: assignment
     text: str = answer("q")  # E: assignment
     traceable(run_type="agent")  # E: call-overload
+    configure(instrument="yes")  # E: arg-type
+    traceable(project_name=1)  # E: call-overload
+    # The SDK's per-call keyword works at run time, untyped: the decorated function keeps its own signature.
+    add(1, langsmith_extra={"tags": ["x"]})  # E: call-arg

@@ -13,6 +13,7 @@ Each sub-command is a ``register_*`` function that adds its parser and a
     otel-runs exports wait EXPORT_ID --timeout 7200 --json
     otel-runs deployments wait DEPLOYMENT_ID
     otel-runs auth wait AUTH_ID
+    otel-runs doctor                         # where an app's runs would go: settings, endpoint, key, project
     otel-runs --version
 
 The API commands (exports, deployments, auth) read the exporter's settings and
@@ -41,6 +42,7 @@ from . import _output as output
 from ._api import Handler
 from ._auth import register_auth
 from ._demo import register_demo
+from ._doctor import register_doctor
 from ._deployments import register_deployments
 from ._exports import register_exports
 from ._local import ENV_SERVER_API_KEY, ENV_SERVER_DB, default_db_path
@@ -118,6 +120,7 @@ COMMANDS: list[Callable[[Any], None]] = [
     register_exports,
     register_deployments,
     register_auth,
+    register_doctor,
 ]
 """Sub-command registrars, in help order; append to add a command."""
 

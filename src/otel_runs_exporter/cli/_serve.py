@@ -135,6 +135,20 @@ def register_serve(sub: Any) -> None:
     p.set_defaults(handler=cmd_serve)
 
 
+def _say_without_zstd() -> None:
+    """Without ``zstandard`` this service offers no zstd in ``/info``, and the langsmith SDK then says it is out
+    of date. Leaving the flag out does not help (the SDK reads a missing flag as false): the service's install
+    (``[serve]``) brings zstandard, and a service started without it says so once, here."""
+    from .._codec import zstd_available
+
+    if not zstd_available():
+        output.note(
+            "zstandard is not installed, so this service takes no zstd: a langsmith SDK pointed here will say "
+            "\"Run compression is not enabled. Please update to the latest version of LangSmith\" and send "
+            "uncompressed, which works. pip install 'otel-runs-exporter[serve]' (in a clone: '.[serve]') adds it"
+        )
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Start the service, print its address, and block until interrupted."""
     from .._cost import PriceTable
@@ -201,6 +215,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     output.say(f"Listening on {service.url}  (db {db}{'; ' + ', '.join(notes) if notes else ''})", flush=True)
     output.say(f"Viewer: {service.url}/", flush=True)
     output.say("Press Ctrl-C to stop.", flush=True)
+    _say_without_zstd()
     try:
         stopper.wait()
     finally:

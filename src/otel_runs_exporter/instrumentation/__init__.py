@@ -2,6 +2,7 @@
 
 * :func:`traceable` — decorator and context manager for your own functions and blocks; a decorated
   function keeps its type under a type checker (``mypy --strict``), async and generators included.
+* :func:`get_current_run_tree` — a handle on the current run (metadata, tags, outputs), as the service's SDK has.
 * :func:`copy_context_wrapper` / :class:`ContextThreadPoolExecutor` — carry the current run into threads.
 * ``otel_runs_exporter.instrumentation.openai.RunsOpenAIInstrumentor`` and
   ``otel_runs_exporter.instrumentation.anthropic.RunsAnthropicInstrumentor`` — OTel instrumentors for
@@ -14,6 +15,10 @@
 ...     return key.upper()
 """
 
-from ._traceable import ContextThreadPoolExecutor, RunHandle, RunType, Traceable, copy_context_wrapper, traceable
+from ._run_tree import RunHandle, get_current_run_tree
+from ._traceable import ContextThreadPoolExecutor, RunType, Traceable, copy_context_wrapper, traceable
 
-__all__ = ["traceable", "Traceable", "RunType", "RunHandle", "copy_context_wrapper", "ContextThreadPoolExecutor"]
+__all__ = [
+    "traceable", "Traceable", "RunType", "RunHandle", "get_current_run_tree", "copy_context_wrapper",
+    "ContextThreadPoolExecutor",
+]

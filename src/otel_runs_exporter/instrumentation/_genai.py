@@ -22,10 +22,12 @@ variable is declared with its parser.
 
 Tracing once: when another instrumentation already traces the same call, ours steps aside.
 It recognises (1) a call already inside one of our own spans (a context flag), (2) a current
-span that is someone else's GenAI client span for the same operation (their wrapper runs
-outside ours), (3) a wrapt wrapper from a known tracing package under ours on the same method,
-or on the client's ``request`` method (openinference wraps ``OpenAI.request``), and (4) clients
-that trace themselves (the Anthropic SDK's built-in spans), via :meth:`Operation.client_traces_itself`.
+span that is someone else's llm span, whatever the provider: OpenInference, OpenLLMetry, the
+GenAI conventions (pydantic-ai among them; :func:`is_llm_span`), (3) a wrapt wrapper from a
+known tracing package under ours on the same method, or on the client's ``request`` method
+(openinference wraps ``OpenAI.request``), (4) clients that trace themselves (the Anthropic
+SDK's built-in spans), via :meth:`Operation.client_traces_itself`, and (5) a framework's model
+call whose llm span its tracer keeps out of the context (LangChain under OpenInference).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from .. import environment_variables as ev
 from .._encode import json_value
 from .._settings import resolve_instrumentation
-from ._traceable import SpanCall, json_dumps
+from ._span import SpanCall, json_dumps
 
 logger = logging.getLogger("otel_runs_exporter.instrumentation")
 
@@ -483,23 +485,69 @@ def _client_request_wrapped(instance: Any) -> bool:
     return False
 
 
+# The GenAI conventions' model operations (its operation-name enum): a span current with one of
+# these is a model call someone already traces, whoever the provider.
+_MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "embeddings", "completion"})
+
+
+def is_llm_span(attrs: Mapping[str, Any]) -> bool:
+    """Whether a span's attributes say it is a model call traced by a known convention.
+
+    OpenInference (``openinference.span.kind`` LLM or EMBEDDING), OpenLLMetry
+    (``llm.request.type``), and the OTel GenAI conventions, pydantic-ai's among them
+    (a model ``gen_ai.operation.name``). Its llm run already counts the call's tokens:
+    a second span from us under it would count them twice.
+
+    >>> is_llm_span({"gen_ai.operation.name": "chat"}), is_llm_span({"gen_ai.operation.name": "invoke_agent"})
+    (True, False)
+    """
+    if attrs.get("openinference.span.kind") in ("LLM", "EMBEDDING"):
+        return True
+    if attrs.get("llm.request.type") is not None:
+        return True
+    return attrs.get("gen_ai.operation.name") in _MODEL_OPERATIONS
+
+
+# Frameworks whose tracer records their model calls as llm spans it never makes current (OpenInference's
+# LangChain tracer keeps its spans out of the OTel context, by design: callbacks may never detach one). For
+# each: the modules that call the client from inside such a model call, and the instrumentor that records it.
+_FRAMEWORK_MODELS = (
+    (("langchain_openai.", "langchain_anthropic.", "langchain_core.language_models."),
+     "openinference.instrumentation.langchain", "LangChainInstrumentor"),
+)
+
+
+def _in_traced_framework_model() -> bool:
+    """Whether a framework's model call, recorded as an llm span by its instrumentation, made this call.
+
+    Told by the callers on the stack (the framework's model integration) and the framework's
+    instrumentor being on; neither is imported here.
+    """
+    for callers, module_name, instrumentor in _FRAMEWORK_MODELS:
+        module = sys.modules.get(module_name)
+        if module is None or not getattr(module, instrumentor)().is_instrumented_by_opentelemetry:
+            continue
+        frame = sys._getframe(2)
+        for _ in range(64):  # a model integration calls the client a few frames up, never this far
+            if frame is None:
+                break
+            if str(frame.f_globals.get("__name__", "")).startswith(callers):
+                return True
+            frame = frame.f_back
+    return False
+
+
 def traced_elsewhere(op: Operation, wrapped: Any, instance: Any) -> bool:
     """Whether this call is already traced (by us further out, or by someone else)."""
     if otel_context.get_value(_ACTIVE_KEY):
         return True
     span = trace.get_current_span()
-    if span.is_recording():
-        attrs = getattr(span, "attributes", None) or {}
-        kind = attrs.get("openinference.span.kind")
-        if kind in ("LLM", "EMBEDDING"):
-            return True
-        if (
-            attrs.get("gen_ai.operation.name") == op.operation_name
-            and getattr(span, "kind", None) is SpanKind.CLIENT
-            and attrs.get("gen_ai.provider.name", attrs.get("gen_ai.system", op.provider)) == op.provider
-        ):
-            return True
-    return _is_tracing_wrapper(wrapped) or _client_request_wrapped(instance) or op.client_traces_itself(instance)
+    if span.is_recording() and is_llm_span(getattr(span, "attributes", None) or {}):
+        return True
+    return (
+        _is_tracing_wrapper(wrapped) or _client_request_wrapped(instance) or op.client_traces_itself(instance)
+        or _in_traced_framework_model()
+    )
 
 
 # --------------------------------------------------------------------------- wrappers
@@ -724,6 +772,19 @@ class GenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                     logger.warning("could not instrument %s", module, exc_info=True)
 
         wrapt.register_post_import_hook(on_import, module)
+
+    #: (module, class, method) of what other tracing packages wrap on the client, for :meth:`traced_by_another_package`.
+    probes: tuple[tuple[str, str, str], ...] = ()
+
+    def traced_by_another_package(self) -> bool:
+        """Whether a known tracing package already wraps the client (seen only once the app imported it)."""
+        for module_name, class_name, method in self.probes:
+            module = sys.modules.get(module_name)
+            owner = getattr(module, class_name, None) if module is not None else None
+            attr = owner.__dict__.get(method) if isinstance(owner, type) else None
+            if attr is not None and _is_tracing_wrapper(attr):
+                return True
+        return False
 
     def _wrap(self, owner: Any, method: str, wrapper: Callable[..., Any]) -> None:
         wrapt.wrap_function_wrapper(owner, method, wrapper)

@@ -13,6 +13,11 @@ Two promises shape the code:
   traceback no longer shows our wrapper: it goes from the caller to the user's function.
 * Parenting follows the OTel context. Asyncio tasks copy it by themselves; threads do not, so
   :func:`copy_context_wrapper` and :class:`ContextThreadPoolExecutor` carry it into executors.
+
+It takes the service SDK's arguments with the SDK's meaning (``name``, ``run_type``, ``metadata``,
+``tags``, ``project_name``, ``process_inputs``, ``process_outputs``, ``reduce_fn``, and per call
+``langsmith_extra``); the SDK's others are accepted and said once to have no effect here. Where
+its spans go (the app's provider, or one set up from ``LANGSMITH_TRACING``) is :mod:`._setup`'s.
 """
 
 from __future__ import annotations
@@ -29,10 +34,17 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
-from .._encode import dumps, json_value
+from .._ids import LANGSMITH_SESSION_NAME
 from ..mapping import RUN_TYPES
+from . import _setup
+from ._options import NO_OPTIONS, Extra, Options, say_unsupported
+from ._run_tree import HANDLE_KEY, UNSET, RunHandle, as_object, get_current_run_tree, guard, set_metadata, tags_text
+from ._span import SpanCall, json_dumps
 
-__all__ = ["traceable", "Traceable", "RunType", "RunHandle", "copy_context_wrapper", "ContextThreadPoolExecutor", "json_dumps"]
+__all__ = [
+    "traceable", "Traceable", "RunType", "RunHandle", "get_current_run_tree", "copy_context_wrapper",
+    "ContextThreadPoolExecutor", "json_dumps",
+]
 
 logger = logging.getLogger("otel_runs_exporter.instrumentation")
 
@@ -46,105 +58,9 @@ RunType = Literal["llm", "chain", "tool", "retriever", "embedding", "prompt", "p
 """The run types the service knows (``mapping.RUN_TYPES``; a test keeps the two the same).
 Another string is still accepted at run time, with a warning; a type checker refuses it."""
 
-_tracer: trace.Tracer | None = None
-
-
 def _get_tracer() -> trace.Tracer:
-    # The API hands out a proxy tracer until a provider is installed and then forwards to it,
-    # so creating it once is still correct when ``configure()`` runs after the decoration.
-    global _tracer
-    if _tracer is None:
-        _tracer = trace.get_tracer("otel_runs_exporter")
-    return _tracer
-
-
-# --------------------------------------------------------------------------- serialization
-
-
-def json_dumps(value: Any) -> str:
-    """Serialize ``value`` to a JSON string for a span attribute; never raises.
-
-    The exporter's one coercion rule applies (``_encode.dumps``, whose fallback is
-    ``_encode.json_value``): a Decimal a number, a path its string, pydantic models and
-    dataclasses dicts, arrays lists, sets listed, cycles and excessive depth marked where
-    they occur, only what no rule knows ``repr``-ed, so one odd argument never loses the others.
-
-    >>> json_dumps({"a": {1, 2}, "b": object}).startswith('{"a":[')
-    True
-    """
-    return dumps(value).decode()
-
-
-def _attribute_value(value: Any) -> Any:
-    """A value OTel accepts as an attribute: primitives as they are, anything else as JSON.
-
-    A value JSON has no type for is first what ``json_value`` makes of it, so a Decimal stays a
-    number and a path a plain string, as they would inside the inputs.
-    """
-    if not isinstance(value, (str, bool, int, float, list, tuple, dict)):
-        value = json_value(value)
-    if isinstance(value, (str, bool, int, float)):
-        return value
-    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
-        return list(value)
-    return json_dumps(value)
-
-
-# --------------------------------------------------------------------------- the run handle
-
-
-class RunHandle:
-    """What ``with traceable(...) as run`` yields: a way to fill in the run before it ends.
-
-    >>> with traceable("lookup", run_type="retriever", inputs={"q": "x"}) as run:  # doctest: +SKIP
-    ...     run.set_outputs({"documents": []})
-    ...     run.add_metadata({"index": "v2"})
-    """
-
-    __slots__ = ("span", "_outputs")
-
-    def __init__(self, span: Span) -> None:
-        self.span = span
-        self._outputs: Any = _UNSET
-
-    def set_inputs(self, inputs: Mapping[str, Any] | Any) -> None:
-        """Replace the run's inputs (a mapping; anything else becomes ``{"input": value}``)."""
-        _guard(self.span.set_attribute, "input.value", json_dumps(_as_object(inputs, "input")))
-
-    def set_outputs(self, outputs: Mapping[str, Any] | Any) -> None:
-        """Set the run's outputs, written when the block ends (non-mappings become ``{"output": value}``)."""
-        self._outputs = outputs
-
-    def add_metadata(self, metadata: Mapping[str, Any]) -> None:
-        """Add ``langsmith.metadata.<key>`` attributes."""
-        _guard(_set_metadata, self.span, metadata)
-
-    def add_tags(self, tags: Iterable[str]) -> None:
-        """Set the run's tags (replacing any given to ``traceable``)."""
-        _guard(_set_tags, self.span, tags)
-
-
-class _Unset:
-    def __repr__(self) -> str:
-        return "<unset>"
-
-
-_UNSET: Any = _Unset()
-
-
-def _guard(fn: Callable[..., Any], *args: Any) -> None:
-    try:
-        fn(*args)
-    except Exception:
-        logger.warning("traceable: %s failed", getattr(fn, "__name__", fn), exc_info=True)
-
-
-def _tags_text(tags: Iterable[str]) -> str:
-    return json_dumps([str(t) for t in tags])
-
-
-def _set_tags(span: Span, tags: Iterable[str]) -> None:
-    span.set_attribute("langsmith.span.tags", _tags_text(tags))
+    # Where the spans go is decided at the first call, and again if the app installs a provider later.
+    return _setup.tracer()
 
 
 def _shown(exc: BaseException) -> str:
@@ -155,71 +71,22 @@ def _shown(exc: BaseException) -> str:
         return f"<{type(exc).__name__} whose str() failed>"
 
 
-def _as_object(value: Any, key: str) -> Any:
-    return value if isinstance(value, Mapping) else {key: value}
+class _Call(SpanCall):
+    """The span of one decorated call or ``with`` block, with every operation on it guarded.
 
-
-def _set_metadata(span: Span, metadata: Mapping[str, Any]) -> None:
-    for key, value in metadata.items():
-        span.set_attribute(f"langsmith.metadata.{key}", _attribute_value(value))
-
-
-# --------------------------------------------------------------------------- one traced call
-
-
-class SpanCall:
-    """The span of one traced call, shared by ``traceable`` and the client instrumentors.
-
-    ``with call:`` runs a stretch of the user's code with the span current. An exception that
-    leaves the block is the user's: it is recorded by :meth:`fail` (which ends the span) and goes
-    on unchanged. Ending on success is the caller's part, since only it knows the outputs.
+    While the user's code runs, the call's :class:`RunHandle` is in the context, so
+    :func:`get_current_run_tree` hands out this one (its outputs replace the return value's).
     """
 
-    __slots__ = ("span", "ctx", "_token")
+    __slots__ = ("handle", "options", "yielded")
 
-    def __init__(self, span: Span, ctx: otel_context.Context) -> None:
-        self.span = span
-        self.ctx = ctx
-        self._token: Token[otel_context.Context] | None = None
-
-    def attach(self) -> Token[otel_context.Context] | None:
-        """Make the span current; the token for :meth:`detach`, or None if that failed (logged)."""
-        try:
-            return otel_context.attach(self.ctx)
-        except Exception:
-            logger.warning("could not make the span current", exc_info=True)
-            return None
-
-    @staticmethod
-    def detach(token: Token[otel_context.Context] | None) -> None:
-        """Undo :meth:`attach`."""
-        if token is not None:
-            otel_context.detach(token)  # logs its own failures, never raises
-
-    def fail(self, exc: BaseException) -> None:
-        """Record the user's exception and end the span; must not raise."""
-        raise NotImplementedError
-
-    def __enter__(self) -> None:
-        self._token = self.attach()
-
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        token, self._token = self._token, None
-        self.detach(token)
-        if exc is not None:
-            self.fail(exc)
-
-
-class _Call(SpanCall):
-    """The span of one decorated call or ``with`` block, with every operation on it guarded."""
-
-    __slots__ = ("handle", "so_far")
-
-    def __init__(self, span: Span) -> None:
-        super().__init__(span, trace.set_span_in_context(span))
-        self.handle = RunHandle(span)
-        #: The outputs of a call that fails midway: a generator's items yielded before the error.
-        self.so_far: Any = _UNSET
+    def __init__(self, span: Span, tags: list[str] | None = None, options: Options = NO_OPTIONS) -> None:
+        handle = RunHandle(span, tags)
+        super().__init__(span, otel_context.set_value(HANDLE_KEY, handle, trace.set_span_in_context(span)))
+        self.handle = handle
+        self.options = options
+        #: A generator's items yielded so far: its outputs, kept with the error when it fails midway.
+        self.yielded: list[Any] | None = None
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if exc is not None:
@@ -230,13 +97,13 @@ class _Call(SpanCall):
         # Each step on its own: an exception whose __str__ fails (the SDK's record_exception calls it)
         # left the span open for good, its run "running" at the service.
         if not isinstance(exc, GeneratorExit):  # closing a generator early is not an error
-            _guard(self.span.record_exception, exc)
-            _guard(self.span.set_status, Status(StatusCode.ERROR, f"{type(exc).__name__}: {_shown(exc)}"))
-            _guard(self.span.set_attribute, "error.type", type(exc).__qualname__)
-        self.finish(self.so_far)
+            guard(self.span.record_exception, exc)
+            guard(self.span.set_status, Status(StatusCode.ERROR, f"{type(exc).__name__}: {_shown(exc)}"))
+            guard(self.span.set_attribute, "error.type", type(exc).__qualname__)
+        self.finish(UNSET)
 
     def finish(self, result: Any) -> None:
-        """End the span with ``result`` as outputs, unless the run handle was given outputs."""
+        """End the span with ``result`` (or a generator's items) as outputs, unless the run handle was given outputs."""
         try:
             self._end(result)
         except Exception:
@@ -245,10 +112,12 @@ class _Call(SpanCall):
     def _end(self, result: Any) -> None:
         try:
             outputs = self.handle._outputs
-            if outputs is _UNSET:
-                outputs = result
-            if outputs is not _UNSET:
-                self.span.set_attribute("output.value", json_dumps(_as_object(outputs, "output")))
+            if outputs is UNSET:
+                outputs = self.options.reduced(self.yielded) if self.yielded is not None else result
+                if outputs is not UNSET:
+                    outputs = self.options.outputs(outputs)
+            if outputs is not UNSET:
+                self.span.set_attribute("output.value", json_dumps(as_object(outputs, "output")))
         finally:
             self.span.end()  # outputs that cannot be written still end the run
 
@@ -312,10 +181,6 @@ class _Consumer:
         """Resume the user's generator as ours was resumed (for an async one: the awaitable)."""
         exc, self.thrown = self.thrown, None
         return send(self.sent) if exc is None else throw(exc)
-
-    def outputs(self) -> dict[str, Any]:
-        """The run's outputs: the items yielded so far (the same list, so it grows with them)."""
-        return {"output": self.items}
 
 
 # --------------------------------------------------------------------------- the decorator
@@ -391,14 +256,14 @@ def _trace_generator(fn: Callable[..., Any], begin: _Begin) -> Callable[..., Any
         with call:  # a call with the wrong arguments fails here, and must end the span too
             gen = fn(*args, **kwargs)
         consumer = _Consumer()
-        call.so_far = consumer.outputs()  # the live list: a failure keeps what was yielded before it
+        call.yielded = consumer.items  # the live list: a failure keeps what was yielded before it
         while True:
             # Our span is current only while the user's generator runs, never in the consumer.
             with call:
                 try:
                     item = consumer.resume(gen.send, gen.throw)
                 except StopIteration as stop:
-                    call.finish(consumer.outputs())
+                    call.finish(UNSET)
                     return stop.value
             consumer.items.append(item)
             try:
@@ -406,7 +271,7 @@ def _trace_generator(fn: Callable[..., Any], begin: _Begin) -> Callable[..., Any
             except GeneratorExit:
                 with call:  # the user's cleanup runs, in the span, and may fail
                     gen.close()
-                call.finish(consumer.outputs())
+                call.finish(UNSET)
                 raise
             except BaseException as exc:  # gen.throw() from the consumer goes into the user's generator
                 consumer.thrown = exc
@@ -420,13 +285,13 @@ def _trace_async_generator(fn: Callable[..., Any], begin: _Begin) -> Callable[..
         with call:
             agen = fn(*args, **kwargs)
         consumer = _Consumer()
-        call.so_far = consumer.outputs()
+        call.yielded = consumer.items
         while True:
             with call:
                 try:
                     item = await consumer.resume(agen.asend, agen.athrow)
                 except StopAsyncIteration:
-                    call.finish(consumer.outputs())
+                    call.finish(UNSET)
                     return
             consumer.items.append(item)
             try:
@@ -434,7 +299,7 @@ def _trace_async_generator(fn: Callable[..., Any], begin: _Begin) -> Callable[..
             except GeneratorExit:
                 with call:
                     await agen.aclose()
-                call.finish(consumer.outputs())
+                call.finish(UNSET)
                 raise
             except BaseException as exc:
                 consumer.thrown = exc
@@ -467,35 +332,59 @@ class Traceable:
         metadata: Mapping[str, Any] | None = None,
         tags: Iterable[str] | None = None,
         inputs: Mapping[str, Any] | None = None,
+        project_name: str | None = None,
+        process_inputs: Callable[[dict[str, Any]], Any] | None = None,
+        process_outputs: Callable[[Any], Any] | None = None,
+        reduce_fn: Callable[[list[Any]], Any] | None = None,
+        enabled: bool | None = None,
+        block_name: str | None = None,
+        **unsupported: Any,
     ) -> None:
         if run_type not in RUN_TYPES:
             logger.warning("traceable: unknown run_type %r, the service may not accept it", run_type)
+        for key in sorted(unsupported):
+            say_unsupported(f"the argument {key}=")
         self.name = name
+        self.block_name = block_name or name or "traceable"
         self.run_type = run_type
         self.metadata = dict(metadata) if metadata else None
-        self.tags: str | None = None
+        self.tags: list[str] | None = None
         if tags:
             try:
-                self.tags = _tags_text(tags)
+                self.tags = [str(t) for t in ([tags] if isinstance(tags, str) else tags)]
             except Exception:
                 logger.warning("traceable: the tags of %r could not be read; it goes without them", name, exc_info=True)
         self.inputs = inputs
+        self.project_name = project_name if isinstance(project_name, str) and project_name else None
+        self.processors = (process_inputs, process_outputs, reduce_fn)
+        self.enabled = enabled is not False
         # Context-manager entries; a stack so a (discouraged) nested reuse of one object still pairs up.
         self._entered: list[_Call] = []
 
     # -- shared
 
-    def _start(self, name: str, inputs: Any) -> _Call:
+    def _start(self, name: str, inputs: Any, extra: Extra | None = None, options: Options = NO_OPTIONS) -> _Call:
+        if not self.enabled:
+            return _Untraced()
         try:
+            tags = self.tags
+            if extra is not None and extra.tags:
+                tags = [*(tags or ()), *extra.tags]
             attributes: dict[str, Any] = {"langsmith.span.kind": self.run_type}
             if inputs is not None:
-                attributes["input.value"] = json_dumps(_as_object(inputs, "input"))
-            if self.tags is not None:
-                attributes["langsmith.span.tags"] = self.tags
+                attributes["input.value"] = json_dumps(as_object(inputs, "input"))
+            if tags:
+                attributes["langsmith.span.tags"] = tags_text(tags)
+            project = (extra.project_name if extra is not None else None) or self.project_name
+            if project:
+                # Honoured where the span starts a tree; a nested run stays in its tree's project (_convert says so).
+                attributes[LANGSMITH_SESSION_NAME] = project
             span = _get_tracer().start_span(name, attributes=attributes)
             if self.metadata:
-                _set_metadata(span, self.metadata)
-            return _Call(span)
+                set_metadata(span, self.metadata)
+            if extra is not None and extra.metadata:
+                set_metadata(span, extra.metadata)
+            return _Call(span, tags, options)
         except Exception:
             logger.warning("traceable: could not start a span for %r", name, exc_info=True)
             return _Untraced()
@@ -503,7 +392,7 @@ class Traceable:
     # -- context manager
 
     def __enter__(self) -> RunHandle:
-        call = self._start(self.name or "traceable", self.inputs)
+        call = self._start(self.block_name, self.inputs)
         self._entered.append(call)
         call.__enter__()
         return call.handle
@@ -514,7 +403,7 @@ class Traceable:
         call = self._entered.pop()
         call.__exit__(exc_type, exc, tb)
         if exc is None:
-            call.finish(_UNSET)
+            call.finish(UNSET)
 
     async def __aenter__(self) -> RunHandle:
         return self.__enter__()
@@ -547,14 +436,17 @@ class Traceable:
         sig = _Signature(fn)
         name = self.name or getattr(fn, "__name__", None) or type(fn).__name__
         start = self._start
+        options = Options(name, *self.processors)
 
         def begin(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call:
+            # The service SDK's per-call argument is never the function's: taken out before it is called.
+            extra = Extra(kwargs.pop("langsmith_extra"), name) if "langsmith_extra" in kwargs else None
             try:
-                inputs = sig.inputs(args, kwargs)
+                inputs = options.inputs(sig.inputs(args, kwargs))
             except Exception:
                 logger.warning("traceable: could not bind the arguments of %r", name, exc_info=True)
                 inputs = {}
-            return start(name, inputs)
+            return start((extra.name if extra is not None else None) or name, inputs, extra, options)
 
         make = next((make for is_kind, make in _WRAPPERS if is_kind(fn)), _trace_function)
         # The wrapper is of the function's own kind (see _WRAPPERS), so it has its type.
@@ -564,7 +456,9 @@ class Traceable:
 # Three forms, so that a type checker keeps the decorated function's type (its parameters and
 # its result, coroutine and generator types included): bare ``@traceable`` on a function (or
 # above ``@classmethod`` / ``@staticmethod``), and ``traceable(...)`` with options, which gives
-# a :class:`Traceable` to decorate with or to use as a context manager.
+# a :class:`Traceable` to decorate with or to use as a context manager. The service SDK's
+# per-call ``langsmith_extra=`` is accepted at run time but not typed: a decorated function
+# keeps its own signature, and a keyword it does not declare cannot be added to it.
 
 
 @overload
@@ -589,6 +483,15 @@ def traceable(
     metadata: Mapping[str, Any] | None = None,
     tags: Iterable[str] | None = None,
     inputs: Mapping[str, Any] | None = None,
+    project_name: str | None = None,
+    process_inputs: Callable[[dict[str, Any]], Any] | None = None,
+    process_outputs: Callable[[Any], Any] | None = None,
+    reduce_fn: Callable[[list[Any]], Any] | None = None,
+    enabled: bool | None = None,
+    client: Any = None,
+    process_chunk: Callable[[Any], Any] | None = None,
+    dangerously_allow_filesystem: bool = False,
+    exceptions_to_handle: tuple[type[BaseException], ...] | None = None,
 ) -> Traceable: ...
 
 
@@ -596,10 +499,11 @@ def traceable(
     func: Any = None,
     *,
     name: str | None = None,
-    run_type: RunType | str = "chain",
+    run_type: RunType | str | None = None,
     metadata: Mapping[str, Any] | None = None,
     tags: Iterable[str] | None = None,
     inputs: Mapping[str, Any] | None = None,
+    **options: Any,
 ) -> Any:
     """Trace a function (decorator) or a block of code (context manager) as a run.
 
@@ -610,20 +514,36 @@ def traceable(
     error when it fails midway). As a context
     manager, pass ``inputs=`` and set outputs on the yielded :class:`RunHandle`.
 
+    The service SDK's arguments mean what they mean there: ``project_name`` (the project of the
+    tree this run starts), ``process_inputs`` / ``process_outputs`` (what is recorded; one that
+    raises withholds the payload), ``reduce_fn`` (a generator's items into one output), and per
+    call ``langsmith_extra={"metadata": ..., "tags": ..., "project_name": ..., "name": ...}``
+    (untyped: the decorated function keeps its own signature). ``enabled=False`` runs it
+    untraced. Its other arguments (``client``, ...) are accepted and said once to do nothing.
+    A first positional string is the name, or the run type when it is one (as the SDK reads it).
+
     >>> @traceable
     ... def add(a, b=1):
     ...     return a + b
     >>> add(2)
     3
-    >>> @traceable(run_type="tool", metadata={"team": "search"}, tags=["beta"])
+    >>> @traceable(run_type="tool", metadata={"team": "search"}, tags=["beta"], project_name="search")
     ... def search(query: str) -> list[str]:
     ...     return [query]
+    >>> search("q", langsmith_extra={"metadata": {"user_id": "u-7"}})
+    ['q']
     >>> with traceable("step", run_type="chain", inputs={"x": 1}) as run:
     ...     run.set_outputs({"y": 2})
     """
-    if isinstance(func, str):  # ``traceable("step")``: the name, given first
-        name, func = func, None
-    made = Traceable(name, run_type=run_type, metadata=metadata, tags=tags, inputs=inputs)
+    block_name = None
+    if isinstance(func, str):  # ``traceable("step")``: the name, given first; ``traceable("llm")``: the SDK's run type
+        if func in RUN_TYPES and run_type is None:
+            run_type, block_name = func, func
+        else:
+            name = func
+        func = None
+    made = Traceable(name, run_type=run_type or "chain", metadata=metadata, tags=tags, inputs=inputs,
+                     block_name=block_name, **options)
     if isinstance(func, (classmethod, staticmethod)) or callable(func):  # used bare, as ``@traceable``
         return made(func)
     return made

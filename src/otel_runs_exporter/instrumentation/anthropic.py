@@ -348,6 +348,8 @@ class RunsAnthropicInstrumentor(GenAIInstrumentor):
     >>> client.messages.create(model="claude-sonnet-4-5", max_tokens=256, messages=[...])  # doctest: +SKIP
     """
 
+    probes = ((_MODULE, "Messages", "create"),)
+
     def instrumentation_dependencies(self) -> Collection[str]:
         return ("anthropic >= 0.30",)
 

@@ -425,6 +425,9 @@ class RunsOpenAIInstrumentor(GenAIInstrumentor):
     >>> RunsOpenAIInstrumentor().uninstrument()  # doctest: +SKIP
     """
 
+    # Chat completions, and the client's request method, which OpenInference wraps.
+    probes = (_TARGETS[0][:3], ("openai", "OpenAI", "request"))
+
     def instrumentation_dependencies(self) -> Collection[str]:
         return ("openai >= 1.0",)
 
