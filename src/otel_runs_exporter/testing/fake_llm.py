@@ -1,4 +1,4 @@
-"""A fake OpenAI + Anthropic HTTP API on loopback, for tests and examples that use the real client packages.
+"""A fake OpenAI + Anthropic + Gemini HTTP API on loopback, for tests and examples that use the real client packages.
 
 No network and no account: answers are canned and deterministic, so a test can
 assert exact values and an example runs offline.
@@ -10,6 +10,7 @@ Start it as a context manager and point the clients at it (turn retries off so e
         ant = anthropic.Anthropic(base_url=api.anthropic_base_url, api_key="test", max_retries=0)
         oai.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
         assert api.requests[-1].path == "/v1/chat/completions"
+        gem = google.genai.Client(api_key="test", http_options={"base_url": api.gemini_base_url})
 
 Endpoints (all POST, JSON bodies):
 
@@ -20,20 +21,36 @@ Endpoints (all POST, JSON bodies):
 * ``/v1/responses`` — JSON, or SSE events (``response.created`` … ``response.completed``) with ``stream: true``.
 * ``/v1/messages`` — Anthropic JSON, or SSE (``message_start``, ``content_block_start/delta/stop``,
   ``message_delta`` with usage, ``message_stop``) with ``stream: true``.
+* ``/v1beta/models/{model}:generateContent`` — the Gemini API's JSON (``candidates`` with
+  ``content.parts``, ``finishReason``, ``usageMetadata``, ``modelVersion``, ``responseId``);
+  ``:streamGenerateContent?alt=sse`` sends the same as SSE, one chunk per word, the last one with
+  ``finishReason`` and ``usageMetadata`` (without ``alt=sse``, a JSON array of the chunks). The
+  model comes from the path; ``v1`` and ``v1alpha`` answer the same.
 
 Deterministic behaviour, so tests can assert exact values:
 
 * The reply text is :attr:`FakeLLMAPI.reply_text`; streams send it word by word (one chunk per
   word, spaces kept), so the number of content chunks is ``len(reply_text.split(" "))``.
-* When the request carries ``tools`` and its last message is not a tool result, the reply is a
-  call to the first tool (id ``call_fake_1`` / ``toolu_fake_1``) whose arguments give every
-  property of the tool's parameter schema the string ``"fake-<name>"``.
+* When the request carries ``tools``, the reply is a call to the first of them that the
+  conversation has not called yet (id ``call_fake_<n>`` / ``toolu_fake_<n>``, ``n`` one more than
+  the calls already in the history, so the first is ``call_fake_1``), whose arguments give
+  every property of the tool's parameter schema the string ``"fake-<name>"``; once every offered
+  tool was called, the reply is text. So a request with one tool gets a call, and the same
+  request with the call and its result appended gets the text; an agent handed off to gets a call
+  to its own tool; offered ``[get_weather, final_answer]`` (smolagents), the second turn calls
+  ``final_answer``. A call counts in any API's shape (an assistant's ``tool_calls``, a
+  ``function_call`` input item, a ``tool_use`` block, a Gemini ``functionCall`` part) and as
+  smolagents writes it, an assistant text turn ``Calling tools: [{... 'name': '<tool>' ...}]``.
 * Usage: :attr:`input_tokens` input tokens (of which :attr:`cached_tokens` cached),
   output tokens = number of words of the reply (a tool call counts as :attr:`tool_call_tokens`),
-  :attr:`reasoning_tokens` reasoning tokens (OpenAI only).
+  :attr:`reasoning_tokens` reasoning tokens (OpenAI and Gemini; Gemini counts them apart from
+  ``candidatesTokenCount``, in ``thoughtsTokenCount``, and in ``totalTokenCount``).
+* A Gemini tool call is a ``functionCall`` part with ``id`` ``call_fake_<n>`` (as models that
+  number their calls send it), ``name`` and ``args``; its ``finishReason`` is ``STOP``, as the API's.
 * The response model is the request model with ``-fake-0001`` appended.
 * Errors: a model named ``error-<status>`` (e.g. ``error-500``, ``error-429``) gets that HTTP
-  status with the provider's error body; unknown paths get 404. A streamed chat completion for
+  status with the provider's error body (Gemini's ``{"error": {"code", "message", "status"}}``);
+  unknown paths get 404. A streamed chat completion for
   the model ``fail-midstream`` sends its first word and then an error event, as the real API does
   when it fails during a stream (the client raises ``openai.APIError`` while iterating).
 
@@ -45,12 +62,13 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import struct
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 __all__ = ["FakeLLMAPI", "RecordedRequest"]
 
@@ -126,6 +144,11 @@ class FakeLLMAPI:
         """The ``base_url`` for ``anthropic.Anthropic`` (the client adds ``/v1/...`` itself)."""
         return self.url
 
+    @property
+    def gemini_base_url(self) -> str:
+        """The ``base_url`` for ``google.genai.Client(http_options=...)`` (the client adds ``/v1beta/...``)."""
+        return self.url
+
     def reset(self) -> None:
         """Forget the recorded requests."""
         with self._lock:
@@ -149,31 +172,83 @@ class FakeLLMAPI:
 # --------------------------------------------------------------------------- helpers
 
 
-def _tool_call_for(body: dict[str, Any], provider: str) -> tuple[str, dict[str, Any]] | None:
-    """The (name, arguments) of the tool call to answer with, or None for a text reply."""
-    tools = body.get("tools") or []
-    if not tools:
+def _offered_tools(body: dict[str, Any], provider: str) -> list[tuple[str, dict[str, Any]]]:
+    """(name, parameter schema) of each tool the request offers, in its order, whatever the API's shape."""
+    offered: list[tuple[str, dict[str, Any]]] = []
+    for tool in body.get("tools") or ():
+        if not isinstance(tool, dict):
+            continue
+        if provider == "gemini":  # {"functionDeclarations": [{"name", "parameters" | "parametersJsonSchema"}]}
+            # The API takes proto JSON, camelCase or snake_case (google-genai sends parameters_json_schema).
+            for decl in tool.get("functionDeclarations") or tool.get("function_declarations") or ():
+                schema = (decl.get("parameters") or decl.get("parametersJsonSchema")
+                          or decl.get("parameters_json_schema") or {})
+                offered.append((decl.get("name", "tool"), schema))
+        elif provider == "anthropic":
+            offered.append((tool.get("name", "tool"), tool.get("input_schema") or {}))
+        elif "function" in tool:  # chat completions: {"type": "function", "function": {...}}
+            offered.append((tool["function"].get("name", "tool"), tool["function"].get("parameters") or {}))
+        else:  # responses: {"type": "function", "name": ..., "parameters": ...}
+            offered.append((tool.get("name", "tool"), tool.get("parameters") or {}))
+    return offered
+
+
+#: How smolagents writes a tool call into the history: an assistant text turn, not a structured call.
+_TEXT_CALL = re.compile(r"'name': '([^']+)'")
+
+
+def _called(history: Any) -> list[str]:
+    """The names of the tools the conversation's history already called, in any API's shape, in order."""
+    names: list[str] = []
+    for turn in history if isinstance(history, list) else ():
+        if not isinstance(turn, dict):
+            continue
+        for call in turn.get("tool_calls") or ():  # chat completions
+            if isinstance(call, dict) and isinstance(call.get("function"), dict):
+                names.append(call["function"].get("name"))
+        if turn.get("type") == "function_call":  # a responses input item
+            names.append(turn.get("name"))
+        blocks = turn.get("parts") if isinstance(turn.get("parts"), list) else turn.get("content")
+        for block in blocks if isinstance(blocks, list) else ():
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "tool_use":  # anthropic
+                names.append(block.get("name"))
+            if isinstance(block.get("functionCall"), dict):  # gemini
+                names.append(block["functionCall"].get("name"))
+        if turn.get("role") == "assistant":
+            text = turn.get("content")
+            if isinstance(text, list):
+                text = " ".join(b.get("text", "") for b in text if isinstance(b, dict))
+            if isinstance(text, str) and text.lstrip().startswith("Calling tools:"):
+                names.extend(_TEXT_CALL.findall(text))
+    return names
+
+
+class _Call(NamedTuple):
+    name: str
+    arguments: dict[str, Any]
+    #: 1 + the calls already in the history: ids stay unique within a conversation.
+    number: int
+
+
+def _tool_call_for(body: dict[str, Any], provider: str) -> _Call | None:
+    """The tool call to answer with, or None for a text reply.
+
+    The first offered tool the history has not called yet; None when there is none.
+    """
+    called = _called(body.get("messages") or body.get("input") or body.get("contents"))
+    pending = [(name, schema) for name, schema in _offered_tools(body, provider) if name not in called]
+    if not pending:
         return None
-    messages = body.get("messages") or body.get("input") or []
-    if isinstance(messages, list) and messages:
-        last = messages[-1]
-        if isinstance(last, dict):
-            if last.get("role") == "tool" or last.get("type") == "function_call_output":
-                return None
-            content = last.get("content")
-            if isinstance(content, list) and any(
-                isinstance(b, dict) and b.get("type") == "tool_result" for b in content
-            ):
-                return None
-    tool = tools[0]
-    if provider == "anthropic":
-        name, schema = tool.get("name", "tool"), tool.get("input_schema") or {}
-    elif "function" in tool:  # chat completions: {"type": "function", "function": {...}}
-        name, schema = tool["function"].get("name", "tool"), tool["function"].get("parameters") or {}
-    else:  # responses: {"type": "function", "name": ..., "parameters": ...}
-        name, schema = tool.get("name", "tool"), tool.get("parameters") or {}
-    args = {key: f"fake-{key}" for key in (schema.get("properties") or {})}
-    return name, args
+    name, schema = pending[0]
+    return _Call(name, {key: f"fake-{key}" for key in (schema.get("properties") or {})}, len(called) + 1)
+
+
+#: ``/v1beta/models/gemini-2.0-flash:generateContent`` and its streamed twin.
+_GEMINI_PATH = re.compile(r"^/(?:v1|v1beta|v1alpha)/models/(?P<model>[^/:]+):(?P<method>generateContent|streamGenerateContent)$")
+_GEMINI_STATUS = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED",
+                  500: "INTERNAL", 503: "UNAVAILABLE"}
 
 
 def _error_status(model: Any) -> int | None:
@@ -243,7 +318,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = self._read_and_record() or {}
-        path = self.path.split("?")[0]
+        path, _, query = self.path.partition("?")
+        gemini = _GEMINI_PATH.match(path)
+        if gemini:
+            self._gemini(body, gemini.group("model"), gemini.group("method"), "alt=sse" in query.split("&"))
+            return
         status = _error_status(body.get("model"))
         if path == "/v1/messages":
             if status:
@@ -288,7 +367,8 @@ class _Handler(BaseHTTPRequestHandler):
         message: dict[str, Any] = {"role": "assistant", "content": None if call else self.api.reply_text}
         if call:
             message["tool_calls"] = [
-                {"id": "call_fake_1", "type": "function", "function": {"name": call[0], "arguments": json.dumps(call[1])}}
+                {"id": f"call_fake_{call.number}", "type": "function",
+                 "function": {"name": call.name, "arguments": json.dumps(call.arguments)}}
             ]
         n = int(body.get("n") or 1)
         return {
@@ -319,9 +399,9 @@ class _Handler(BaseHTTPRequestHandler):
 
         yield None, chunk({"role": "assistant", "content": ""})
         if call:
-            args = json.dumps(call[1])
-            yield None, chunk({"tool_calls": [{"index": 0, "id": "call_fake_1", "type": "function",
-                                               "function": {"name": call[0], "arguments": ""}}]})
+            args = json.dumps(call.arguments)
+            yield None, chunk({"tool_calls": [{"index": 0, "id": f"call_fake_{call.number}", "type": "function",
+                                               "function": {"name": call.name, "arguments": ""}}]})
             half = len(args) // 2
             for piece in (args[:half], args[half:]):
                 yield None, chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
@@ -358,8 +438,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _response_output(self, body: dict[str, Any]) -> list[dict[str, Any]]:
         call = _tool_call_for(body, "openai")
         if call:
-            return [{"type": "function_call", "id": "fc_fake_1", "call_id": "call_fake_1", "name": call[0],
-                     "arguments": json.dumps(call[1]), "status": "completed"}]
+            return [{"type": "function_call", "id": f"fc_fake_{call.number}", "call_id": f"call_fake_{call.number}",
+                     "name": call.name, "arguments": json.dumps(call.arguments), "status": "completed"}]
         return [{"type": "message", "id": "msg_fake", "status": "completed", "role": "assistant",
                  "content": [{"type": "output_text", "text": self.api.reply_text, "annotations": []}]}]
 
@@ -433,7 +513,7 @@ class _Handler(BaseHTTPRequestHandler):
         call = _tool_call_for(body, "anthropic")
         if call:
             content = [{"type": "text", "text": "Let me check."},
-                       {"type": "tool_use", "id": "toolu_fake_1", "name": call[0], "input": call[1]}]
+                       {"type": "tool_use", "id": f"toolu_fake_{call.number}", "name": call.name, "input": call.arguments}]
         else:
             content = [{"type": "text", "text": self.api.reply_text}]
         return {
@@ -473,3 +553,54 @@ class _Handler(BaseHTTPRequestHandler):
                                 "delta": {"stop_reason": final["stop_reason"], "stop_sequence": None},
                                 "usage": {"output_tokens": final["usage"]["output_tokens"]}}
         yield "message_stop", {"type": "message_stop"}
+
+    # -- Gemini generateContent
+
+    def _gemini(self, body: dict[str, Any], model: str, method: str, sse: bool) -> None:
+        status = _error_status(model)
+        if status:
+            self._send_json(status, {"error": {"code": status, "message": f"fake {status}",
+                                               "status": _GEMINI_STATUS.get(status, "UNKNOWN")}})
+        elif method == "generateContent":
+            self._send_json(200, self._gemini_response(body, model))
+        elif sse:
+            self._send_sse((None, chunk) for chunk in self._gemini_chunks(body, model))
+        else:
+            self._send_json(200, list(self._gemini_chunks(body, model)))
+
+    def _gemini_usage(self, tool_call: bool) -> dict[str, Any]:
+        api = self.api
+        out = api.output_tokens(tool_call)
+        return {
+            "promptTokenCount": api.input_tokens,
+            "candidatesTokenCount": out,
+            "cachedContentTokenCount": api.cached_tokens,
+            "thoughtsTokenCount": api.reasoning_tokens,
+            "totalTokenCount": api.input_tokens + out + api.reasoning_tokens,
+            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": api.input_tokens}],
+        }
+
+    def _gemini_chunk(self, model: str, parts: list[dict[str, Any]], final: dict[str, Any] | None) -> dict[str, Any]:
+        candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+        chunk: dict[str, Any] = {"candidates": [candidate], "modelVersion": f"{model}-fake-0001",
+                                 "responseId": "resp_fake"}
+        if final is not None:
+            candidate["finishReason"] = "STOP"
+            chunk["usageMetadata"] = final
+        return chunk
+
+    def _gemini_response(self, body: dict[str, Any], model: str) -> dict[str, Any]:
+        call = _tool_call_for(body, "gemini")
+        if call:
+            part = {"functionCall": {"id": f"call_fake_{call.number}", "name": call.name, "args": call.arguments}}
+            return self._gemini_chunk(model, [part], self._gemini_usage(True))
+        return self._gemini_chunk(model, [{"text": self.api.reply_text}], self._gemini_usage(False))
+
+    def _gemini_chunks(self, body: dict[str, Any], model: str) -> Iterator[dict[str, Any]]:
+        if _tool_call_for(body, "gemini"):
+            yield self._gemini_response(body, model)
+            return
+        words = self.api.words()
+        for index, word in enumerate(words):
+            last = index == len(words) - 1
+            yield self._gemini_chunk(model, [{"text": word}], self._gemini_usage(False) if last else None)
