@@ -18,11 +18,12 @@ order; ``"type:llm#3"``: the third llm run; ``"trace"``: the whole trace, whose
 paths are ``tree`` and ``run_types``); ``path`` is dotted keys and list
 positions into the stored run (``outputs.messages.0.tool_calls``); ``expected``
 is a value compared with ``==`` or a matcher (:class:`Contains`, :class:`Json`,
-:class:`Present`).
+:class:`Present`, :class:`Absent`).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -32,11 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+import pytest
+
 from otel_runs_exporter.server import LocalService
 from otel_runs_exporter.testing.fake_llm import FakeLLMAPI
 
 HERE = Path(__file__).resolve().parent
 APPS = HERE / "apps"
+#: The second environment's pins: producers whose pins the test extra cannot hold (.ci/run's own step).
+ENV2 = "tests/producers/requirements-env2.txt"
 
 #: Every producer's table names each of these at least once, as a value or as NA.
 REQUIRED_FIELDS = (
@@ -100,6 +105,14 @@ class Present:
 
 
 @dataclass(frozen=True)
+class Absent:
+    """No value at all: the field must not be stored (a producer that names no provider gets none invented)."""
+
+    def matches(self, value: Any) -> bool:
+        return value is None
+
+
+@dataclass(frozen=True)
 class Like:
     """Compared after normalizing: dicts compared key by key with matchers inside."""
 
@@ -147,6 +160,14 @@ class Stored:
         return sorted((r for r in runs if r["trace_id"] == trace), key=lambda r: r["dotted_order"])
 
 
+def skip_unless_installed(*modules: str) -> None:
+    """Skip a second-environment producer where its packages are not installed (the default run)."""
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed: this producer runs in the second environment "
+                    f"(pip install -r {ENV2}; .ci/run's own step)")
+
+
 def run_app(
     app: str,
     fake: FakeLLMAPI,
@@ -164,7 +185,8 @@ def run_app(
     child_env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith(("OTEL_", "LANGSMITH_", "LANGCHAIN_", "OPENAI_", "ANTHROPIC_", "TRACELOOP_", "LOGFIRE_"))
+        if not key.startswith(("OTEL_", "LANGSMITH_", "LANGCHAIN_", "OPENAI_", "ANTHROPIC_", "TRACELOOP_", "LOGFIRE_",
+                               "GOOGLE_", "GEMINI_", "STRANDS_", "LLAMA_INDEX_", "AWS_"))
     }
     src = str(HERE.parent.parent / "src")
     child_env.update(
@@ -177,6 +199,8 @@ def run_app(
             "OPENAI_API_KEY": "test",
             "ANTHROPIC_BASE_URL": fake.anthropic_base_url,
             "ANTHROPIC_API_KEY": "test",
+            "GOOGLE_GEMINI_BASE_URL": fake.gemini_base_url,
+            "GOOGLE_API_KEY": "test",
             # No producer may call home or pick up another instrumentor from the environment.
             "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "*",
             "TRACELOOP_TELEMETRY": "false",
@@ -249,6 +273,15 @@ def assert_same_runs(stored: Stored) -> None:
             )
 
 
+def assert_not_in_metadata(stored: Stored, keys: Iterable[str]) -> None:
+    """The README: an attribute the mapping read into a field is not repeated in a run's metadata."""
+    keys = set(keys)
+    for plan in PLANS:
+        for run in stored.plan(plan)[1:]:
+            repeated = keys & set((run.get("extra") or {}).get("metadata") or {})
+            assert not repeated, f"[{plan}] {run['name']}: {sorted(repeated)} repeated in metadata"
+
+
 def _pick(runs: list[dict[str, Any]], selector: str) -> dict[str, Any]:
     name, _, nth = selector.partition("#")
     index = int(nth or "1") - 1
@@ -310,6 +343,8 @@ def check_rows(stored: Stored, rows: Iterable[Row]) -> None:
                 except LookupError as exc:
                     problems.append(f"[{plan}] {field}: {exc}")
                     continue
+            if isinstance(expected, Absent) and actual is _MISSING:
+                continue
             if actual is _MISSING or not _like(expected, actual):
                 shown = "<absent>" if actual is _MISSING else json.dumps(actual, default=str)[:800]
                 problems.append(f"[{plan}] {field} ({selector} {path}): expected {expected!r}, stored {shown}")
