@@ -160,9 +160,18 @@ class Stored:
         return sorted((r for r in runs if r["trace_id"] == trace), key=lambda r: r["dotted_order"])
 
 
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a dotted name whose parent package is missing
+        return False
+
+
 def skip_unless_installed(*modules: str) -> None:
     """Skip a second-environment producer where its packages are not installed (the default run)."""
-    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    missing = [m for m in modules if not _installed(m)]
+    if missing and os.environ.get("MATRIX_ENV2") == "required":  # .ci/run's step: a skip would hide a bad install
+        pytest.fail(f"{', '.join(missing)} not installed in the second environment ({ENV2})")
     if missing:
         pytest.skip(f"{', '.join(missing)} not installed: this producer runs in the second environment "
                     f"(pip install -r {ENV2}; .ci/run's own step)")
