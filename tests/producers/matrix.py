@@ -195,7 +195,7 @@ def run_app(
         key: value
         for key, value in os.environ.items()
         if not key.startswith(("OTEL_", "LANGSMITH_", "LANGCHAIN_", "OPENAI_", "ANTHROPIC_", "TRACELOOP_", "LOGFIRE_",
-                               "GOOGLE_", "GEMINI_", "STRANDS_", "LLAMA_INDEX_", "AWS_"))
+                               "GOOGLE_", "GEMINI_", "STRANDS_", "LLAMA_INDEX_", "AWS_", "HF_"))
     }
     src = str(HERE.parent.parent / "src")
     child_env.update(
@@ -213,6 +213,9 @@ def run_app(
             # No producer may call home or pick up another instrumentor from the environment.
             "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "*",
             "TRACELOOP_TELEMETRY": "false",
+            # smolagents imports huggingface_hub: never reach the Hub.
+            "HF_HUB_OFFLINE": "1",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
             "LANGSMITH_TRACING": "false",
         }
     )
@@ -282,13 +285,16 @@ def assert_same_runs(stored: Stored) -> None:
             )
 
 
-def assert_not_in_metadata(stored: Stored, keys: Iterable[str]) -> None:
-    """The README: an attribute the mapping read into a field is not repeated in a run's metadata."""
-    keys = set(keys)
-    for plan in PLANS:
-        for run in stored.plan(plan)[1:]:
-            repeated = keys & set((run.get("extra") or {}).get("metadata") or {})
-            assert not repeated, f"[{plan}] {run['name']}: {sorted(repeated)} repeated in metadata"
+#: OpenInference's attributes the mapping reads into the run's provider and model.
+OPENINFERENCE_CONSUMED = ("llm.system", "llm.provider", "llm.model_name")
+
+
+def assert_log_events_joined(stored: Stored, joined: int) -> None:
+    """Every GenAI log event the app emitted reached its run on both paths: ``joined`` of them, none dropped or held."""
+    for path in ("processor", "exporter"):
+        stats = stored.report[path]
+        assert stats["log_events_dropped"] == {} and stats["log_events_held"] == 0, stats
+        assert stats["log_events_joined"] == joined, stats
 
 
 def _pick(runs: list[dict[str, Any]], selector: str) -> dict[str, Any]:
@@ -330,8 +336,13 @@ def _parents_hold(runs: list[dict[str, Any]]) -> bool:
     return all(r.get("parent_run_id") in ids for r in runs[1:])
 
 
-def check_rows(stored: Stored, rows: Iterable[Row]) -> None:
-    """Every row holds for every flush plan; all mismatches are reported at once."""
+def check_rows(stored: Stored, rows: Iterable[Row], *, consumed: Iterable[str] = ()) -> None:
+    """Every row holds for every flush plan; all mismatches are reported at once.
+
+    ``consumed``: attributes the mapping reads into a field (the README: not repeated in
+    a run's metadata); any run that still has one in its metadata is a mismatch.
+    """
+    consumed = set(consumed)
     rows = list(rows)
     named = {field for field, *_ in rows}
     missing = [f for f in REQUIRED_FIELDS if f not in named]
@@ -341,6 +352,9 @@ def check_rows(stored: Stored, rows: Iterable[Row]) -> None:
         runs = stored.plan(plan)
         if not _parents_hold(runs):
             problems.append(f"[{plan}] a run's parent is not in its trace")
+        for run in runs[1:]:
+            if repeated := consumed & set((run.get("extra") or {}).get("metadata") or {}):
+                problems.append(f"[{plan}] {run['name']}: {sorted(repeated)} repeated in metadata")
         for field, selector, path, expected in rows:
             if isinstance(expected, NA):
                 continue

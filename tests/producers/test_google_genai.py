@@ -25,7 +25,8 @@ import pytest
 
 from producers.expected import ARGUMENTS, CONVERSATION, REPLY, TOOL_CALL, replaced
 from producers.matrix import (
-    ENV2, NA, Contains, Json, Like, Row, assert_same_runs, check_rows, run_app, skip_unless_installed,
+    ENV2, NA, Contains, Json, Like, Row, assert_log_events_joined, assert_same_runs, check_rows, run_app,
+    skip_unless_installed,
 )
 from producers.scenarios import GEMINI_MODEL, WEATHER
 
@@ -112,8 +113,4 @@ def test_the_runs_hold_the_table(stored):
 
 def test_every_log_event_reached_its_run(stored):
     """Each call's details record (sent in both modes, with content in event_only) is joined on both paths."""
-    calls = 5 * 2  # the model-call spans, under each flush plan
-    for path in ("processor", "exporter"):
-        stats = stored.report[path]
-        assert stats["log_events_dropped"] == {} and stats["log_events_held"] == 0, stats
-        assert stats["log_events_joined"] == calls, stats
+    assert_log_events_joined(stored, 5 * 2)  # the model-call spans, under each flush plan

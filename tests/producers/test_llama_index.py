@@ -20,7 +20,7 @@ import pytest
 
 from producers.expected import ARGUMENTS, CONVERSATION, REPLY, TOOL_CALL
 from producers.matrix import (
-    ENV2, NA, Contains, Like, Row, assert_not_in_metadata, assert_same_runs, check_rows, run_app, skip_unless_installed,
+    ENV2, NA, OPENINFERENCE_CONSUMED, Contains, Like, Row, assert_same_runs, check_rows, run_app, skip_unless_installed,
 )
 from producers.scenarios import MODEL, WEATHER
 
@@ -107,8 +107,4 @@ def test_both_paths_store_the_same_runs(stored):
 
 
 def test_the_runs_hold_the_table(stored):
-    check_rows(stored, ROWS)
-
-
-def test_consumed_attributes_are_not_repeated_in_metadata(stored):
-    assert_not_in_metadata(stored, ("llm.system", "llm.provider", "llm.model_name"))
+    check_rows(stored, ROWS, consumed=OPENINFERENCE_CONSUMED)

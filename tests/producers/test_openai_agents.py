@@ -20,7 +20,7 @@ from __future__ import annotations
 import pytest
 
 from producers.expected import ARGUMENTS, CONVERSATION, REPLY
-from producers.matrix import NA, Contains, Json, Like, Row, assert_same_runs, check_rows, run_app
+from producers.matrix import NA, OPENINFERENCE_CONSUMED, Contains, Json, Like, Row, assert_same_runs, check_rows, run_app
 from producers.scenarios import QUESTION, SYSTEM, WEATHER
 
 from otel_runs_exporter.testing.fake_llm import FakeLLMAPI
@@ -124,4 +124,4 @@ def test_both_paths_store_the_same_runs(stored):
 
 
 def test_the_runs_hold_the_table(stored):
-    check_rows(stored, ROWS)
+    check_rows(stored, ROWS, consumed=OPENINFERENCE_CONSUMED)

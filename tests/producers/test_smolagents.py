@@ -25,7 +25,7 @@ import pytest
 
 from producers.expected import ARGUMENTS, TOOL_CALL
 from producers.matrix import (
-    NA, Contains, Json, Like, Row, assert_not_in_metadata, assert_same_runs, check_rows, run_app,
+    NA, OPENINFERENCE_CONSUMED, Contains, Json, Like, Row, assert_same_runs, check_rows, run_app,
 )
 from producers.scenarios import MODEL, QUESTION, SYSTEM, TOOL_SCHEMA, WEATHER
 
@@ -121,8 +121,4 @@ def test_both_paths_store_the_same_runs(stored):
 
 
 def test_the_runs_hold_the_table(stored):
-    check_rows(stored, ROWS)
-
-
-def test_consumed_attributes_are_not_repeated_in_metadata(stored):
-    assert_not_in_metadata(stored, ("llm.system", "llm.provider", "llm.model_name"))
+    check_rows(stored, ROWS, consumed=OPENINFERENCE_CONSUMED)
