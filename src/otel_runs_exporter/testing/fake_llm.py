@@ -68,7 +68,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Iterator
+
+from otel_runs_exporter.testing._fake_tools import tool_call_for
 
 __all__ = ["FakeLLMAPI", "RecordedRequest"]
 
@@ -170,79 +172,6 @@ class FakeLLMAPI:
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _offered_tools(body: dict[str, Any], provider: str) -> list[tuple[str, dict[str, Any]]]:
-    """(name, parameter schema) of each tool the request offers, in its order, whatever the API's shape."""
-    offered: list[tuple[str, dict[str, Any]]] = []
-    for tool in body.get("tools") or ():
-        if not isinstance(tool, dict):
-            continue
-        if provider == "gemini":  # {"functionDeclarations": [{"name", "parameters" | "parametersJsonSchema"}]}
-            # The API takes proto JSON, camelCase or snake_case (google-genai sends parameters_json_schema).
-            for decl in tool.get("functionDeclarations") or tool.get("function_declarations") or ():
-                schema = (decl.get("parameters") or decl.get("parametersJsonSchema")
-                          or decl.get("parameters_json_schema") or {})
-                offered.append((decl.get("name", "tool"), schema))
-        elif provider == "anthropic":
-            offered.append((tool.get("name", "tool"), tool.get("input_schema") or {}))
-        elif "function" in tool:  # chat completions: {"type": "function", "function": {...}}
-            offered.append((tool["function"].get("name", "tool"), tool["function"].get("parameters") or {}))
-        else:  # responses: {"type": "function", "name": ..., "parameters": ...}
-            offered.append((tool.get("name", "tool"), tool.get("parameters") or {}))
-    return offered
-
-
-#: How smolagents writes a tool call into the history: an assistant text turn, not a structured call.
-_TEXT_CALL = re.compile(r"'name': '([^']+)'")
-
-
-def _called(history: Any) -> list[str]:
-    """The names of the tools the conversation's history already called, in any API's shape, in order."""
-    names: list[str] = []
-    for turn in history if isinstance(history, list) else ():
-        if not isinstance(turn, dict):
-            continue
-        for call in turn.get("tool_calls") or ():  # chat completions
-            if isinstance(call, dict) and isinstance(call.get("function"), dict):
-                names.append(call["function"].get("name"))
-        if turn.get("type") == "function_call":  # a responses input item
-            names.append(turn.get("name"))
-        blocks = turn.get("parts") if isinstance(turn.get("parts"), list) else turn.get("content")
-        for block in blocks if isinstance(blocks, list) else ():
-            if not isinstance(block, dict):
-                continue
-            if block.get("type") == "tool_use":  # anthropic
-                names.append(block.get("name"))
-            if isinstance(block.get("functionCall"), dict):  # gemini
-                names.append(block["functionCall"].get("name"))
-        if turn.get("role") == "assistant":
-            text = turn.get("content")
-            if isinstance(text, list):
-                text = " ".join(b.get("text", "") for b in text if isinstance(b, dict))
-            if isinstance(text, str) and text.lstrip().startswith("Calling tools:"):
-                names.extend(_TEXT_CALL.findall(text))
-    return names
-
-
-class _Call(NamedTuple):
-    name: str
-    arguments: dict[str, Any]
-    #: 1 + the calls already in the history: ids stay unique within a conversation.
-    number: int
-
-
-def _tool_call_for(body: dict[str, Any], provider: str) -> _Call | None:
-    """The tool call to answer with, or None for a text reply.
-
-    The first offered tool the history has not called yet; None when there is none.
-    """
-    called = _called(body.get("messages") or body.get("input") or body.get("contents"))
-    pending = [(name, schema) for name, schema in _offered_tools(body, provider) if name not in called]
-    if not pending:
-        return None
-    name, schema = pending[0]
-    return _Call(name, {key: f"fake-{key}" for key in (schema.get("properties") or {})}, len(called) + 1)
 
 
 #: ``/v1beta/models/gemini-2.0-flash:generateContent`` and its streamed twin.
@@ -363,7 +292,7 @@ class _Handler(BaseHTTPRequestHandler):
         }
 
     def _chat(self, body: dict[str, Any]) -> dict[str, Any]:
-        call = _tool_call_for(body, "openai")
+        call = tool_call_for(body, "openai")
         message: dict[str, Any] = {"role": "assistant", "content": None if call else self.api.reply_text}
         if call:
             message["tool_calls"] = [
@@ -385,7 +314,7 @@ class _Handler(BaseHTTPRequestHandler):
         }
 
     def _chat_stream(self, body: dict[str, Any]) -> Iterator[tuple[str | None, Any]]:
-        call = _tool_call_for(body, "openai")
+        call = tool_call_for(body, "openai")
         base = {
             "id": "chatcmpl-fake",
             "object": "chat.completion.chunk",
@@ -436,7 +365,7 @@ class _Handler(BaseHTTPRequestHandler):
     # -- OpenAI responses
 
     def _response_output(self, body: dict[str, Any]) -> list[dict[str, Any]]:
-        call = _tool_call_for(body, "openai")
+        call = tool_call_for(body, "openai")
         if call:
             return [{"type": "function_call", "id": f"fc_fake_{call.number}", "call_id": f"call_fake_{call.number}",
                      "name": call.name, "arguments": json.dumps(call.arguments), "status": "completed"}]
@@ -445,7 +374,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _response(self, body: dict[str, Any], status: str, output: list[Any] | None = None) -> dict[str, Any]:
         api = self.api
-        out_tokens = api.output_tokens(bool(_tool_call_for(body, "openai")))
+        out_tokens = api.output_tokens(bool(tool_call_for(body, "openai")))
         return {
             "id": "resp_fake",
             "object": "response",
@@ -510,7 +439,7 @@ class _Handler(BaseHTTPRequestHandler):
         }
 
     def _anthropic_message(self, body: dict[str, Any]) -> dict[str, Any]:
-        call = _tool_call_for(body, "anthropic")
+        call = tool_call_for(body, "anthropic")
         if call:
             content = [{"type": "text", "text": "Let me check."},
                        {"type": "tool_use", "id": f"toolu_fake_{call.number}", "name": call.name, "input": call.arguments}]
@@ -590,14 +519,14 @@ class _Handler(BaseHTTPRequestHandler):
         return chunk
 
     def _gemini_response(self, body: dict[str, Any], model: str) -> dict[str, Any]:
-        call = _tool_call_for(body, "gemini")
+        call = tool_call_for(body, "gemini")
         if call:
             part = {"functionCall": {"id": f"call_fake_{call.number}", "name": call.name, "args": call.arguments}}
             return self._gemini_chunk(model, [part], self._gemini_usage(True))
         return self._gemini_chunk(model, [{"text": self.api.reply_text}], self._gemini_usage(False))
 
     def _gemini_chunks(self, body: dict[str, Any], model: str) -> Iterator[dict[str, Any]]:
-        if _tool_call_for(body, "gemini"):
+        if tool_call_for(body, "gemini"):
             yield self._gemini_response(body, model)
             return
         words = self.api.words()
