@@ -15,6 +15,10 @@ pytestmark = pytest.mark.heavy(seconds=30)
 
 APPS = Path(__file__).parent / "apps"
 BIN = Path(sys.executable).parent
+#: Instrumentors the producer matrix installs that import a whole agent framework when
+#: opentelemetry-instrument loads them (openai-agents, smolagents: seconds of CPU per process).
+#: These tests are about our wiring, so they leave those two out, as a user may by name.
+AGENT_FRAMEWORKS = "openai_agents,smolagents"
 
 
 def _env(service, **extra: str) -> dict[str, str]:
@@ -24,6 +28,7 @@ def _env(service, **extra: str) -> dict[str, str]:
             "OTEL_EXPORTER_RUNS_ENDPOINT": service.url,
             "OTEL_EXPORTER_RUNS_API_KEY": "k",
             "OTEL_SERVICE_NAME": "plain-app",
+            "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": AGENT_FRAMEWORKS,
             "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
         }
     )
@@ -141,7 +146,8 @@ def test_instrumentors_can_be_disabled_by_name(service):
     for disabled, expected in (("openai", "wrapped"), ("openai,runs_openai", "plain")):
         proc = subprocess.run(
             [exe, sys.executable, "-c", code],
-            env=_env(service, OTEL_TRACES_EXPORTER="runs", OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=disabled),
+            env=_env(service, OTEL_TRACES_EXPORTER="runs",
+                     OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=f"{disabled},{AGENT_FRAMEWORKS}"),
             capture_output=True,
             text=True,
             timeout=60,

@@ -240,3 +240,15 @@ def test_a_tool_calls_bound_arguments_are_its_keyword_arguments(value, inputs):
     chain = map_span({"openinference.span.kind": "CHAIN", "input.value": json.dumps(value),
                       "input.mime_type": "application/json"})
     assert chain.inputs == value
+
+
+def test_a_llamaindex_tool_output_is_what_the_tool_returned():
+    tool_output = {"blocks": [{"text": "{'forecast': 'sunny'}"}], "tool_name": "get_weather",
+                   "raw_input": {"args": [], "kwargs": {"city": "Paris"}}, "raw_output": {"forecast": "sunny"},
+                   "is_error": False}
+    m = map_span({"openinference.span.kind": "TOOL", "tool.name": "get_weather",
+                  "output.value": json.dumps(tool_output), "output.mime_type": "application/json"})
+    assert m.outputs == {"forecast": "sunny"}
+    text = map_span({"openinference.span.kind": "TOOL", "output.mime_type": "application/json",
+                     "output.value": json.dumps({**tool_output, "raw_output": "sunny"})})
+    assert text.outputs == {"output": "sunny"}

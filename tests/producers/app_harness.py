@@ -26,6 +26,11 @@ The app prints one JSON line at the end: the seed and both paths' stats.
 span processor: the log record processor that joins GenAI log events to their
 runs (``_genai_events``), which reaches both paths.
 
+``MATRIX_DUMP_SPANS=<path>`` also keeps every span the app made in memory and
+writes them to that JSON file at the end, as the SDK's ``ReadableSpan`` carries
+them (``dump_spans.py`` runs an app that way), and with ``log_events`` the log
+records too: the raw material a mapping row is written from.
+
 ``start(own_provider=False)`` is for a producer that makes its own tracer
 provider and takes extra span processors (Logfire's ``additional_span_processors``):
 the harness sets no provider, the app hands ``harness.span_processors`` to the
@@ -42,10 +47,11 @@ import sys
 import threading
 from typing import Any, Callable, Mapping
 
-from opentelemetry import trace
+from opentelemetry import _logs, trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import Span, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_runs_exporter import RunsSpanExporter, RunsSpanProcessor
 from otel_runs_exporter._genai_events import install_log_processor
@@ -115,14 +121,21 @@ class Harness:
             _FlushAtStart(self.processor, lambda: self.plan.name == "start"),
             BatchSpanProcessor(self.exporter, schedule_delay_millis=50),
         ]
+        self.dump_path = os.environ.get("MATRIX_DUMP_SPANS")
+        self.memory = InMemorySpanExporter()
+        if self.dump_path:
+            self.span_processors.append(SimpleSpanProcessor(self.memory))
         self.provider: TracerProvider | None = None
         if own_provider:
             self.provider = TracerProvider()
             for span_processor in self.span_processors:
                 self.provider.add_span_processor(span_processor)
             trace.set_tracer_provider(self.provider)
+        self.log_records: list[Any] = []
         if log_events:
             install_log_processor()  # as configure() does
+            if self.dump_path:
+                _logs.get_logger_provider().add_log_record_processor(_KeepLogs(self.log_records))
         _hook_span_writes(self.plan)
 
     def run(self, scenario: Callable[[], Any]) -> None:
@@ -148,6 +161,10 @@ class Harness:
         else:
             for span_processor in self.span_processors:
                 span_processor.shutdown()
+        if self.dump_path:
+            raw = [_raw(span) for span in self.memory.get_finished_spans()] + [_raw_log(r) for r in self.log_records]
+            with open(self.dump_path, "w", encoding="utf-8") as out:
+                json.dump(raw, out, indent=1, default=repr)
         print("MATRIX " + json.dumps(line), flush=True)
         sys.exit(0 if ok else 3)
 
@@ -155,6 +172,53 @@ class Harness:
 def _stats(stats: Any) -> dict[str, Any]:
     return {f.name: (dict(v) if isinstance(v := getattr(stats, f.name), Mapping) else v)
             for f in dataclasses.fields(stats)}
+
+
+def _raw(span: Any) -> dict[str, Any]:
+    """A finished span as the SDK holds it, attributes and event attributes unchanged."""
+    parent = span.parent
+    return {
+        "name": span.name,
+        "scope": span.instrumentation_scope.name if span.instrumentation_scope else None,
+        "kind": span.kind.name,
+        "span_id": format(span.context.span_id, "016x"),
+        "parent_span_id": format(parent.span_id, "016x") if parent else None,
+        "attributes": {k: list(v) if isinstance(v, tuple) else v for k, v in (span.attributes or {}).items()},
+        "events": [
+            {"name": e.name, "attributes": {k: list(v) if isinstance(v, tuple) else v
+                                            for k, v in (e.attributes or {}).items()}}
+            for e in span.events
+        ],
+        "status": {"code": span.status.status_code.name, "description": span.status.description},
+    }
+
+
+class _KeepLogs:
+    """A log record processor that keeps each record (for ``MATRIX_DUMP_SPANS``)."""
+
+    def __init__(self, records: list[Any]) -> None:
+        self._records = records
+
+    def on_emit(self, log_data: Any) -> None:
+        self._records.append(getattr(log_data, "log_record", log_data))
+
+    emit = on_emit
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+def _raw_log(record: Any) -> dict[str, Any]:
+    """A log record as the SDK holds it: event name, the span it was emitted in, body and attributes."""
+    return {
+        "log_record": getattr(record, "event_name", None),
+        "span_id": format(record.span_id, "016x") if record.span_id else None,
+        "body": record.body,
+        "attributes": {k: list(v) if isinstance(v, tuple) else v for k, v in (record.attributes or {}).items()},
+    }
 
 
 def start(log_events: bool = False, own_provider: bool = True) -> Harness:

@@ -18,11 +18,12 @@ order; ``"type:llm#3"``: the third llm run; ``"trace"``: the whole trace, whose
 paths are ``tree`` and ``run_types``); ``path`` is dotted keys and list
 positions into the stored run (``outputs.messages.0.tool_calls``); ``expected``
 is a value compared with ``==`` or a matcher (:class:`Contains`, :class:`Json`,
-:class:`Present`).
+:class:`Present`, :class:`Absent`).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -32,11 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+import pytest
+
 from otel_runs_exporter.server import LocalService
 from otel_runs_exporter.testing.fake_llm import FakeLLMAPI
 
 HERE = Path(__file__).resolve().parent
 APPS = HERE / "apps"
+#: The second environment's pins: producers whose pins the test extra cannot hold (.ci/run's own step).
+ENV2 = "tests/producers/requirements-env2.txt"
 
 #: Every producer's table names each of these at least once, as a value or as NA.
 REQUIRED_FIELDS = (
@@ -100,6 +105,14 @@ class Present:
 
 
 @dataclass(frozen=True)
+class Absent:
+    """No value at all: the field must not be stored (a producer that names no provider gets none invented)."""
+
+    def matches(self, value: Any) -> bool:
+        return value is None
+
+
+@dataclass(frozen=True)
 class Like:
     """Compared after normalizing: dicts compared key by key with matchers inside."""
 
@@ -147,6 +160,23 @@ class Stored:
         return sorted((r for r in runs if r["trace_id"] == trace), key=lambda r: r["dotted_order"])
 
 
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a dotted name whose parent package is missing
+        return False
+
+
+def skip_unless_installed(*modules: str) -> None:
+    """Skip a second-environment producer where its packages are not installed (the default run)."""
+    missing = [m for m in modules if not _installed(m)]
+    if missing and os.environ.get("MATRIX_ENV2") == "required":  # .ci/run's step: a skip would hide a bad install
+        pytest.fail(f"{', '.join(missing)} not installed in the second environment ({ENV2})")
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed: this producer runs in the second environment "
+                    f"(pip install -r {ENV2}; .ci/run's own step)")
+
+
 def run_app(
     app: str,
     fake: FakeLLMAPI,
@@ -164,7 +194,8 @@ def run_app(
     child_env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith(("OTEL_", "LANGSMITH_", "LANGCHAIN_", "OPENAI_", "ANTHROPIC_", "TRACELOOP_", "LOGFIRE_"))
+        if not key.startswith(("OTEL_", "LANGSMITH_", "LANGCHAIN_", "OPENAI_", "ANTHROPIC_", "TRACELOOP_", "LOGFIRE_",
+                               "GOOGLE_", "GEMINI_", "STRANDS_", "LLAMA_INDEX_", "AWS_", "HF_"))
     }
     src = str(HERE.parent.parent / "src")
     child_env.update(
@@ -177,9 +208,14 @@ def run_app(
             "OPENAI_API_KEY": "test",
             "ANTHROPIC_BASE_URL": fake.anthropic_base_url,
             "ANTHROPIC_API_KEY": "test",
+            "GOOGLE_GEMINI_BASE_URL": fake.gemini_base_url,
+            "GOOGLE_API_KEY": "test",
             # No producer may call home or pick up another instrumentor from the environment.
             "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "*",
             "TRACELOOP_TELEMETRY": "false",
+            # smolagents imports huggingface_hub: never reach the Hub.
+            "HF_HUB_OFFLINE": "1",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
             "LANGSMITH_TRACING": "false",
         }
     )
@@ -249,6 +285,18 @@ def assert_same_runs(stored: Stored) -> None:
             )
 
 
+#: OpenInference's attributes the mapping reads into the run's provider and model.
+OPENINFERENCE_CONSUMED = ("llm.system", "llm.provider", "llm.model_name")
+
+
+def assert_log_events_joined(stored: Stored, joined: int) -> None:
+    """Every GenAI log event the app emitted reached its run on both paths: ``joined`` of them, none dropped or held."""
+    for path in ("processor", "exporter"):
+        stats = stored.report[path]
+        assert stats["log_events_dropped"] == {} and stats["log_events_held"] == 0, stats
+        assert stats["log_events_joined"] == joined, stats
+
+
 def _pick(runs: list[dict[str, Any]], selector: str) -> dict[str, Any]:
     name, _, nth = selector.partition("#")
     index = int(nth or "1") - 1
@@ -288,8 +336,13 @@ def _parents_hold(runs: list[dict[str, Any]]) -> bool:
     return all(r.get("parent_run_id") in ids for r in runs[1:])
 
 
-def check_rows(stored: Stored, rows: Iterable[Row]) -> None:
-    """Every row holds for every flush plan; all mismatches are reported at once."""
+def check_rows(stored: Stored, rows: Iterable[Row], *, consumed: Iterable[str] = ()) -> None:
+    """Every row holds for every flush plan; all mismatches are reported at once.
+
+    ``consumed``: attributes the mapping reads into a field (the README: not repeated in
+    a run's metadata); any run that still has one in its metadata is a mismatch.
+    """
+    consumed = set(consumed)
     rows = list(rows)
     named = {field for field, *_ in rows}
     missing = [f for f in REQUIRED_FIELDS if f not in named]
@@ -299,6 +352,9 @@ def check_rows(stored: Stored, rows: Iterable[Row]) -> None:
         runs = stored.plan(plan)
         if not _parents_hold(runs):
             problems.append(f"[{plan}] a run's parent is not in its trace")
+        for run in runs[1:]:
+            if repeated := consumed & set((run.get("extra") or {}).get("metadata") or {}):
+                problems.append(f"[{plan}] {run['name']}: {sorted(repeated)} repeated in metadata")
         for field, selector, path, expected in rows:
             if isinstance(expected, NA):
                 continue
@@ -310,6 +366,8 @@ def check_rows(stored: Stored, rows: Iterable[Row]) -> None:
                 except LookupError as exc:
                     problems.append(f"[{plan}] {field}: {exc}")
                     continue
+            if isinstance(expected, Absent) and actual is _MISSING:
+                continue
             if actual is _MISSING or not _like(expected, actual):
                 shown = "<absent>" if actual is _MISSING else json.dumps(actual, default=str)[:800]
                 problems.append(f"[{plan}] {field} ({selector} {path}): expected {expected!r}, stored {shown}")

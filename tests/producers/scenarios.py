@@ -17,6 +17,7 @@ SYSTEM = "Be brief."
 QUESTION = "What is the weather in Paris?"
 MODEL = "gpt-4o-mini"
 ANTHROPIC_MODEL = "claude-3-5-haiku-latest"
+GEMINI_MODEL = "gemini-2.5-flash"
 WEATHER = {"city": "fake-city", "forecast": "sunny"}
 TOOL_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 OPENAI_TOOLS = [

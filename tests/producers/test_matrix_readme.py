@@ -2,8 +2,9 @@
 
 Every producer module names its row (``PRODUCER``) and the packages that row
 lists (``PACKAGES``). The row must give each package's version as the test
-extra pins it, and name in its known-limits cell every field the module's table
-marks ``NA``; every row must be some module's.
+extra pins it (or, for a module that says ``REQUIREMENTS``, as that file pins it:
+the second environment's producers), and name in its known-limits cell every
+field the module's table marks ``NA``; every row must be some module's.
 """
 
 from __future__ import annotations
@@ -33,7 +34,11 @@ def _works_with_rows() -> dict[str, list[str]]:
     return rows
 
 
-def _pins() -> dict[str, str]:
+def _pins(requirements: str | None = None) -> dict[str, str]:
+    if requirements:
+        lines = (ROOT / requirements).read_text(encoding="utf-8").splitlines()
+        return {name.lower(): version for line in lines
+                for name, version in re.findall(r"^([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==(\S+)$", line.strip())}
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     test_extra = pyproject.split("\ntest = [", 1)[1].split("\n]", 1)[0]
     return {name.lower(): version for name, version in re.findall(r'"([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([^"]+)"', test_extra)}
@@ -42,11 +47,12 @@ def _pins() -> dict[str, str]:
 @pytest.mark.parametrize("name", MODULES)
 def test_each_producer_module_has_its_row_with_pinned_versions_and_limits(name):
     module = importlib.import_module(f"producers.{name}")
-    rows, pins = _works_with_rows(), _pins()
+    requirements = getattr(module, "REQUIREMENTS", None)
+    rows, pins = _works_with_rows(), _pins(requirements)
     assert module.PRODUCER in rows, f"{name}: no README row named {module.PRODUCER!r}"
     _, tested_with, _, limits, _ = rows[module.PRODUCER]
     for package in module.PACKAGES:
-        assert package in pins, f"{package} is not pinned (==) in the test extra"
+        assert package in pins, f"{package} is not pinned (==) in {requirements or 'the test extra'}"
         assert f"`{package}` {pins[package]}" in tested_with, f"the README row does not give {package} {pins[package]}"
     for field in known_limits(module.ROWS):
         assert f"`{field}`" in limits, f"{name}: its table marks {field} NA; the README row does not say so"

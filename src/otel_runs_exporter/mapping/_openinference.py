@@ -104,14 +104,23 @@ def openinference_tools(ctx: Ctx) -> list[Any] | None:
 #: options. The tool's arguments are the keyword ones.
 _CALL_KEYS = frozenset({"args", "kwargs"})
 _CALL_OPTIONS = frozenset({"sanitize_inputs_outputs"})  # smolagents'
+#: LlamaIndex's ``ToolOutput`` (its tool run's output.value): the tool's own return is its ``raw_output``.
+_TOOL_OUTPUT_KEYS = frozenset({"tool_name", "raw_input", "raw_output"})
 
 
-def _tool_arguments(out: Mapped, attributes: Mapping[str, Any]) -> None:
-    inputs = out.inputs
-    if out.run_type != "tool" or not isinstance(inputs, dict) or not isinstance(inputs.get("kwargs"), dict):
+def _tool_call(out: Mapped, attributes: Mapping[str, Any]) -> None:
+    """A tool run's inputs are its arguments and its outputs what it returned, as every other producer's are,
+    not the framework's wrappers around them."""
+    if out.run_type != "tool":
         return
-    if inputs.get("args", []) == [] and set(inputs) <= _CALL_KEYS | _CALL_OPTIONS:
+    inputs = out.inputs
+    if (isinstance(inputs, dict) and isinstance(inputs.get("kwargs"), dict) and inputs.get("args", []) == []
+            and set(inputs) <= _CALL_KEYS | _CALL_OPTIONS):
         out.inputs = dict(inputs["kwargs"])
+    outputs = out.outputs
+    if isinstance(outputs, dict) and _TOOL_OUTPUT_KEYS <= outputs.keys():
+        returned = outputs["raw_output"]
+        out.outputs = dict(returned) if isinstance(returned, dict) else {"output": returned}
 
 
 _DETAILS_IN, _DETAILS_OUT = "input_token_details", "output_token_details"
@@ -186,7 +195,7 @@ ROWS = (
            order=120, final=NOT_FINAL),
     # doc: llm.output_messages -> outputs.messages. "Output messages"
     Source("out", read_flat_replies, "llm.output_messages.", (Key("llm.output_messages."),), order=20),
-    Fixup(_tool_arguments, (generic("input.value"),), order=20),
+    Fixup(_tool_call, (generic("input.value"), generic("output.value")), order=20),
     # doc: output.value -> outputs. "Full output value, can be string or JSON"
     Source("out", read_value, "output.value", (generic("output.value"), generic("output.mime_type")), order=60),
 )

@@ -29,9 +29,10 @@ when there is one (the repository's ``examples/`` do this), use
         provider.force_flush()
         show_runs(service, expected=3)
 
-:class:`~otel_runs_exporter.testing.fake_llm.FakeLLMAPI` is an OpenAI- and
-Anthropic-compatible HTTP API on loopback with deterministic answers and token
-counts, for trying the real client libraries without a network or an account.
+:class:`~otel_runs_exporter.testing.fake_llm.FakeLLMAPI` is an OpenAI-, Anthropic-
+and Gemini-compatible HTTP API on loopback with deterministic answers, tool calls
+and token counts, for trying the real client libraries and agent frameworks
+without a network or an account.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A fake OpenAI + Anthropic HTTP API on loopback, for tests and examples that use the real client packages.
+"""A fake OpenAI + Anthropic + Gemini HTTP API on loopback, for tests and examples that use the real client packages.
 
 No network and no account: answers are canned and deterministic, so a test can
 assert exact values and an example runs offline.
@@ -10,6 +10,7 @@ Start it as a context manager and point the clients at it (turn retries off so e
         ant = anthropic.Anthropic(base_url=api.anthropic_base_url, api_key="test", max_retries=0)
         oai.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
         assert api.requests[-1].path == "/v1/chat/completions"
+        gem = google.genai.Client(api_key="test", http_options={"base_url": api.gemini_base_url})
 
 Endpoints (all POST, JSON bodies):
 
@@ -20,20 +21,36 @@ Endpoints (all POST, JSON bodies):
 * ``/v1/responses`` — JSON, or SSE events (``response.created`` … ``response.completed``) with ``stream: true``.
 * ``/v1/messages`` — Anthropic JSON, or SSE (``message_start``, ``content_block_start/delta/stop``,
   ``message_delta`` with usage, ``message_stop``) with ``stream: true``.
+* ``/v1beta/models/{model}:generateContent`` — the Gemini API's JSON (``candidates`` with
+  ``content.parts``, ``finishReason``, ``usageMetadata``, ``modelVersion``, ``responseId``);
+  ``:streamGenerateContent?alt=sse`` sends the same as SSE, one chunk per word, the last one with
+  ``finishReason`` and ``usageMetadata`` (without ``alt=sse``, a JSON array of the chunks). The
+  model comes from the path; ``v1`` and ``v1alpha`` answer the same.
 
 Deterministic behaviour, so tests can assert exact values:
 
 * The reply text is :attr:`FakeLLMAPI.reply_text`; streams send it word by word (one chunk per
   word, spaces kept), so the number of content chunks is ``len(reply_text.split(" "))``.
-* When the request carries ``tools`` and its last message is not a tool result, the reply is a
-  call to the first tool (id ``call_fake_1`` / ``toolu_fake_1``) whose arguments give every
-  property of the tool's parameter schema the string ``"fake-<name>"``.
+* When the request carries ``tools``, the reply is a call to the first of them that the
+  conversation has not called yet (id ``call_fake_<n>`` / ``toolu_fake_<n>``, ``n`` one more than
+  the calls already in the history, so the first is ``call_fake_1``), whose arguments give
+  every property of the tool's parameter schema the string ``"fake-<name>"``; once every offered
+  tool was called, the reply is text. So a request with one tool gets a call, and the same
+  request with the call and its result appended gets the text; an agent handed off to gets a call
+  to its own tool; offered ``[get_weather, final_answer]`` (smolagents), the second turn calls
+  ``final_answer``. A call counts in any API's shape (an assistant's ``tool_calls``, a
+  ``function_call`` input item, a ``tool_use`` block, a Gemini ``functionCall`` part) and as
+  smolagents writes it, an assistant text turn ``Calling tools: [{... 'name': '<tool>' ...}]``.
 * Usage: :attr:`input_tokens` input tokens (of which :attr:`cached_tokens` cached),
   output tokens = number of words of the reply (a tool call counts as :attr:`tool_call_tokens`),
-  :attr:`reasoning_tokens` reasoning tokens (OpenAI only).
+  :attr:`reasoning_tokens` reasoning tokens (OpenAI and Gemini; Gemini counts them apart from
+  ``candidatesTokenCount``, in ``thoughtsTokenCount``, and in ``totalTokenCount``).
+* A Gemini tool call is a ``functionCall`` part with ``id`` ``call_fake_<n>`` (as models that
+  number their calls send it), ``name`` and ``args``; its ``finishReason`` is ``STOP``, as the API's.
 * The response model is the request model with ``-fake-0001`` appended.
 * Errors: a model named ``error-<status>`` (e.g. ``error-500``, ``error-429``) gets that HTTP
-  status with the provider's error body; unknown paths get 404. A streamed chat completion for
+  status with the provider's error body (Gemini's ``{"error": {"code", "message", "status"}}``);
+  unknown paths get 404. A streamed chat completion for
   the model ``fail-midstream`` sends its first word and then an error event, as the real API does
   when it fails during a stream (the client raises ``openai.APIError`` while iterating).
 
@@ -45,12 +62,15 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import struct
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
+
+from otel_runs_exporter.testing._fake_tools import tool_call_for
 
 __all__ = ["FakeLLMAPI", "RecordedRequest"]
 
@@ -126,6 +146,11 @@ class FakeLLMAPI:
         """The ``base_url`` for ``anthropic.Anthropic`` (the client adds ``/v1/...`` itself)."""
         return self.url
 
+    @property
+    def gemini_base_url(self) -> str:
+        """The ``base_url`` for ``google.genai.Client(http_options=...)`` (the client adds ``/v1beta/...``)."""
+        return self.url
+
     def reset(self) -> None:
         """Forget the recorded requests."""
         with self._lock:
@@ -149,31 +174,10 @@ class FakeLLMAPI:
 # --------------------------------------------------------------------------- helpers
 
 
-def _tool_call_for(body: dict[str, Any], provider: str) -> tuple[str, dict[str, Any]] | None:
-    """The (name, arguments) of the tool call to answer with, or None for a text reply."""
-    tools = body.get("tools") or []
-    if not tools:
-        return None
-    messages = body.get("messages") or body.get("input") or []
-    if isinstance(messages, list) and messages:
-        last = messages[-1]
-        if isinstance(last, dict):
-            if last.get("role") == "tool" or last.get("type") == "function_call_output":
-                return None
-            content = last.get("content")
-            if isinstance(content, list) and any(
-                isinstance(b, dict) and b.get("type") == "tool_result" for b in content
-            ):
-                return None
-    tool = tools[0]
-    if provider == "anthropic":
-        name, schema = tool.get("name", "tool"), tool.get("input_schema") or {}
-    elif "function" in tool:  # chat completions: {"type": "function", "function": {...}}
-        name, schema = tool["function"].get("name", "tool"), tool["function"].get("parameters") or {}
-    else:  # responses: {"type": "function", "name": ..., "parameters": ...}
-        name, schema = tool.get("name", "tool"), tool.get("parameters") or {}
-    args = {key: f"fake-{key}" for key in (schema.get("properties") or {})}
-    return name, args
+#: ``/v1beta/models/gemini-2.0-flash:generateContent`` and its streamed twin.
+_GEMINI_PATH = re.compile(r"^/(?:v1|v1beta|v1alpha)/models/(?P<model>[^/:]+):(?P<method>generateContent|streamGenerateContent)$")
+_GEMINI_STATUS = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED",
+                  500: "INTERNAL", 503: "UNAVAILABLE"}
 
 
 def _error_status(model: Any) -> int | None:
@@ -243,7 +247,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = self._read_and_record() or {}
-        path = self.path.split("?")[0]
+        path, _, query = self.path.partition("?")
+        gemini = _GEMINI_PATH.match(path)
+        if gemini:
+            self._gemini(body, gemini.group("model"), gemini.group("method"), "alt=sse" in query.split("&"))
+            return
         status = _error_status(body.get("model"))
         if path == "/v1/messages":
             if status:
@@ -284,11 +292,12 @@ class _Handler(BaseHTTPRequestHandler):
         }
 
     def _chat(self, body: dict[str, Any]) -> dict[str, Any]:
-        call = _tool_call_for(body, "openai")
+        call = tool_call_for(body, "openai")
         message: dict[str, Any] = {"role": "assistant", "content": None if call else self.api.reply_text}
         if call:
             message["tool_calls"] = [
-                {"id": "call_fake_1", "type": "function", "function": {"name": call[0], "arguments": json.dumps(call[1])}}
+                {"id": f"call_fake_{call.number}", "type": "function",
+                 "function": {"name": call.name, "arguments": json.dumps(call.arguments)}}
             ]
         n = int(body.get("n") or 1)
         return {
@@ -305,7 +314,7 @@ class _Handler(BaseHTTPRequestHandler):
         }
 
     def _chat_stream(self, body: dict[str, Any]) -> Iterator[tuple[str | None, Any]]:
-        call = _tool_call_for(body, "openai")
+        call = tool_call_for(body, "openai")
         base = {
             "id": "chatcmpl-fake",
             "object": "chat.completion.chunk",
@@ -319,9 +328,9 @@ class _Handler(BaseHTTPRequestHandler):
 
         yield None, chunk({"role": "assistant", "content": ""})
         if call:
-            args = json.dumps(call[1])
-            yield None, chunk({"tool_calls": [{"index": 0, "id": "call_fake_1", "type": "function",
-                                               "function": {"name": call[0], "arguments": ""}}]})
+            args = json.dumps(call.arguments)
+            yield None, chunk({"tool_calls": [{"index": 0, "id": f"call_fake_{call.number}", "type": "function",
+                                               "function": {"name": call.name, "arguments": ""}}]})
             half = len(args) // 2
             for piece in (args[:half], args[half:]):
                 yield None, chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
@@ -356,16 +365,16 @@ class _Handler(BaseHTTPRequestHandler):
     # -- OpenAI responses
 
     def _response_output(self, body: dict[str, Any]) -> list[dict[str, Any]]:
-        call = _tool_call_for(body, "openai")
+        call = tool_call_for(body, "openai")
         if call:
-            return [{"type": "function_call", "id": "fc_fake_1", "call_id": "call_fake_1", "name": call[0],
-                     "arguments": json.dumps(call[1]), "status": "completed"}]
+            return [{"type": "function_call", "id": f"fc_fake_{call.number}", "call_id": f"call_fake_{call.number}",
+                     "name": call.name, "arguments": json.dumps(call.arguments), "status": "completed"}]
         return [{"type": "message", "id": "msg_fake", "status": "completed", "role": "assistant",
                  "content": [{"type": "output_text", "text": self.api.reply_text, "annotations": []}]}]
 
     def _response(self, body: dict[str, Any], status: str, output: list[Any] | None = None) -> dict[str, Any]:
         api = self.api
-        out_tokens = api.output_tokens(bool(_tool_call_for(body, "openai")))
+        out_tokens = api.output_tokens(bool(tool_call_for(body, "openai")))
         return {
             "id": "resp_fake",
             "object": "response",
@@ -430,10 +439,10 @@ class _Handler(BaseHTTPRequestHandler):
         }
 
     def _anthropic_message(self, body: dict[str, Any]) -> dict[str, Any]:
-        call = _tool_call_for(body, "anthropic")
+        call = tool_call_for(body, "anthropic")
         if call:
             content = [{"type": "text", "text": "Let me check."},
-                       {"type": "tool_use", "id": "toolu_fake_1", "name": call[0], "input": call[1]}]
+                       {"type": "tool_use", "id": f"toolu_fake_{call.number}", "name": call.name, "input": call.arguments}]
         else:
             content = [{"type": "text", "text": self.api.reply_text}]
         return {
@@ -473,3 +482,54 @@ class _Handler(BaseHTTPRequestHandler):
                                 "delta": {"stop_reason": final["stop_reason"], "stop_sequence": None},
                                 "usage": {"output_tokens": final["usage"]["output_tokens"]}}
         yield "message_stop", {"type": "message_stop"}
+
+    # -- Gemini generateContent
+
+    def _gemini(self, body: dict[str, Any], model: str, method: str, sse: bool) -> None:
+        status = _error_status(model)
+        if status:
+            self._send_json(status, {"error": {"code": status, "message": f"fake {status}",
+                                               "status": _GEMINI_STATUS.get(status, "UNKNOWN")}})
+        elif method == "generateContent":
+            self._send_json(200, self._gemini_response(body, model))
+        elif sse:
+            self._send_sse((None, chunk) for chunk in self._gemini_chunks(body, model))
+        else:
+            self._send_json(200, list(self._gemini_chunks(body, model)))
+
+    def _gemini_usage(self, tool_call: bool) -> dict[str, Any]:
+        api = self.api
+        out = api.output_tokens(tool_call)
+        return {
+            "promptTokenCount": api.input_tokens,
+            "candidatesTokenCount": out,
+            "cachedContentTokenCount": api.cached_tokens,
+            "thoughtsTokenCount": api.reasoning_tokens,
+            "totalTokenCount": api.input_tokens + out + api.reasoning_tokens,
+            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": api.input_tokens}],
+        }
+
+    def _gemini_chunk(self, model: str, parts: list[dict[str, Any]], final: dict[str, Any] | None) -> dict[str, Any]:
+        candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+        chunk: dict[str, Any] = {"candidates": [candidate], "modelVersion": f"{model}-fake-0001",
+                                 "responseId": "resp_fake"}
+        if final is not None:
+            candidate["finishReason"] = "STOP"
+            chunk["usageMetadata"] = final
+        return chunk
+
+    def _gemini_response(self, body: dict[str, Any], model: str) -> dict[str, Any]:
+        call = tool_call_for(body, "gemini")
+        if call:
+            part = {"functionCall": {"id": f"call_fake_{call.number}", "name": call.name, "args": call.arguments}}
+            return self._gemini_chunk(model, [part], self._gemini_usage(True))
+        return self._gemini_chunk(model, [{"text": self.api.reply_text}], self._gemini_usage(False))
+
+    def _gemini_chunks(self, body: dict[str, Any], model: str) -> Iterator[dict[str, Any]]:
+        if tool_call_for(body, "gemini"):
+            yield self._gemini_response(body, model)
+            return
+        words = self.api.words()
+        for index, word in enumerate(words):
+            last = index == len(words) - 1
+            yield self._gemini_chunk(model, [{"text": word}], self._gemini_usage(False) if last else None)
