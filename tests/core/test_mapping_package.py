@@ -15,7 +15,7 @@ from otel_runs_exporter._select import KEEP, ROOT, SpanFilter
 from otel_runs_exporter.mapping import _tables
 from otel_runs_exporter.mapping._model import Attr, attr, reads_of
 
-MODULES = sorted(info.name for info in pkgutil.iter_modules(mapping.__path__))
+MODULES = sorted(info.name for info in pkgutil.iter_modules(mapping.__path__) if info.name != "__main__")
 #: Keys the mapping reads that are too common to mark a span as GenAI by themselves (the issue's list).
 GENERIC = ("input.value", "output.value", "metadata", "session.id", "user.id", "tag.tags", "tool.name")
 
@@ -99,3 +99,11 @@ def test_the_compiled_build_compiles_every_module_of_the_mapping():
     from otel_runs_exporter._build_info import COMPILABLE
 
     assert {f"mapping.{name}" for name in MODULES} == {name for name in COMPILABLE if name.startswith("mapping.")}
+
+
+def test_docs_mapping_lists_every_row_as_the_tables_assemble_them():
+    from otel_runs_exporter.mapping import __main__ as generator
+
+    text = generator.DOC.read_text(encoding="utf-8")
+    assert text == generator.written(text), "docs/mapping.md is stale: run python -m otel_runs_exporter.mapping"
+    assert "`gen_ai.server.time_to_first_token` | strands" in text  # the block is really the rows
