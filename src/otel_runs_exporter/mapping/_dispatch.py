@@ -143,7 +143,9 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent], plan: 
     out.run_type = find_run_type(attributes, consumed, plan)
     # Outputs first: when assistant/tool message events become the outputs, the inputs leave them out.
     run_type = ctx.run_type = out.run_type
+    ctx.side = "out"
     out.outputs = first_source(ctx, plan.outputs, plan.outputs_run_types, run_type)[0]
+    ctx.side = "in"
     out.inputs, row = first_source(ctx, plan.inputs, plan.inputs_run_types, run_type)
     out.inputs_final = row >= 0 and out.run_type in plan.inputs_final[row] and not ctx.partial_inputs
     reason = first_str(attributes, plan.finish_reason_keys)

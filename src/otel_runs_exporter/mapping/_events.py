@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ._context import Ctx
+from ._context import Ctx, EventState
 from ._messages import message_of
 from ._model import Mapped, SpanEvent
 from ._tables import (
@@ -26,10 +26,11 @@ _REPLY_ROLES = frozenset({"assistant", "tool"})
 
 def scan_events(ctx: Ctx, events: Sequence[SpanEvent], out: Mapped) -> None:
     """One pass over the events: content events and first-token events."""
+    state = ctx.events = EventState()
     if HISTORY_FRAMEWORKS:
         attributes = ctx.attributes
-        ctx.events_are_history = any(attributes.get(key) in HISTORY_FRAMEWORKS for key in PROVIDER_KEYS
-                                     if isinstance(attributes.get(key), str))
+        state.history_only = any(attributes.get(key) in HISTORY_FRAMEWORKS for key in PROVIDER_KEYS
+                                 if isinstance(attributes.get(key), str))
     for index, event in enumerate(events):
         name = event.name
         # Only an event with a whole-number time can be compared and placed: one with an odd
@@ -44,7 +45,7 @@ def scan_events(ctx: Ctx, events: Sequence[SpanEvent], out: Mapped) -> None:
         role = MESSAGE_EVENT_ROLES.get(name)
         if role is not None:
             body = event_body(attrs)
-            ctx.event_in.append((role in _REPLY_ROLES, message_of(body, role)))
+            state.messages.append((role in _REPLY_ROLES, message_of(body, role)))
             out.consumed_events.add(index)
         elif name in CHOICE_EVENTS:
             body = event_body(attrs)
@@ -53,19 +54,19 @@ def scan_events(ctx: Ctx, events: Sequence[SpanEvent], out: Mapped) -> None:
             for key in CHOICE_RESULT_ATTRIBUTES:
                 if attrs.get(key) is not None:  # the results of the calls it made, answered in the same step
                     messages.extend(message_of({"role": "tool", "content": attrs[key]}, "tool"))
-            ctx.event_out.append((position, messages))
+            state.choices.append((position, messages))
             reason = body.get("finish_reason") if isinstance(body, dict) else None
             reason = reason if reason is not None else attrs.get("finish_reason")
             if reason is not None:
-                ctx.finish_reasons.append((position, plain(reason)))
+                state.finish_reasons.append((position, plain(reason)))
             out.consumed_events.add(index)
         elif name in CONTENT_EVENTS:
             key, side = CONTENT_EVENTS[name]
             if key in attrs:
                 if side == "in":
-                    ctx.event_prompt = attrs[key]
+                    state.prompt = attrs[key]
                 else:
-                    ctx.event_completion = attrs[key]
+                    state.completion = attrs[key]
                 out.consumed_events.add(index)
 
 

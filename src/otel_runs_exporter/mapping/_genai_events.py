@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._context import Ctx
+from ._context import Ctx, EventState
 from ._messages import payload_of
 from ._model import NOT_FINAL, SPAN_EVENTS, EventRow, Key, Source, generic
 
@@ -57,28 +57,29 @@ def read_events(ctx: Ctx, side: str) -> dict[str, Any] | None:
     if ctx.claim_only:
         ctx.take("gen_ai.prompt" if side == "in" else "gen_ai.completion")
         return None
+    state = ctx.events if ctx.events is not None else _NO_EVENTS
     if ctx.run_type == "tool":
-        call = _tool_call_events(ctx, side)
+        call = _tool_call_events(state, side)
         if call is not None:
             return call
     if side == "in":
-        messages = [m for reply, msgs in ctx.event_in if not (reply and ctx.replies_used) for m in msgs]
+        messages = [m for reply, msgs in state.messages if not (reply and state.replies_used) for m in msgs]
         if messages:
             return {"messages": messages}
-        whole, key = ctx.event_prompt, "gen_ai.prompt"
+        whole, key = state.prompt, "gen_ai.prompt"
     else:
-        if ctx.event_out:
+        if state.choices:
             out: dict[str, Any] = {
-                "messages": [m for _, msgs in sorted(ctx.event_out, key=lambda e: e[0]) for m in msgs]
+                "messages": [m for _, msgs in sorted(state.choices, key=lambda e: e[0]) for m in msgs]
             }
-            if ctx.finish_reasons:
-                out["finish_reason"] = min(ctx.finish_reasons, key=lambda e: e[0])[1]
+            if state.finish_reasons:
+                out["finish_reason"] = min(state.finish_reasons, key=lambda e: e[0])[1]
             return out
-        replies = [m for reply, msgs in ctx.event_in if reply for m in msgs] if not ctx.events_are_history else []
+        replies = [m for reply, msgs in state.messages if reply for m in msgs] if not state.history_only else []
         if replies:
-            ctx.replies_used = True
+            state.replies_used = True
             return {"messages": replies}
-        whole, key = ctx.event_completion, "gen_ai.completion"
+        whole, key = state.completion, "gen_ai.completion"
     if whole is None:
         # The same whole-content attribute set on the span itself (the langsmith
         # SDK's own OTel exporter writes the run's inputs/outputs this way).
@@ -86,14 +87,18 @@ def read_events(ctx: Ctx, side: str) -> dict[str, Any] | None:
     return payload_of(whole, "input" if side == "in" else "output") if whole is not None else None
 
 
-def _tool_call_events(ctx: Ctx, side: str) -> dict[str, Any] | None:
+#: What a span without events says (nothing: read, never written).
+_NO_EVENTS = EventState()
+
+
+def _tool_call_events(state: EventState, side: str) -> dict[str, Any] | None:
     """A tool span's events: its tool message is the call (the arguments it was given), its choice the
     tool's result (Strands), as a tool run's inputs and outputs are everywhere else, not a conversation."""
     if side == "in":
-        calls = [m for reply, msgs in ctx.event_in if reply for m in msgs if m.get("role") == "tool"]
+        calls = [m for reply, msgs in state.messages if reply for m in msgs if m.get("role") == "tool"]
         content = calls[0].get("content") if calls else None
         return payload_of(content, "input") if content is not None else None
-    for _, msgs in sorted(ctx.event_out, key=lambda e: e[0]):
+    for _, msgs in sorted(state.choices, key=lambda e: e[0]):
         for m in msgs:
             if m.get("content") is not None:
                 return payload_of(m["content"], "output")

@@ -42,8 +42,10 @@ def is_converse(value: Any) -> bool:
     return True
 
 
-def _decoded(value: Any) -> Any:
-    return json_value(value) if isinstance(value, str) and value[:1] == "[" else value
+def _blocks(value: Any) -> list[tuple[str, Any]] | None:
+    """``(type, body)`` of each Converse block in ``value`` (or its JSON text); None when it is not blocks."""
+    blocks = json_value(value) if isinstance(value, str) and value[:1] == "[" else value
+    return [next(iter(block.items())) for block in blocks] if is_converse(blocks) else None
 
 
 def bedrock_content(content: Any, tool_calls: list[dict[str, Any]], results: list[dict[str, Any]]) -> Any:
@@ -59,12 +61,11 @@ def bedrock_content(content: Any, tool_calls: list[dict[str, Any]], results: lis
     >>> calls
     [{'id': 't1', 'type': 'function', 'function': {'name': 'f', 'arguments': '{"x":1}'}}]
     """
-    blocks = _decoded(content)
-    if not is_converse(blocks):
+    blocks = _blocks(content)
+    if blocks is None:
         return content
     rest: list[Any] = []
-    for block in blocks:
-        kind, body = next(iter(block.items()))
+    for kind, body in blocks:
         if kind == "toolUse" and isinstance(body, dict):
             call = tool_call({"id": body.get("toolUseId"), "name": body.get("name"), "arguments": body.get("input")})
             if call:
@@ -88,17 +89,15 @@ def bedrock_result(content: Any) -> Any:
     >>> bedrock_result([{"text": "sunny"}]), bedrock_result('[{"json": {"t": 21}}]')
     ('sunny', '{"t":21}')
     """
-    blocks = _decoded(content)
-    if not is_converse(blocks):
-        return content
-    parts: list[str] = []
-    for block in blocks:
-        kind, body = next(iter(block.items()))
-        if kind == "text" and isinstance(body, str):
-            parts.append(body)
-        else:
-            parts.append(json_text(body if kind == "json" else block))
-    return "\n".join(parts)
+    blocks = _blocks(content)
+    return content if blocks is None else "\n".join(_block_text(kind, body) for kind, body in blocks)
+
+
+def _block_text(kind: str, body: Any) -> str:
+    if kind == "text" and isinstance(body, str):
+        return body
+    text: str = json_text(body if kind == "json" else {kind: body})
+    return text
 
 
 def _block(kind: str, body: Any) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from ._context import Ctx
 from ._model import (
     FINAL, FINAL_UNLESS_MODEL, NOT_FINAL, EventRow, Fixup, Key, Mapped, Namespace, RunTypeRule, Source, attr, generic,
 )
-from ._readers import read_flat_messages, read_flat_replies, read_value
+from ._readers import read_flat_messages, read_value
 from ._values import as_object, json_value, list_position, nested, plain, unflatten
 
 __all__ = ["ROWS", "SCOPES", "TOOLS_PREFIX", "openinference_tools"]
@@ -194,7 +194,7 @@ ROWS = (
     Source("in", _read_tool_parameters, "tool.parameters", (generic("tool.parameters"), generic("tool.parameters.")),
            order=120, final=NOT_FINAL),
     # doc: llm.output_messages -> outputs.messages. "Output messages"
-    Source("out", read_flat_replies, "llm.output_messages.", (Key("llm.output_messages."),), order=20),
+    Source("out", read_flat_messages, "llm.output_messages.", (Key("llm.output_messages."),), order=20),
     Fixup(_tool_call, (generic("input.value"), generic("output.value")), order=20),
     # doc: output.value -> outputs. "Full output value, can be string or JSON"
     Source("out", read_value, "output.value", (generic("output.value"), generic("output.mime_type")), order=60),

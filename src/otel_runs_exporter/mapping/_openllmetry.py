@@ -7,7 +7,7 @@ OpenLLMetry (openai, anthropic ...) and its SDK's workflow and task decorators.
 from __future__ import annotations
 
 from ._model import FINAL, FINAL_UNLESS_MODEL, EventRow, Key, Namespace, RunTypeRule, Source, attr
-from ._readers import read_flat_messages, read_flat_replies, read_json_value
+from ._readers import read_flat_messages, read_json_value
 
 __all__ = ["ROWS", "SCOPES", "FUNCTIONS_PREFIX"]
 
@@ -68,7 +68,7 @@ ROWS = (
     # doc: gen_ai.completion.{n}.content -> outputs.messages[n].content. "Content for the nth output message"
     # doc: gen_ai.completion.{n}.message.role -> outputs.messages[n].role. "Alternative format for role"
     # doc: gen_ai.completion.{n}.message.content -> outputs.messages[n].content. "Alternative format for content"
-    Source("out", read_flat_replies, "gen_ai.completion.", (Key("gen_ai.completion."),), order=30),
+    Source("out", read_flat_messages, "gen_ai.completion.", (Key("gen_ai.completion."),), order=30),
     # doc: traceloop.entity.output -> outputs. "Full output value from TraceLoop"
     Source("out", read_json_value, "traceloop.entity.output", (Key("traceloop.entity.output"),), order=70),
 )

@@ -18,8 +18,7 @@ from ._messages import messages_of, payload_of
 from ._model import Reader
 from ._values import as_list, plain, unflatten
 
-__all__ = ["message_items", "message_list", "read_flat_messages", "read_flat_replies", "read_value", "read_json_value",
-           "first_source"]
+__all__ = ["message_items", "message_list", "read_flat_messages", "read_value", "read_json_value", "first_source"]
 
 
 _MESSAGES_JSON = "a JSON array of messages"
@@ -35,21 +34,13 @@ def message_items(ctx: Ctx, key: str, raw: Any) -> list[Any]:
 
 
 def read_flat_messages(ctx: Ctx, prefix: str) -> dict[str, Any] | None:
-    """A flattened family of messages (``llm.input_messages.0.message.role``): the conversation so far."""
-    return _flat_messages(ctx, prefix, False)
-
-
-def read_flat_replies(ctx: Ctx, prefix: str) -> dict[str, Any] | None:
-    """A flattened family of the model's replies, each with its own ``finish_reason``."""
-    return _flat_messages(ctx, prefix, True)
-
-
-def _flat_messages(ctx: Ctx, prefix: str, replies: bool) -> dict[str, Any] | None:
+    """A flattened family of messages (``llm.input_messages.0.message.role``): the conversation so far, or,
+    as outputs, the model's replies, each with its own ``finish_reason``."""
     group = ctx.take_flat(prefix)
     if ctx.claim_only or not group:
         return None
     items = unflatten(group)
-    return message_list(items if isinstance(items, list) else [], replies)
+    return message_list(items if isinstance(items, list) else [], ctx.side == "out")
 
 
 def message_list(items: list[Any], replies: bool) -> dict[str, Any] | None:
