@@ -488,7 +488,7 @@ _DECLS: dict[str, _Decl] = {
         _backoff,
         "Argument only: the retry loop's backoff as (first step, cap) in seconds, or \"first,cap\"; "
         "steps double up to the cap and each wait is drawn between half a step and a whole one. "
-        "None: the HTTP client's own, 0.5 s doubling to 30 s (``_http.Backoff``). Shorter steps "
+        "None: the HTTP client's own, 0.5 s doubling to 30 s (``_http_client.Backoff``). Shorter steps "
         "press a struggling service harder; tests use them so that they do not sleep.",
         kind=TUNING,
     ),

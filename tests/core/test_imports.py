@@ -28,7 +28,7 @@ FLOW = [
     {"_hold"},
     {"_encode"},
     {"_stats"},
-    {"_http"},
+    {"_http_client"},
     {"_transport"},
     {"_delivery"},
     {"_worker"},
@@ -134,7 +134,7 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 def test_the_graph_is_read_from_the_source():
     graph = import_graph()
     assert (f"{NAME}._transport", False) in graph[f"{NAME}._delivery"]
-    assert (f"{NAME}._http", False) in graph[f"{NAME}.api._client"]
+    assert (f"{NAME}._http_client", False) in graph[f"{NAME}.api._client"]
     assert len(graph) > 40
 
 

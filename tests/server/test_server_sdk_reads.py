@@ -25,7 +25,7 @@ import pytest
 import requests
 from server.server_helpers import Trace, multipart, part, post_multipart, run_parts
 
-from otel_runs_exporter.server import LocalService, _attachments, _http, _modes, _threads, _v2, viewer_link
+from otel_runs_exporter.server import LocalService, _attachments, _http_server, _modes, _threads, _v2, viewer_link
 
 langsmith = pytest.importorskip("langsmith")
 from langsmith.run_trees import RunTree  # noqa: E402
@@ -457,6 +457,6 @@ def test_the_default_stores_what_the_hosted_service_takes_and_strict_refuses_it(
             assert [v["rule"] for v in seen] == ["start_time_entry"] * len(recorded)
 
 
-@pytest.mark.parametrize("module", [_v2, _threads, _attachments, _modes, _http], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [_v2, _threads, _attachments, _modes, _http_server], ids=lambda m: m.__name__)
 def test_doctests(module: Any) -> None:
     assert doctest.testmod(module).failed == 0

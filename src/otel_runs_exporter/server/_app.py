@@ -1,7 +1,7 @@
 """The local service: :class:`LocalService`, what starts it, stops it, and what tests read from it.
 
 How it answers is split by concern: the HTTP framing (connections, bodies,
-encodings, the request log) in :mod:`._http`; the order of checks every request
+encodings, the request log) in :mod:`._http_server`; the order of checks every request
 goes through (rate limits, auth, faults) in :mod:`._dispatch`; the routes, one
 table naming each route's handler and policies, in :mod:`._routes`; the handlers
 in :mod:`._handlers` and :mod:`._control`.
@@ -22,7 +22,7 @@ from ._control import ControlPlane, ServiceClock
 from ._dispatch import Credentials, Dispatcher
 from ._faults import FaultConfig
 from ._connections import ConnectionLimits
-from ._http import HttpServer, RequestLog, zstd_available
+from ._http_server import HttpServer, RequestLog, zstd_available
 from ._modes import Validation, mode_from_flags
 from ._origins import PagePolicy
 from ._ratelimit import DEFAULT_RULES, SPEC_RULES, RateLimiter, RateRule, scaled

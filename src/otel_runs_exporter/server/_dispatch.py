@@ -42,7 +42,7 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING, Protocol
 
 from ._faults import FaultDecision
-from ._http import Exchange, decode_body
+from ._http_server import Exchange, decode_body
 from ._origins import CORS_REQUEST_HEADERS, Caller, PagePolicy, is_browser, split_host
 from ._reply import DROP, Refuse, Reply, detail
 from ._routes import FILES, ROUTER
@@ -77,7 +77,7 @@ class DispatchedService(Service, Protocol):
 
 @dataclass
 class Dispatcher:
-    """Answers one :class:`~._http.Exchange` by the steps above; the framing calls it for every request.
+    """Answers one :class:`~._http_server.Exchange` by the steps above; the framing calls it for every request.
 
     ``stopping`` is the service's: set, it answers 503 and ends waits early.
     """

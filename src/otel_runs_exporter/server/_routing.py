@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from ._attachments import AttachmentLinks
     from ._control import ControlPlane
     from ._modes import Validation
-    from ._http import Exchange
+    from ._http_server import Exchange
     from ._faults import FaultConfig
     from ._store import RunStore
 
