@@ -177,3 +177,24 @@ def test_each_server_module_reads_in_one_sitting():
         if (count := len(path.read_text(encoding="utf-8").splitlines())) > 800
     }
     assert long == {}
+
+
+# What the local service may use of the package: the version, and the pure conversion modules it
+# converts OTLP spans with as the exporter does (the mapping, _convert, _ids, _encode, _cost). Never
+# the processor, worker, transport or the settings read from the environment: a service is configured
+# by its own arguments, and must not start what an app's exporter starts.
+SERVER_MAY_IMPORT = {"_version", "_convert", "_ids", "_encode", "_cost", "mapping"}
+
+
+def test_the_local_service_imports_only_the_version_and_the_pure_conversion_modules():
+    graph = import_graph()
+    server = f"{NAME}.server"
+    outside = sorted(
+        (module.rpartition(".")[2], target)
+        for module, edges in graph.items()
+        if module == server or module.startswith(server + ".")
+        for target, _ in edges
+        if not (target == server or target.startswith(server + "."))
+        and (target.split(".") + [""])[1] not in SERVER_MAY_IMPORT
+    )
+    assert outside == []
