@@ -131,7 +131,7 @@ def unshare_trace_v2(request: Request, service: Service) -> Reply:
     if "session_id" not in body:
         raise QueryError(("body", "session_id"), "session_id is required: the project that holds the trace")
     project_id = one_id(body["session_id"], ("body", "session_id"))
-    trace_id = one_id(request.params["trace_id"], ("path", "trace_id"))
+    trace_id = one_id(request.params["run_id"], ("path", "trace_id"))  # the path is the POST's: {run_id}
     shares = service.store.shares
     share = shares.of_trace(trace_id)
     if share is not None and share.project_id == project_id:
