@@ -443,3 +443,22 @@ def test_the_langsmith_sdk_in_otel_mode_exports_to_the_service(svc, monkeypatch)
     assert runs["tool-step"]["parent_run_id"] == runs["pipeline"]["id"] and runs["tool-step"]["run_type"] == "tool"
     assert runs["pipeline"]["session_name"] == "sdk-otel" and runs["pipeline"]["outputs"] == {"output": "HI"}
     assert [r["path"] for r in svc.requests()] == [TRACES] * len(svc.requests())
+
+
+def test_serve_takes_the_hold_bounds_as_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    import inspect
+
+    from otel_runs_exporter.cli import build_parser
+    from otel_runs_exporter.cli._serve import _OTLP_FLAGS, _keywords
+
+    defaults = _keywords(_OTLP_FLAGS, build_parser().parse_args(["serve"]))
+    signature = inspect.signature(LocalService).parameters
+    assert defaults == {name: signature[name].default for name in defaults}  # the flags' defaults are the service's
+    given = _keywords(_OTLP_FLAGS, build_parser().parse_args(
+        ["serve", "--otlp-hold-seconds", "2.5", "--otlp-hold-spans", "7", "--otlp-hold-bytes", "4096"]
+    ))
+    hold = LocalService(**given).otlp.hold
+    assert (hold.max_s, hold.max_spans, hold.max_bytes) == (2.5, 7, 4096)
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["serve", "--otlp-hold-seconds", "0"])
+    assert exited.value.code == 2 and "--otlp-hold-seconds" in capsys.readouterr().err
