@@ -9,10 +9,9 @@ its parent), as an OTLP JSON body written here by hand, and through
 
 from __future__ import annotations
 
-import base64
+import doctest
 import gzip
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -32,6 +31,7 @@ from otel_runs_exporter.server import LocalService, RunStore
 from otel_runs_exporter.server._otlp import MAX_VALUE_CHARS, OtlpIngest
 from otel_runs_exporter.server._otlp_decode import MAX_SPANS, decode_json
 from otel_runs_exporter.server._otlp_hold import OtlpHold
+from otel_runs_exporter._clock import FakeClock
 
 KEY = "otlp-key"
 TRACES = "/otel/v1/traces"
@@ -189,26 +189,18 @@ def test_the_sdks_otlp_exporter_and_an_otlp_json_body_store_the_exporters_runs(s
 # --- the hold: a parent that comes later, or never ------------------------------------------------------------
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_parent_that_never_comes_leaves_a_root_after_the_bound_and_not_before() -> None:
-    clock = Clock()
-    ingest = OtlpIngest(OtlpHold(max_s=30.0), clock=clock)
+    clock = FakeClock(1000.0)
+    ingest = OtlpIngest(OtlpHold(max_s=30.0), clock=clock.now)
     store = RunStore(":memory:")
     try:
         child = span_json("00000000000000c1", parent="00000000000000a1")
         grandchild = span_json("00000000000000c2", parent="00000000000000c1")
         outcome = ingest.receive(decode_json(request_json(grandchild, child), "p"), store, "strict")
         assert (outcome.stored, outcome.rejected, ingest.hold.held) == ([], [], 2)
-        clock.now += 29.9
+        clock.advance(29.9)
         assert ingest.sweep(store, "strict").stored == [] and store.count() == 0
-        clock.now += 0.2
+        clock.advance(0.2)
         stored = ingest.sweep(store, "strict").stored
         assert len(stored) == 2 and ingest.hold.held == 0 and ingest.hold.orphaned == 1
         root = next(r for r in store.runs() if r["name"] == "span 00000000000000c1")
@@ -225,14 +217,14 @@ def test_a_parent_that_never_comes_leaves_a_root_after_the_bound_and_not_before(
 
 
 def test_the_count_and_byte_bounds_release_the_oldest_as_roots_at_once() -> None:
-    clock = Clock()
-    ingest = OtlpIngest(OtlpHold(max_s=30.0, max_spans=2), clock=clock)
+    clock = FakeClock(1000.0)
+    ingest = OtlpIngest(OtlpHold(max_s=30.0, max_spans=2), clock=clock.now)
     store = RunStore(":memory:")
     try:
         orphans = [span_json(f"00000000000000{i:02x}", parent=f"00000000000001{i:02x}") for i in range(1, 4)]
         outcome = ingest.receive(decode_json(request_json(*orphans), None), store, "strict")
         assert len(outcome.stored) == 1 and ingest.hold.held == 2  # the third over the count: the oldest goes
-        ingest = OtlpIngest(OtlpHold(max_s=30.0, max_bytes=1), clock=clock)
+        ingest = OtlpIngest(OtlpHold(max_s=30.0, max_bytes=1), clock=clock.now)
         outcome = ingest.receive(decode_json(request_json(span_json("00000000000000f1", parent="00000000000000f2")), None),
                                  store, "strict")
         assert len(outcome.stored) == 1 and ingest.hold.held == 0
@@ -462,3 +454,9 @@ def test_serve_takes_the_hold_bounds_as_flags(capsys: pytest.CaptureFixture[str]
     with pytest.raises(SystemExit) as exited:
         build_parser().parse_args(["serve", "--otlp-hold-seconds", "0"])
     assert exited.value.code == 2 and "--otlp-hold-seconds" in capsys.readouterr().err
+
+
+def test_doctests() -> None:
+    from otel_runs_exporter.server import _otlp_decode
+
+    assert doctest.testmod(_otlp_decode).failed == 0

@@ -10,6 +10,7 @@ way the SDK and the exporter send a run.
 from __future__ import annotations
 
 import asyncio
+import doctest
 import datetime
 import logging
 import time
@@ -24,7 +25,7 @@ from hypothesis import strategies as st
 from opentelemetry.sdk.trace import TracerProvider
 
 from otel_runs_exporter import RunsSpanProcessor
-from otel_runs_exporter.server import LocalService
+from otel_runs_exporter.server import LocalService, _shares, _store_schema, _viewer
 from otel_runs_exporter.server._shares import NO_SHARE
 
 langsmith = pytest.importorskip("langsmith")
@@ -327,3 +328,8 @@ def _through_the_exporter(svc: LocalService, run_id: uuid.UUID, posted: dict[str
         assert processor.force_flush(5000)
     finally:
         provider.shutdown()
+
+
+@pytest.mark.parametrize("module", [_shares, _store_schema, _viewer], ids=lambda m: m.__name__)
+def test_doctests(module: Any) -> None:
+    assert doctest.testmod(module).failed == 0

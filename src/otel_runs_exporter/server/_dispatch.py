@@ -53,7 +53,7 @@ from ._routing import Auth, Faults, Files, Match, Pages, Request, Route, Router,
 
 if TYPE_CHECKING:
     from ._ratelimit import RateLimiter
-    from ._shares import Shares
+    from ._shares import ShareTable
 
 __all__ = ["Credentials", "Dispatcher"]
 
@@ -77,7 +77,9 @@ class DispatchedService(Service, Protocol):
     rate_limiter: RateLimiter | None
     max_body_bytes: int
     pages: PagePolicy
-    shares: Shares
+
+    @property
+    def shares(self) -> ShareTable: ...
 
 
 @dataclass

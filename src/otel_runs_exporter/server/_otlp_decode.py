@@ -219,7 +219,7 @@ def decode_json(data: bytes, project: str | None) -> Decoded:
     out = Decoded()
     for resource_json, scope_json, spans in blocks:
         try:
-            resource = Origin(_json_attributes(_field(resource_json, "attributes", "attributes")))
+            origin = Origin(_json_attributes(_field(resource_json, "attributes", "attributes")))
             scope = Origin(
                 _json_attributes(scope_json.get("attributes")), _text(scope_json.get("name"), "scope name"),
                 _text(scope_json.get("version"), "scope version") or None,
@@ -229,7 +229,7 @@ def decode_json(data: bytes, project: str | None) -> Decoded:
             continue
         for span in spans:
             try:
-                out.spans.append(_json_span(_object(span, "a span"), resource, scope, project))
+                out.spans.append(_json_span(_object(span, "a span"), origin, scope, project))
             except _Bad as exc:
                 out.rejected.append(str(exc))
     return out
@@ -369,7 +369,7 @@ def _double(value: Any) -> float:
 def decode_protobuf(data: bytes, project: str | None) -> Decoded:
     """An ``ExportTraceServiceRequest`` in protobuf; 415 naming the extra without ``opentelemetry-proto``."""
     try:
-        from google.protobuf.message import DecodeError
+        from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
     except ImportError:
         raise Refuse(
