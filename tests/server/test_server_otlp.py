@@ -233,6 +233,20 @@ def test_the_count_and_byte_bounds_release_the_oldest_as_roots_at_once() -> None
         store.close()
 
 
+def test_a_retried_request_holds_its_spans_once() -> None:
+    ingest = OtlpIngest(OtlpHold(max_s=30.0))
+    store = RunStore(":memory:")
+    try:
+        child = decode_json(request_json(span_json("00000000000000c1", parent="00000000000000a1")), None)
+        for _ in range(3):  # a Collector retrying after a lost answer
+            assert ingest.receive(child, store, "strict").stored == []
+        assert (ingest.hold.held, ingest.hold.held_bytes) == (1, child.spans[0].size)
+        stored = ingest.receive(decode_json(request_json(span_json("00000000000000a1")), None), store, "strict").stored
+        assert len(stored) == 2 and (ingest.hold.held, ingest.hold.held_bytes) == (0, 0)
+    finally:
+        store.close()
+
+
 def test_a_service_stores_what_waits_as_roots_after_its_bound_and_at_shutdown(tmp_path) -> None:
     db = str(tmp_path / "runs.db")
     with LocalService(db=db, otlp_hold_s=0.2) as svc:

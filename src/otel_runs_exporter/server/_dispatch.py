@@ -46,10 +46,10 @@ from typing import TYPE_CHECKING, Protocol
 from ._faults import FaultDecision
 from ._http_server import Exchange, decode_body
 from ._origins import CORS_REQUEST_HEADERS, Caller, PagePolicy, is_browser, split_host
-from ._shares import NO_SHARE
 from ._reply import DROP, Refuse, Reply, detail
 from ._routes import FILES, ROUTER
 from ._routing import Auth, Faults, Files, Match, Pages, Request, Route, Router, Service
+from ._shares import NO_SHARE
 
 if TYPE_CHECKING:
     from ._ratelimit import RateLimiter

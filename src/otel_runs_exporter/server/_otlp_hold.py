@@ -108,10 +108,15 @@ class OtlpHold:
                 )
                 self._resolve(span, None, placed)
             else:
-                self._held.setdefault(key, {})[span.context.span_id] = span
-                self._order.append((key, span.context.span_id, now))
+                waiting = self._held.setdefault(key, {})
+                again = waiting.get(span.context.span_id)
+                if again is None:
+                    self._order.append((key, span.context.span_id, now))
+                    self.held += 1
+                else:
+                    self.held_bytes -= again.size  # a retried request: the span waits once, in its first place in line
+                waiting[span.context.span_id] = span
                 self._held_parent[span.key] = key
-                self.held += 1
                 self.held_bytes += span.size
         return placed
 
