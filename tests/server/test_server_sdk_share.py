@@ -233,6 +233,24 @@ def test_a_multipart_run_of_a_run_type_the_service_does_not_know_is_one_422_warn
     assert svc.get_run(str(run_id)) is None
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [("run_type", "agent", "run_type must be one of"), ("session_name", 5, "session_name must be a string"),
+     ("session_id", "my-project", "session_id must be a UUID"), ("name", ["n"], "name must be a string")],
+)
+def test_a_known_field_of_the_wrong_type_is_422_in_the_default_mode(svc: LocalService, field: str, value: Any,
+                                                                     says: str) -> None:
+    run_id = str(uuid.uuid4())
+    now = datetime.datetime.now(datetime.timezone.utc)
+    run = {"id": run_id, "trace_id": run_id, "dotted_order": f"{now.strftime('%Y%m%dT%H%M%S%fZ')}{run_id}",
+           "name": "n", "run_type": "chain", "start_time": now.isoformat(), "session_name": "p"}
+    run.pop("session_name") if field == "session_id" else None
+    answer = requests.post(f"{svc.url}/runs/batch", json={"post": [{**run, field: value}]}, headers={"x-api-key": KEY},
+                           timeout=5)
+    assert answer.status_code == 422 and says in answer.json()["detail"][0]["msg"], answer.text
+    assert svc.get_run(run_id) is None
+
+
 def test_a_runtree_post_and_patch_keeps_its_extra(svc: LocalService, client: Client) -> None:
     # The reproduction: no extra given, basic tracing; the patch carries an empty or partial extra.
     tree = RunTree(name="r", run_type="chain", inputs={}, client=client)
