@@ -7,6 +7,7 @@ even where Python would tolerate it at import time.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import otel_runs_exporter
@@ -50,9 +51,10 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
+@functools.cache
 def import_graph() -> dict[str, set[tuple[str, bool]]]:
     """Each module of the package -> the package's modules it imports, each with
-    whether that import is under ``if TYPE_CHECKING:`` only."""
+    whether that import is under ``if TYPE_CHECKING:`` only (read once: every test here reads it, none changes it)."""
     paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
     graph: dict[str, set[tuple[str, bool]]] = {}
     for module, path in paths.items():

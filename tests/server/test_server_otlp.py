@@ -249,7 +249,7 @@ def test_a_retried_request_holds_its_spans_once() -> None:
 
 def test_a_service_stores_what_waits_as_roots_after_its_bound_and_at_shutdown(tmp_path) -> None:
     db = str(tmp_path / "runs.db")
-    with LocalService(db=db, otlp_hold_s=0.2) as svc:
+    with LocalService(db=db, otlp_hold_s=0.05) as svc:
         assert post(svc.url, request_json(span_json("00000000000000c1", parent="00000000000000a1"))).json() == {}
         (root,) = svc.wait_for_runs(1, timeout=5)  # the service's own sweep, without another request
         assert root["extra"]["metadata"]["otel_parent_span_id"] == "00000000000000a1"

@@ -1,7 +1,8 @@
 """The service's SDK (langsmith 0.15), as its users call it, finds everything it looks for here.
 
-Its ``list_runs`` filter by metadata; both share APIs (v1 ``share_run`` and the reads
-that follow it, v2 ``client.runs.share`` and ``client.public.runs``); its own test of a
+Its ``list_runs`` filter by metadata; v1's share API (``share_run`` and the reads that
+follow it; v2's ``client.runs.share`` and ``client.public.runs`` are tested beside the
+other v2 resources, in test_server_sdk_reads.py); its own test of a
 run type the service does not know (one 422, one warning); and what a patch does to a
 posted ``extra`` (a ``RunTree`` post + patch keeps it), checked as a property over every
 way the SDK and the exporter send a run.
@@ -9,7 +10,6 @@ way the SDK and the exporter send a run.
 
 from __future__ import annotations
 
-import asyncio
 import doctest
 import datetime
 import logging
@@ -163,38 +163,6 @@ def test_a_client_chosen_share_id_is_taken_only_as_a_uuid_and_only_with_the_key(
                            headers={"x-api-key": KEY})
     assert status == 422 and "share_token must be a UUID" in body["detail"][0]["msg"]
     assert _status(f"{svc.url}/runs/{root.id}/share", method="PUT", json={"share_token": str(uuid.uuid4())})[0] == 401
-
-
-def test_the_v2_share_api_and_the_public_runs_resource(svc: LocalService, client: Client) -> None:
-    root, child = _trace(client, "sharing-v2", "v2")
-    project_id = str(client.read_project(project_name="sharing-v2").id)
-
-    async def share_read_unshare() -> None:
-        get_env_var.cache_clear()
-        own = Client(api_url=svc.url, api_key=KEY)  # the v2 resources are async: connections of this loop
-        created = await own.runs.share.create(str(child.id), session_id=project_id, trace_id=str(root.id))
-        token = created.share_token
-        assert token is not None and client.read_run_shared_link(root.id).endswith(f"/public/{token}/r")
-        run = await own.public.runs.retrieve(
-            str(child.id), share_token=token, selects=["ID", "NAME", "PARENT_RUN_IDS", "FEEDBACK_STATS"],
-            start_time=child.start_time,
-        )
-        assert (run.name, [str(p) for p in run.parent_run_ids or []], run.feedback_stats) == (
-            "v2-model", [str(root.id)], None,
-        )
-        items = (await own.public.runs.query(token, selects=["ID", "NAME"])).items or []
-        assert [i.name for i in items] == ["v2", "v2-model"]  # start order
-        listed = await own.runs.retrieve(str(root.id), project_id=project_id, selects=["ID", "SHARE_URL"])
-        assert listed.share_url == f"{svc.url}/public/{token}/r"
-        await own.runs.share.delete(str(root.id), session_id=project_id)
-        await own.runs.share.delete(str(root.id), session_id=project_id)  # idempotent: 204 again
-        assert client.read_run_shared_link(root.id) is None
-        assert _status(f"{svc.url}/api/v2/public/{token}/runs/query", method="POST", json={}) == (
-            404, {"detail": NO_SHARE},
-        )
-        await own.aclose() if hasattr(own, "aclose") else None
-
-    asyncio.run(share_read_unshare())
 
 
 def test_the_public_routes_keep_the_host_and_origin_checks_and_a_rate_limit() -> None:
