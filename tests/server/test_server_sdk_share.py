@@ -240,7 +240,7 @@ _WAYS = ["runtree", "runtree-no-extra", "basic", "batch", "multipart", "exporter
 
 @pytest.mark.parametrize("way", _WAYS)
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(posted=_METADATA, patched=_METADATA, tags=st.lists(st.sampled_from("xyz"), max_size=2))
+@given(posted=_METADATA, patched=_METADATA, tags=st.lists(st.sampled_from("xyz"), max_size=2, unique=True))
 def test_everything_a_client_sent_reads_back_whichever_way_it_sent_the_run(
     svc: LocalService, client: Client, way: str, posted: dict[str, Any], patched: dict[str, Any], tags: list[str]
 ) -> None:
