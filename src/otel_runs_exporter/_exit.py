@@ -5,7 +5,7 @@ so a rule about exiting is written once:
 
 1. :meth:`Delivery.begin_exit`: a service that cannot be reached (nothing
    listening, a name that does not resolve, a network that is unreachable, a TLS
-   certificate refused: ``_http.unreachable_cause``) is retried only for the exit
+   certificate refused: ``_http_client.unreachable_cause``) is retried only for the exit
    budget, ``OTEL_EXPORTER_RUNS_EXIT_BUDGET``; with a spool, not at all, since the
    spool keeps the runs. A service that answers, however slowly, gets the whole
    export timeout.

@@ -521,8 +521,10 @@ _DECLS: dict[str, _Decl] = {
         (),
         None,
         _backoff,
-        "Argument only: the retry loop's backoff as (first step, cap) in seconds, or \"first,cap\"; each wait "
-        "is drawn between half a step and a whole one, and Retry-After is still honoured. Shorter steps "
+        "Argument only: the retry loop's backoff as (first step, cap) in seconds, or \"first,cap\"; "
+        "steps double up to the cap and each wait is drawn between half a step and a whole one, and "
+        "Retry-After is still honoured. None: the HTTP client's own, 0.5 s doubling to 30 s "
+        "(``_http_client.Backoff``). Shorter steps "
         "press a struggling service harder; tests use them so that they do not sleep.",
         shown_default="0.5 s doubling to 30 s",
         kind=TUNING,

@@ -1,6 +1,6 @@
 """Encoded runs to the service: run requests, and what each answer does with the runs.
 
-Requests go through the one HTTP client (``_http``), which retries what is worth
+Requests go through the one HTTP client (``_http_client``), which retries what is worth
 retrying until the deadline (the retry matrix is in its docstring). What the
 final answer does with the runs (pinned by ``tests/core/test_transport.py``
 against the real local service, and ``tests/core/test_delivery.py``):
@@ -27,7 +27,7 @@ multipart)
 415                     (compression auto) the service refused the encoding
                         /info offered: sent again uncompressed, as is every
                         later request
-redirect not followed   (to another host, or past 5; see ``_http``) dropped
+redirect not followed   (to another host, or past 5; see ``_http_client``) dropped
                         (redirect_refused)
 other 4xx               dropped (http_<status>)
 ======================  ==========================================================
@@ -37,7 +37,7 @@ With ``compression=auto`` the wire's encoding is decided by asking ``GET /info``
 once (see :meth:`Transport._decide_codec`).
 
 What the service said about our request rate meanwhile (a 429, or no request
-left in the window; see :func:`~otel_runs_exporter._http.quota_left`) is noted
+left in the window; see :func:`~otel_runs_exporter._http_client.quota_left`) is noted
 for a caller that paces itself (``SendResult.throttled``).
 """
 
@@ -55,7 +55,7 @@ from opentelemetry import context as otel_context
 from ._clock import SYSTEM_CLOCK, Clock
 from ._codec import Codec, codec, zstd_available
 from ._encode import EncodedRun, basic_body, multipart_body, new_boundary
-from ._http import (
+from ._http_client import (
     REDIRECTS,
     RETRYABLE,
     Answer,
@@ -161,7 +161,7 @@ class Transport:
 
     ``wake`` is an Event the caller may set to cut a backoff wait short (new work
     arrived, or shutdown); the interrupted send hands its runs back to retry.
-    ``network`` is the HTTP seam (``_http.Network``): by default a
+    ``network`` is the HTTP seam (``_http_client.Network``): by default a
     :class:`requests.Session` with the settings' headers and TLS; a test passes
     one that answers from a table. ``clock`` is the seam for waits and deadlines.
     """

@@ -169,7 +169,7 @@ def test_process_connect_timeout_is_apart_from_the_read_timeout(cli: Cli, silent
 def test_process_verbose_shows_the_http_layers_warnings(cli: Cli, closed_port: int) -> None:
     done = cli("-v", "exports", "list", env={"OTEL_EXPORTER_RUNS_ENDPOINT": f"http://127.0.0.1:{closed_port}"})
     assert done.returncode == cli_module.EXIT_SERVER
-    assert f"WARNING otel_runs_exporter._http: could not reach http://127.0.0.1:{closed_port}" in done.stderr
+    assert f"WARNING otel_runs_exporter._http_client: could not reach http://127.0.0.1:{closed_port}" in done.stderr
 
 
 def test_quieting_the_library_is_undone_after_the_command(run_cli: Main, closed_port: int) -> None:

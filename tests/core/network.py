@@ -1,4 +1,4 @@
-"""Networks for unit tests: the HTTP client's seam (``_http.Network``) answered from a script.
+"""Networks for unit tests: the HTTP client's seam (``_http_client.Network``) answered from a script.
 
 As httpx's ``MockTransport``: a function from the request to the answer, and
 every request kept for the test to look at. No socket is opened, so a test of
@@ -14,7 +14,7 @@ import requests
 from requests.structures import CaseInsensitiveDict
 from urllib3 import HTTPResponse
 
-from otel_runs_exporter._http import Request
+from otel_runs_exporter._http_client import Request
 from otel_runs_exporter._seal import split_multipart
 
 Handler = Callable[[Request], requests.Response]
@@ -32,7 +32,7 @@ def answer(status: int, body: bytes = b"", headers: dict[str, str] | None = None
 
 
 class ScriptedNetwork:
-    """A :class:`~otel_runs_exporter._http.Network` that answers with ``handler`` and records each request."""
+    """A :class:`~otel_runs_exporter._http_client.Network` that answers with ``handler`` and records each request."""
 
     def __init__(self, handler: Handler) -> None:
         self.handler = handler

@@ -1,4 +1,4 @@
-"""The HTTP client's retry matrix (the table in ``_http``'s docstring), on a scripted network.
+"""The HTTP client's retry matrix (the table in ``_http_client``'s docstring), on a scripted network.
 
 No socket: ``core.network.ScriptedNetwork`` answers, a ``FakeClock`` takes the
 waits. ``test_transport.py`` pins the same rows against the real local service.
@@ -15,9 +15,9 @@ import pytest
 import requests
 
 from core.network import ScriptedNetwork, answer
-from otel_runs_exporter import _http
+from otel_runs_exporter import _http_client as _http
 from otel_runs_exporter._clock import FakeClock
-from otel_runs_exporter._http import BODY_LIMIT, Backoff, HttpClient, RetryLater
+from otel_runs_exporter._http_client import BODY_LIMIT, Backoff, HttpClient, RetryLater
 
 BASE = "http://service.test/api"
 
@@ -217,7 +217,7 @@ def test_the_client_closes_its_network():
 
 def test_the_schedule_is_the_retry_backoff_setting_or_the_default():
     from otel_runs_exporter import ConfigError
-    from otel_runs_exporter._http import backoff_of
+    from otel_runs_exporter._http_client import backoff_of
     from otel_runs_exporter._settings import resolve
 
     assert backoff_of(resolve({}, env={})) == Backoff() == Backoff(0.5, 30.0)

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from otel_runs_exporter._http import HttpClient, SessionNetwork, new_session
+from otel_runs_exporter._http_client import HttpClient, SessionNetwork, new_session
 from otel_runs_exporter._settings import resolve
 
 

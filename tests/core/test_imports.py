@@ -7,6 +7,7 @@ even where Python would tolerate it at import time.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import otel_runs_exporter
@@ -28,7 +29,7 @@ FLOW = [
     {"_hold"},
     {"_encode"},
     {"_stats"},
-    {"_http"},
+    {"_http_client"},
     {"_transport"},
     {"_delivery"},
     # The exit sequence both paths run at shutdown, over the delivery and its ledger.
@@ -52,9 +53,10 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
+@functools.cache
 def import_graph() -> dict[str, set[tuple[str, bool]]]:
     """Each module of the package -> the package's modules it imports, each with
-    whether that import is under ``if TYPE_CHECKING:`` only."""
+    whether that import is under ``if TYPE_CHECKING:`` only (read once: every test here reads it, none changes it)."""
     paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
     graph: dict[str, set[tuple[str, bool]]] = {}
     for module, path in paths.items():
@@ -136,7 +138,7 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 def test_the_graph_is_read_from_the_source():
     graph = import_graph()
     assert (f"{NAME}._transport", False) in graph[f"{NAME}._delivery"]
-    assert (f"{NAME}._http", False) in graph[f"{NAME}.api._client"]
+    assert (f"{NAME}._http_client", False) in graph[f"{NAME}.api._client"]
     assert len(graph) > 40
 
 
@@ -179,3 +181,24 @@ def test_each_server_module_reads_in_one_sitting():
         if (count := len(path.read_text(encoding="utf-8").splitlines())) > 800
     }
     assert long == {}
+
+
+# What the local service may use of the package: the version, and the pure conversion modules it
+# converts OTLP spans with as the exporter does (the mapping, _convert, _ids, _encode, _cost). Never
+# the processor, worker, transport or the settings read from the environment: a service is configured
+# by its own arguments, and must not start what an app's exporter starts.
+SERVER_MAY_IMPORT = {"_version", "_convert", "_ids", "_encode", "_cost", "mapping"}
+
+
+def test_the_local_service_imports_only_the_version_and_the_pure_conversion_modules():
+    graph = import_graph()
+    server = f"{NAME}.server"
+    outside = sorted(
+        (module.rpartition(".")[2], target)
+        for module, edges in graph.items()
+        if module == server or module.startswith(server + ".")
+        for target, _ in edges
+        if not (target == server or target.startswith(server + "."))
+        and (target.split(".") + [""])[1] not in SERVER_MAY_IMPORT
+    )
+    assert outside == []

@@ -431,7 +431,7 @@ def test_an_answer_saying_no_request_is_left_counts_as_a_slow_down(headers, thro
 
 
 def test_quota_headers_that_do_not_parse_are_ignored():
-    from otel_runs_exporter._http import quota_left
+    from otel_runs_exporter._http_client import quota_left
 
     assert quota_left({"RateLimit": "garbage"}) == (None, None)
     assert quota_left({"RateLimit-Remaining": "lots"}) == (None, None)

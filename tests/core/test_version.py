@@ -8,9 +8,9 @@ from importlib.metadata import version
 from pathlib import Path
 
 import otel_runs_exporter
-from otel_runs_exporter import _http as client_http
+from otel_runs_exporter import _http_client as client_http
 from otel_runs_exporter import _version
-from otel_runs_exporter.server import _http
+from otel_runs_exporter.server import _http_server
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = Path(otel_runs_exporter.__file__).parent
@@ -25,7 +25,7 @@ def test_every_place_shows_the_one_version():
     one = _version.__version__
     assert otel_runs_exporter.__version__ == one
     assert client_http.USER_AGENT == f"otel-runs-exporter/{one}"
-    assert _http._Handler.server_version == f"otel-runs-local/{one}"
+    assert _http_server._Handler.server_version == f"otel-runs-local/{one}"
     # The installed metadata (what pip and `otel-runs --version` show) was built from it.
     assert version("otel-runs-exporter") == one
 

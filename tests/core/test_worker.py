@@ -93,7 +93,7 @@ def test_a_backoff_past_the_deadline_still_gets_one_last_try_before_it(service, 
     # Backoff waits of 15-30 s against a 10 s flush: the next retry would come after the
     # deadline. The flush used to give up at once, with 9 s still to go; it tries once more
     # a second before the deadline, and gives up only if that fails too.
-    from otel_runs_exporter._http import Backoff
+    from otel_runs_exporter._http_client import Backoff
 
     service.faults.update(status_sequence=[500] * failures, retry_after=None)
     clock, provider, processor = _on_fake_clock(service, retry_backoff=(30.0, 30.0))

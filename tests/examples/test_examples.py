@@ -15,6 +15,7 @@ import contextlib
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -466,6 +467,9 @@ COVERED = {
     "collector/loadbalancer.yaml": "test_collector_configs",
     "collector/gateway.yaml": "test_collector_configs",
     "collector/README.md": "test_the_collector_folder_says_how_to_run_it",
+    "otlp_node/index.js": "test_otlp_node",
+    "otlp_node/package.json": "test_otlp_node",
+    "otlp_node/package-lock.json": "test_otlp_node",
 }
 
 
@@ -473,7 +477,7 @@ def example_files() -> set[str]:
     return {
         p.relative_to(EXAMPLES).as_posix()
         for p in EXAMPLES.rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+        if p.is_file() and "__pycache__" not in p.parts and "node_modules" not in p.parts and p.suffix != ".pyc"
     }
 
 
@@ -570,3 +574,46 @@ def test_the_collector_folder_says_how_to_run_it() -> None:
     key_variable = gateway["exporters"]["otlphttp/runs"]["headers"]["x-api-key"].removeprefix("${env:").removesuffix("}")
     assert f"export {key_variable}=" in readme
     assert f"{gateway['processors']['tail_sampling']['decision_wait'].removesuffix('s')} s" in readme
+
+
+NODE_EXAMPLE = EXAMPLES / "otlp_node"
+
+
+def test_otlp_node() -> None:
+    """examples/otlp_node/: a Node.js app traced with the OpenTelemetry JS SDK, its OTLP stored as runs.
+
+    In a real ``node`` process whose own OTLP exporter reads the standard variables
+    (``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, ``OTEL_EXPORTER_OTLP_HEADERS``). Skipped, saying
+    why, without ``node`` or without the example's packages (``.ci/run`` installs them with
+    ``npm ci``); not a Python example, so not in ``test_each_example_says_what_it_shows...``.
+    """
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("no node on this machine: the Node.js example needs Node.js 18 or later")
+    if not (NODE_EXAMPLE / "node_modules" / "@opentelemetry" / "exporter-trace-otlp-proto").is_dir():
+        pytest.skip(f"the example's packages are not installed: run npm ci in {NODE_EXAMPLE} (.ci/run does)")
+    with LocalService(api_key=KEY, strict=True) as svc:
+        env = {
+            **os.environ,
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{svc.url}/otel/v1/traces",
+            "OTEL_EXPORTER_OTLP_HEADERS": f"x-api-key={KEY},Langsmith-Project=node-demo",
+        }
+        done = subprocess.run([node, "index.js"], cwd=NODE_EXAMPLE, env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        trace_id = done.stdout.strip()
+        runs = sorted(svc.wait_for_runs(4), key=lambda r: r["dotted_order"])
+        assert svc.violations() == []
+    # One tree, in the project the header named, as the JS SDK's spans nest (siblings by start, which JS's
+    # clock may make equal: compared as a set).
+    shape = [(r["dotted_order"].count("."), r["name"], r["run_type"]) for r in runs]
+    assert shape[0] == (0, "invoke_agent weather", "chain") and sorted(shape[1:]) == [
+        (1, "chat gpt-4o-mini", "llm"), (1, "chat gpt-4o-mini", "llm"), (1, "get_weather", "tool"),
+    ]
+    assert {r["session_name"] for r in runs} == {"node-demo"}
+    assert runs[0]["extra"]["metadata"]["otel_trace_id"] == trace_id
+    # The GenAI conventions read on the service's side: messages, the tool call, usage.
+    first, last = sorted((r for r in runs if r["run_type"] == "llm"), key=lambda r: len(r["inputs"]["messages"]))
+    assert first["inputs"]["messages"] == [{"role": "user", "content": "What is the weather in Paris?"}]
+    assert first["outputs"]["messages"][0]["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert last["outputs"]["messages"][0]["content"] == "It is sunny in Paris, 24 °C."
+    assert last["outputs"]["usage_metadata"] == {"input_tokens": 71, "output_tokens": 11, "total_tokens": 82}

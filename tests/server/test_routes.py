@@ -23,7 +23,9 @@ from otel_runs_exporter.server import LocalService, _reply, _routing
 from otel_runs_exporter.server._ratelimit import SPEC_RULES
 from otel_runs_exporter.server._route_docs import BEGIN, END, markdown
 from otel_runs_exporter.server._routes import FILES, ROUTER, ROUTES
-from otel_runs_exporter.server._routing import ANY_PAGE, Route
+from otel_runs_exporter.server._origins import Caller
+from otel_runs_exporter.server._routing import ANY_PAGE, MULTIPART_ON, Auth, Route
+from otel_runs_exporter.server._shares import NO_SHARE
 
 KEY = "route-table-key"
 TOKEN = "route-table-bearer"
@@ -111,7 +113,11 @@ def test_public_routes_need_no_key_and_the_others_do(svc, http) -> None:
     for route in ROUTES:
         for method in route.methods:
             resp = call(http, svc.url + example(route.path), method)
-            if route.public and route.path.startswith("/attachments/"):
+            if route.auth is Auth.SHARE_TOKEN:
+                # No key asked: the path's token is the credential, and an example's names no share.
+                assert resp.status_code == 404, (method, route.path)
+                assert method == "HEAD" or resp.json() == {"detail": NO_SHARE}, resp.text
+            elif route.public and route.path.startswith("/attachments/"):
                 # No key asked: the address's own signature is its credential, and an example has none.
                 assert resp.status_code == 403, (method, route.path)
                 assert method == "HEAD" or "signature" in resp.json()["detail"], resp.text
@@ -132,11 +138,11 @@ def test_a_bearer_token_stands_in_for_the_key_only_where_the_row_says(svc, http)
         if route.public:
             continue
         resp = call(http, svc.url + example(route.path), route.methods[0], headers=bearer)
-        assert (resp.status_code != 401) == (route.auth == "key-or-bearer"), (route.path, resp.status_code)
+        assert (resp.status_code != 401) == (route.auth is Auth.KEY_OR_BEARER), (route.path, resp.status_code)
 
 
 def test_a_route_turned_off_answers_404_to_every_method() -> None:
-    (multipart,) = [r for r in ROUTES if r.enabled_by == "multipart"]
+    (multipart,) = [r for r in ROUTES if r.enabled_by is MULTIPART_ON]
     with LocalService(multipart=False) as svc, requests.Session() as http:
         for method in METHODS:
             resp = call(http, svc.url + multipart.path, method)
@@ -159,10 +165,10 @@ def test_rows_on_one_path_agree_and_no_path_hides_a_later_one() -> None:
 
 def test_each_rate_rule_the_table_names_exists_and_each_routed_rule_has_a_row() -> None:
     named = {r.rate for r in ROUTES if r.rate is not None}
-    routed = {rule.route for rule in SPEC_RULES if rule.route}
+    routed = {rule.route for rule in SPEC_RULES if rule.route is not None}
     assert named == routed
     for rule in SPEC_RULES:
-        assert bool(rule.route) != bool(rule.pattern) or rule.method == "OPTIONS", rule
+        assert (rule.route is not None) != bool(rule.pattern) or rule.method == "OPTIONS", rule
 
 
 def test_the_viewer_calls_exactly_the_routes_that_let_its_page_in() -> None:
@@ -172,10 +178,12 @@ def test_the_viewer_calls_exactly_the_routes_that_let_its_page_in() -> None:
     called = set()
     for method, path in calls:
         route = ROUTER.match(method, re.sub(r"\$\{[^}]*\}", "x", path)).route
-        assert route is not None and "self" in route.browsers, (method, path)
+        assert route is not None and Caller.SELF in route.browsers, (method, path)
         called.add(route)
-    assert called == {r for r in ROUTES if "self" in r.browsers}
+    assert called == {r for r in ROUTES if Caller.SELF in r.browsers and r.browsers != ANY_PAGE}
     assert FILES.browsers == ANY_PAGE  # a link on any page opens the viewer; its files hold no runs
+    # ... and so does a share link, the viewer's page itself (its token opens one trace, no key).
+    assert [r.path for r in ROUTES if r.browsers == ANY_PAGE] == ["/public/{share_token}/r"]
 
 
 def test_the_docs_route_list_is_the_table() -> None:

@@ -284,18 +284,18 @@ def test_patch_before_post_is_merged(service: LocalService) -> None:
     assert service.check()["patched_not_posted"] == []
 
 
-def test_a_patch_replaces_what_it_carries_as_a_whole(service: LocalService) -> None:
-    # The patch holds the run as it ended: a metadata key its post guessed must go,
-    # and a field the patch leaves out (sent as null) must stay.
+def test_a_patch_replaces_what_it_carries_and_merges_its_extra_by_key(service: LocalService) -> None:
+    # The patch holds the run as it ended: what it carries replaces (extra's metadata by key), and a field it
+    # leaves out (sent as null) stays.
     trace = Trace()
-    post = trace.root_post() | {"extra": {"metadata": {"guess": 1, "keep": 1}}, "tags": ["a"]}
+    post = trace.root_post() | {"extra": {"metadata": {"posted": 1, "keep": 1}}, "tags": ["a"]}
     assert post_multipart(service, multipart(run_parts("post", post, inputs={"q": "raw"}))).status_code == 202
     end = trace.root_start + timedelta(seconds=1)
     patch = trace.patch(trace.root_id, trace.root_dotted, end) | {"extra": {"metadata": {"keep": 2}}, "tags": None}
     body = multipart(run_parts("patch", patch, inputs={"messages": []}, outputs={"a": 1}))
     assert post_multipart(service, body).status_code == 202
     (run,) = service.wait_for_runs(1, timeout=2)
-    assert run["extra"] == {"metadata": {"keep": 2}}
+    assert run["extra"] == {"metadata": {"posted": 1, "keep": 2}}
     assert run["inputs"] == {"messages": []} and run["outputs"] == {"a": 1} and run["tags"] == ["a"]
 
 

@@ -25,7 +25,8 @@ import pytest
 import requests
 from server.server_helpers import Trace, multipart, part, post_multipart, run_parts
 
-from otel_runs_exporter.server import LocalService, _attachments, _http, _modes, _threads, _v2, viewer_link
+from otel_runs_exporter.server import LocalService, _attachments, _http_server, _modes, _threads, _v2, viewer_link
+from otel_runs_exporter.server._shares import NO_SHARE
 
 langsmith = pytest.importorskip("langsmith")
 from langsmith.run_trees import RunTree  # noqa: E402
@@ -259,6 +260,32 @@ def test_runs_retrieve_v2_and_read_run(world: World) -> None:
     assert wrong.status_code == 404
 
 
+def test_the_v2_share_api_and_the_public_runs_resource(world: World) -> None:
+    """client.runs.share.create and .delete, client.public.runs.retrieve and .query (shared traces: _shares)."""
+    ids, svc = world.ids, world.svc
+    root, child = ids["turn-1"], ids["model-1"]
+
+    async def share_read_unshare(c: Any) -> str:
+        token = (await c.runs.share.create(child, session_id=world.project_id, trace_id=root)).share_token
+        assert token is not None and world.client.read_run_shared_link(root).endswith(f"/public/{token}/r")
+        run = await c.public.runs.retrieve(
+            child, share_token=token, selects=["ID", "NAME", "PARENT_RUN_IDS", "FEEDBACK_STATS"], start_time=world.start,
+        )
+        assert (run.name, [str(p) for p in run.parent_run_ids or []], run.feedback_stats) == ("model-1", [root], None)
+        items = (await c.public.runs.query(token, selects=["ID", "NAME"])).items or []
+        assert [i.name for i in items] == ["turn-1", "model-1", "tool-1"]  # the trace, in start order
+        shared = await c.runs.retrieve(root, project_id=world.project_id, selects=["ID", "SHARE_URL"])
+        assert shared.share_url == f"{svc.url}/public/{token}/r"
+        await c.runs.share.delete(root, session_id=world.project_id)
+        await c.runs.share.delete(root, session_id=world.project_id)  # idempotent: 204 again
+        return token
+
+    token = _using_v2(world, share_read_unshare)
+    assert world.client.read_run_shared_link(root) is None
+    gone = requests.post(f"{svc.url}/api/v2/public/{token}/runs/query", json={}, timeout=5)
+    assert gone.status_code == 404 and gone.json() == {"detail": NO_SHARE}
+
+
 # --- traces ---------------------------------------------------------------------------
 
 
@@ -457,6 +484,6 @@ def test_the_default_stores_what_the_hosted_service_takes_and_strict_refuses_it(
             assert [v["rule"] for v in seen] == ["start_time_entry"] * len(recorded)
 
 
-@pytest.mark.parametrize("module", [_v2, _threads, _attachments, _modes, _http], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [_v2, _threads, _attachments, _modes, _http_server], ids=lambda m: m.__name__)
 def test_doctests(module: Any) -> None:
     assert doctest.testmod(module).failed == 0

@@ -63,13 +63,20 @@ def store() -> Iterator[RunStore]:
 
 def test_a_patch_replaces_what_it_carries_and_leaves_the_rest(store: RunStore) -> None:
     rid = _id(1)
-    store.apply([post(rid, outputs={"draft": 1}, extra={"metadata": {"a": 1, "guess": True}}, tags=["x"])])
-    result = store.apply([patch(rid, end_time=_start(5), outputs={"answer": 2}, extra={"metadata": {"a": 2}})])
+    posted_extra = {"metadata": {"a": 1, "kept": True}, "runtime": {"sdk": "x"}, "invocation_params": {"t": 1}}
+    store.apply([post(rid, outputs={"draft": 1}, extra=posted_extra, tags=["x"])])
+    result = store.apply(
+        [patch(rid, end_time=_start(5), outputs={"answer": 2}, extra={"metadata": {"a": 2}, "invocation_params": {"m": 3}})]
+    )
     assert (result.posted, result.patched, result.duplicates) == ([], [rid], [])
     run = store.get_run(rid)
     assert run is not None
-    # Replaced as a whole, not merged key by key: the post's guess is gone.
-    assert run["outputs"] == {"answer": 2} and run["extra"] == {"metadata": {"a": 2}}
+    # Outputs replaced as a whole; extra merged: metadata by key, invocation_params as given, runtime kept.
+    assert run["outputs"] == {"answer": 2}
+    assert run["extra"] == {"metadata": {"a": 2, "kept": True}, "runtime": {"sdk": "x"}, "invocation_params": {"m": 3}}
+    # An empty extra (the SDK's patch of a RunTree made without one) changes nothing.
+    store.apply([patch(rid, extra={})])
+    assert store.get_run(rid)["extra"] == run["extra"]  # type: ignore[index]
     # Omitted by the patch: the post's values stay.
     assert (run["name"], run["inputs"], run["tags"], run["start_time"]) == ("run", {"q": "hi"}, ["x"], T0)
     assert run["end_time"] == _start(5)

@@ -1,11 +1,11 @@
 """``ServiceClient``: bulk exports, deployments, auth waits and reading runs, over the exporter's own HTTP stack.
 
-One :class:`requests.Session` (from :func:`~otel_runs_exporter._http.new_session`:
+One :class:`requests.Session` (from :func:`~otel_runs_exporter._http_client.new_session`:
 x-api-key, x-tenant-id, User-Agent, the user's extra headers), as one
-:class:`~otel_runs_exporter._http.SessionNetwork`, is shared by the
-:class:`~otel_runs_exporter._http.HttpClient` objects, one per base address, so
+:class:`~otel_runs_exporter._http_client.SessionNetwork`, is shared by the
+:class:`~otel_runs_exporter._http_client.HttpClient` objects, one per base address, so
 retries, backoff and redirect rules are the exporter's (the retry matrix in
-``_http``), not a second copy.
+``_http_client``), not a second copy.
 
 What each answer does:
 
@@ -54,7 +54,7 @@ from .._errors import (
     error_for_status,
 )
 from .._settings import Settings, resolve, shown_url
-from .._http import (
+from .._http_client import (
     HttpClient,
     RetryLater,
     SessionNetwork,
@@ -62,7 +62,7 @@ from .._http import (
     new_session,
     retry_after_seconds,
 )
-from .._http import origin as url_origin
+from .._http_client import origin as url_origin
 from ._models import AuthWaitResult, Deployment, Export, ExportRun, Revision
 
 __all__ = ["ServiceClient", "NoAnswerError", "WaitTimeoutError", "DeploymentFailedError", "exports_base"]

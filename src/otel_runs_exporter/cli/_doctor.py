@@ -148,7 +148,7 @@ class _Answer:
 
 
 def _check_service(settings: Any, deadline: float, report: _Report) -> None:
-    from .._http import SessionNetwork, new_session
+    from .._http_client import SessionNetwork, new_session
     from .._settings import shown_url
 
     base = shown_url(settings.endpoint)
@@ -178,7 +178,7 @@ def _get(
     import orjson
     import requests
 
-    from .._http import Request, read_bounded, unreachable_cause
+    from .._http_client import Request, read_bounded, unreachable_cause
 
     left = deadline - time.monotonic()
     if left <= 0:

@@ -59,6 +59,18 @@ _LIMIT_FLAGS = (
     ),
 )
 
+_OTLP_FLAGS = (
+    _Flag(
+        "--otlp-hold-seconds", "otlp_hold_s", _positive, 30.0, "S",
+        "seconds an OTLP span waits for its parent (default 30, like the exporter's hold); then it is stored as "
+        "the root of its own tree",
+    ),
+    _Flag("--otlp-hold-spans", "otlp_hold_spans", output.positive_count, 10_000, "N",
+          "OTLP spans waiting for their parents at most (default 10000); past it the oldest is stored as a root"),
+    _Flag("--otlp-hold-bytes", "otlp_hold_bytes", output.positive_count, 64 * 1024 * 1024, "B",
+          "bytes of OTLP spans waiting for their parents at most (default 64 MiB); past it the oldest is stored as a root"),
+)
+
 _FAULT_FLAGS = (
     _Flag("--fault-rate-500", "rate_500", _rate, 0.0, "F", "share answered 500"),
     _Flag("--fault-rate-429", "rate_429", _rate, 0.0, "F", "share answered 429"),
@@ -115,6 +127,9 @@ def register_serve(sub: Any) -> None:
     )
     for flag in _LIMIT_FLAGS:
         flag.add_to(p)
+    otlp = p.add_argument_group("OTLP (POST /otel/v1/traces)", "a span whose parent has not arrived waits in memory")
+    for flag in _OTLP_FLAGS:
+        flag.add_to(otlp)
     pages = p.add_argument_group(
         "web pages", "the service answers requests whose Host is a loopback name or address, or an address it "
         "listens on, and pages of its own origin (the viewer) only"
@@ -178,6 +193,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             multipart=not args.no_multipart,
             max_body_bytes=args.max_body_bytes,
             **_keywords(_LIMIT_FLAGS, args),
+            **_keywords(_OTLP_FLAGS, args),
             faults=faults,
             allow_hosts=args.allow_host,
             cors_origins=args.cors_origin,

@@ -1,7 +1,7 @@
 """The local service: :class:`LocalService`, what starts it, stops it, and what tests read from it.
 
 How it answers is split by concern: the HTTP framing (connections, bodies,
-encodings, the request log) in :mod:`._http`; the order of checks every request
+encodings, the request log) in :mod:`._http_server`; the order of checks every request
 goes through (rate limits, auth, faults) in :mod:`._dispatch`; the routes, one
 table naming each route's handler and policies, in :mod:`._routes`; the handlers
 in :mod:`._handlers` and :mod:`._control`.
@@ -22,10 +22,13 @@ from ._control import ControlPlane, ServiceClock
 from ._dispatch import Credentials, Dispatcher
 from ._faults import FaultConfig
 from ._connections import ConnectionLimits
-from ._http import HttpServer, RequestLog, zstd_available
+from ._http_server import HttpServer, RequestLog, zstd_available
 from ._modes import Validation, mode_from_flags
 from ._origins import PagePolicy
+from ._otlp import OtlpIngest
+from ._otlp_hold import OtlpHold
 from ._ratelimit import DEFAULT_RULES, SPEC_RULES, RateLimiter, RateRule, scaled
+from ._shares import ShareTable
 from ._store import RunStore
 from ._validate import canonical_id
 
@@ -88,6 +91,11 @@ class LocalService:
     ``prices`` is a price file (or a :class:`~otel_runs_exporter._cost.PriceTable`) whose rows replace or add to
     the shipped table's: every model run is priced with it, those stored before included (:mod:`otel_runs_exporter._cost`).
     Without it new runs get the shipped table's prices and stored ones keep theirs.
+
+    OTLP (``POST /otel/v1/traces``, :mod:`._otlp`): a span whose parent has not arrived waits in memory at most
+    ``otlp_hold_s`` seconds (default 30, like the exporter path's hold), with at most ``otlp_hold_spans`` spans
+    (10,000) and ``otlp_hold_bytes`` bytes (64 MiB) waiting; past a bound, or at :meth:`stop`, it is stored as the
+    root of its own tree with its OTel parent ids in its metadata.
     """
 
     def __init__(
@@ -116,6 +124,9 @@ class LocalService:
         allow_hosts: Sequence[str] = (),
         cors_origins: Sequence[str] = (),
         prices: str | os.PathLike[str] | PriceTable | None = None,
+        otlp_hold_s: float = 30.0,
+        otlp_hold_spans: int = 10_000,
+        otlp_hold_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         if isinstance(allow_hosts, str) or isinstance(cors_origins, str):
             raise TypeError("allow_hosts and cors_origins are lists of names, e.g. allow_hosts=['devbox.lan']")
@@ -155,6 +166,9 @@ class LocalService:
         else:
             self.rate_limiter = None
         self._request_log = RequestLog(request_log)
+        # A ValueError here names a bound that cannot hold anything.
+        self.otlp = OtlpIngest(OtlpHold(otlp_hold_s, otlp_hold_spans, otlp_hold_bytes))
+        self._sweeper: threading.Thread | None = None
         self._store: RunStore | None = None
         self._server: HttpServer | None = None
         self._thread: threading.Thread | None = None
@@ -202,6 +216,8 @@ class LocalService:
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="otel-runs-local-service", daemon=True
         )
         self._thread.start()
+        self._sweeper = threading.Thread(target=self._sweep_otlp, name="otel-runs-otlp-hold", daemon=True)
+        self._sweeper.start()
         logger.info("local service listening on %s (db %s)", self.url, self.db)
         return self
 
@@ -219,11 +235,28 @@ class LocalService:
             self._thread.join(timeout)
         self._server = None
         self._thread = None
+        if self._sweeper is not None:
+            self._sweeper.join(timeout)
+            self._sweeper = None
         if self._store is not None:
+            # What still waits for a parent is stored as the root of its own tree: never lost to a restart.
+            self.otlp.sweep(self._store, self.validation, everything=True)
             self._store.close()
             self._store = None
         self._request_log.close()
         logger.info("local service stopped")
+
+    def _sweep_otlp(self) -> None:
+        """Store the OTLP spans whose parents did not come within the hold's bounds; until the service stops."""
+        hold = self.otlp.hold
+        while not self._stopping.wait(min(1.0, hold.max_s / 4)):
+            store = self._store
+            if store is None:
+                return
+            try:
+                self.otlp.sweep(store, self.validation)
+            except Exception:  # noqa: BLE001 - the next sweep tries again; a failing one must not end the thread
+                logger.exception("could not store the OTLP spans that waited past the hold's bounds")
 
     def __enter__(self) -> LocalService:
         return self.start()
@@ -245,6 +278,11 @@ class LocalService:
         if self._store is None:
             raise RuntimeError("the local service is not running; call start() first")
         return self._store
+
+    @property
+    def shares(self) -> ShareTable:
+        """The shared traces (:mod:`._shares`), kept in the store (only while started)."""
+        return self.store.shares
 
     # --- what tests look at -----------------------------------------------------
 
@@ -347,7 +385,9 @@ class LocalService:
         return self.store.check()
 
     def reset(self) -> None:
-        """Forget runs, violations, feedback, the request log, rate-limit windows, exports, deployments and auth waits."""
+        """Forget runs, violations, feedback, shares, the request log, rate-limit windows, exports, deployments, auth
+        waits, and the OTLP spans waiting for their parents."""
+        self.otlp = OtlpIngest(OtlpHold(self.otlp.hold.max_s, self.otlp.hold.max_spans, self.otlp.hold.max_bytes))
         self.store.reset()
         self.control.reset()
         self._request_log.clear()

@@ -7,7 +7,7 @@ oldest unfinished head (else the oldest idle connection) instead of being refuse
 :class:`ConnectionSlots` keeps that count, and a separate one for long-lived answers;
 :class:`PacedReader` is the socket as the request handler reads it, each read given
 what is left of its phase's deadline; :class:`Refuser` answers 503 past the cap
-without a thread each. :mod:`._http` frames requests over these.
+without a thread each. :mod:`._http_server` frames requests over these.
 """
 
 from __future__ import annotations

@@ -15,8 +15,10 @@ Each step answers on its own when its check fails:
 6. ``OPTIONS``: 204 with ``Allow``, from the headers alone (a CORS preflight has no
    body), and the CORS answer for a ``--cors-origin`` page;
 7. more than one ``x-api-key``: 400;
-8. a ``public`` route asks no key and reads no body (a zstd bomb sent to ``/info`` is
-   never decompressed); any other request is authenticated: 401, 403;
+8. a ``PUBLIC`` route asks no key and reads no body (a zstd bomb sent to ``/info`` is
+   never decompressed); a ``SHARE_TOKEN`` route asks no key but a live share's token in
+   its path (404 for a wrong or revoked one, the body unread); any other request is
+   authenticated: 401, 403;
 9. from a browser, a ``Content-Type`` the row's body does not name: 415 listing the
    ones it does (``accepted_content_types``), the body unread;
 10. the ``tracing`` faults of the route (:class:`~._faults.FaultConfig`), which may
@@ -42,21 +44,23 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING, Protocol
 
 from ._faults import FaultDecision
-from ._http import Exchange, decode_body
+from ._http_server import Exchange, decode_body
 from ._origins import CORS_REQUEST_HEADERS, Caller, PagePolicy, is_browser, split_host
 from ._reply import DROP, Refuse, Reply, detail
 from ._routes import FILES, ROUTER
-from ._routing import ANY_PAGE, Files, Match, Request, Route, Router, Service
+from ._routing import Auth, Faults, Files, Match, Pages, Request, Route, Router, Service
+from ._shares import NO_SHARE
 
 if TYPE_CHECKING:
     from ._ratelimit import RateLimiter
+    from ._shares import ShareTable
 
 __all__ = ["Credentials", "Dispatcher"]
 
 _ANY_METHOD = "GET, POST, PATCH, PUT, DELETE, OPTIONS, HEAD"
 _SERVE = FaultDecision()
 # A path no row serves answers 404 to the service's own page and to --cors-origin pages, 403 to the rest.
-_UNKNOWN_PATH = ("self", "cors")
+_UNKNOWN_PATH: Pages = frozenset({Caller.SELF, Caller.CORS})
 
 
 @dataclass(frozen=True)
@@ -74,10 +78,13 @@ class DispatchedService(Service, Protocol):
     max_body_bytes: int
     pages: PagePolicy
 
+    @property
+    def shares(self) -> ShareTable: ...
+
 
 @dataclass
 class Dispatcher:
-    """Answers one :class:`~._http.Exchange` by the steps above; the framing calls it for every request.
+    """Answers one :class:`~._http_server.Exchange` by the steps above; the framing calls it for every request.
 
     ``stopping`` is the service's: set, it answers 503 and ends waits early.
     """
@@ -93,7 +100,7 @@ class Dispatcher:
             exchange.discard_body()  # which one is the page's? Neither is answered with CORS headers.
             raise Refuse(400, detail("more than one Origin header"), close=True)
         caller, origin = self.service.pages.caller(exchange.headers)
-        if caller != "cors":
+        if caller is not Caller.CORS:
             return self._answer(exchange, caller, origin)
         assert origin is not None
         try:
@@ -134,7 +141,7 @@ class Dispatcher:
                 raise Refuse(429, detail(refusal.message), {"Retry-After": str(refusal.retry_after)})
         if method == "OPTIONS":
             exchange.discard_body()
-            if caller == "cors" and preflight:
+            if caller is Caller.CORS and preflight:
                 allow = ", ".join(judged.allow) or _ANY_METHOD
                 return Reply(204, None, {
                     "Allow": allow,
@@ -147,15 +154,20 @@ class Dispatcher:
             exchange.discard_body()
             raise Refuse(400, detail("more than one x-api-key header; send exactly one"), close=True)
         policy = match.policy
-        if policy is not None and policy.public:
+        auth = policy.auth if policy is not None else Auth.KEY
+        # A method the path does not serve is a 405 whatever the token: no body read, nothing said about the token.
+        if auth is Auth.PUBLIC or (auth is Auth.SHARE_TOKEN and match.route is None):
             exchange.discard_body()
             return self._serve(match, exchange, b"")
-        self._authenticate(exchange, bearer=policy is not None and policy.auth == "key-or-bearer")
+        if auth is Auth.SHARE_TOKEN:
+            self._check_share(match, exchange)
+        else:
+            self._authenticate(exchange, bearer=auth is Auth.KEY_OR_BEARER)
 
         route = match.route
         if route is not None:
             _check_content_type(route, exchange)
-        decision = service.faults.decide() if route is not None and route.faults == "tracing" else _SERVE
+        decision = service.faults.decide() if route is not None and route.faults is Faults.TRACING else _SERVE
         if decision.reason:
             exchange.log["fault"] = decision.reason
         if decision.action == "drop_before_read":
@@ -209,12 +221,12 @@ class Dispatcher:
         """The route's answer: 404 without one, 405 with ``Allow`` for another method, else its handler's."""
         service = self.service
         policy = match.policy
-        if policy is None or (policy.enabled_by is not None and not getattr(service, policy.enabled_by)):
+        if policy is None or (policy.enabled_by is not None and not policy.enabled_by.on(service)):
             return Reply(404, detail("Not Found"))
         route = match.route
         if route is None:
             return Reply(405, detail("Method Not Allowed"), {"Allow": ", ".join(match.allow)})
-        if route.faults == "control":
+        if route.faults is Faults.CONTROL:
             injected = service.control.take_injected()
             if injected is not None:
                 return injected
@@ -226,6 +238,12 @@ class Dispatcher:
             )
         request = Request(exchange, match, data, self.stopping)
         return route.handler(request, service)
+
+    def _check_share(self, match: Match, exchange: Exchange) -> None:
+        """Step 8 for a ``SHARE_TOKEN`` route: its path names a live share, else the one 404 for every wrong token."""
+        if self.service.shares.find(match.params.get("share_token", "")) is None:
+            exchange.discard_body()
+            raise Refuse(404, detail(NO_SHARE))
 
     def _authenticate(self, exchange: Exchange, bearer: bool) -> None:
         headers = exchange.headers
@@ -251,21 +269,21 @@ class Dispatcher:
             raise Refuse(403, detail("x-tenant-id does not name this service's workspace"))
 
 
-def _check_page(browsers: tuple[str, ...], caller: Caller, origin: str | None, method: str, path: str,
+def _check_page(browsers: Pages, caller: Caller, origin: str | None, method: str, path: str,
                 exchange: Exchange) -> None:
     """Step 4: a page the row's ``browsers`` does not name gets 403 (no page, a client, always passes)."""
-    if caller == "client" or browsers == ANY_PAGE or caller in browsers:
+    if caller is Caller.CLIENT or caller in browsers:
         return
     exchange.discard_body()
     who = f"a page of {origin}" if origin else "a page of another site (Sec-Fetch-Site)"
-    if caller == "self":
+    if caller is Caller.SELF:
         why = f"{method} {path} is not for the service's own pages"
     else:
         why = f"{who} may not call {method} {path}: other sites must not read or write this service's runs"
-    if "cors" in browsers and origin == "null":
+    if Caller.CORS in browsers and origin == "null":
         # An opaque origin (a sandboxed frame, a file: page) names no site, so no flag can allow it.
         how = "a page with an opaque origin (null: a sandboxed frame or a file: page) cannot be allowed; serve it over http"
-    elif "cors" in browsers:
+    elif Caller.CORS in browsers:
         origin_hint = origin or "ORIGIN"
         how = (
             f"to let a web app you trust call it, start the service with --cors-origin {origin_hint} "

@@ -8,6 +8,7 @@ and shows in ``list_runs``' docstring; ``POST /runs/query`` (:mod:`._query`), ``
     eq(field, value)   neq(field, value)          value: "text", 'text', number, true, false, null
     gt / gte / lt / lte(field, value)             start_time, end_time (ISO 8601), latency (seconds)
     has(tags, "tag")   has(metadata, '{"key": "value"}')   exists(metadata, "key")
+    and(eq(metadata_key, "key"), eq(metadata_value, "value"))     one metadata entry with that key and value
     search("text")                                case-insensitive (ASCII), anywhere in the stored run
 
 Pure: :func:`parse_filter` gives a :class:`Where` (a SQL condition over ``runs AS <alias>``
@@ -41,7 +42,10 @@ _MAX_DEPTH = 32
 _MAX_SEARCHES = 8
 _MAX_METADATA_KEYS = 64
 
-Kind = Literal["id", "text", "time", "number", "bool", "status", "tags", "metadata", "feedback_key", "feedback_score"]
+Kind = Literal[
+    "id", "text", "time", "number", "bool", "status", "tags", "metadata", "feedback_key", "feedback_score",
+    "metadata_key", "metadata_value",
+]
 
 _STATUS_SQL = "(CASE WHEN {t}.error IS NOT NULL THEN 'error' WHEN {t}.end_time IS NOT NULL THEN 'success' ELSE 'pending' END)"
 # The metadata keys the service reads a thread from, the first present winning; CAST, because a
@@ -49,6 +53,13 @@ _STATUS_SQL = "(CASE WHEN {t}.error IS NOT NULL THEN 'error' WHEN {t}.end_time I
 _THREAD_SQL = (
     "CAST(COALESCE(json_extract({t}.metadata, '$.session_id'), json_extract({t}.metadata, '$.thread_id'),"
     " json_extract({t}.metadata, '$.conversation_id')) AS TEXT)"
+)
+
+# A metadata entry's value as text (json_each over the run's metadata as ``m``): what the hosted service, which keeps
+# metadata values as text, compares metadata_value with; a number 5 is "5", true is "true", an object its JSON.
+_METADATA_TEXT = (
+    "(CASE m.type WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' WHEN 'null' THEN 'null'"
+    " ELSE CAST(m.value AS TEXT) END)"
 )
 
 # A run's own column, or for a root the sum over its trace (the read API puts a trace's totals on its root).
@@ -83,6 +94,10 @@ FIELDS: dict[str, tuple[str, Kind]] = {
     # and(eq(feedback_key, "k"), eq(feedback_score, 1)): an item with that key and that score.
     "feedback_key": ("f.key", "feedback_key"),
     "feedback_score": ("f.score", "feedback_score"),
+    # One entry of the run's metadata, as the service's SDK and its users find runs by metadata:
+    # and(eq(metadata_key, "k"), eq(metadata_value, "v")) is an entry with that key and that value.
+    "metadata_key": ("m.key", "metadata_key"),
+    "metadata_value": (_METADATA_TEXT, "metadata_value"),
 }
 """Filter field -> (SQL expression over the store's ``runs`` columns, with ``{t}`` the table alias; kind)."""
 
@@ -300,9 +315,9 @@ class _Compiler:
         if name in ("and", "or"):
             if not node.args:
                 raise self.p.error(f"{name}() needs at least one condition", node.pos)
-            calls = [self.condition(arg, name) for arg in node.args]
+            calls: list[_Call | Where] = [self.condition(arg, name) for arg in node.args]
             if name == "and":
-                calls = self.one_feedback_item(calls)
+                calls = self.one_metadata_entry(self.one_feedback_item(calls))
             parts = [c if isinstance(c, Where) else self.call(c) for c in calls]
             joiner = " AND " if name == "and" else " OR "
             return Where("(" + joiner.join(f"({p.sql})" for p in parts) + ")", tuple(v for p in parts for v in p.params))
@@ -356,10 +371,35 @@ class _Compiler:
         name, sql, kind = self.field(node.args[0], node.name)
         return name, sql, kind, self.literal(node.args[1], node.name)
 
-    def one_feedback_item(self, calls: list[_Call]) -> list[_Call | Where]:
+    def one_metadata_entry(self, calls: list[_Call | Where]) -> list[_Call | Where]:
+        """In and(): one ``metadata_key`` and one ``metadata_value`` are about one entry (the rest stays as it was)."""
+        keys = [c for c in calls if isinstance(c, _Call) and self.field_name(c) == "metadata_key"]
+        values = [c for c in calls if isinstance(c, _Call) and self.field_name(c) == "metadata_value"]
+        if len(keys) != 1 or len(values) != 1:
+            return calls
+        entry = Where.all_of([self.metadata_condition(keys[0]), self.metadata_condition(values[0])])
+        return [*(c for c in calls if c is not keys[0] and c is not values[0]), self.metadata_exists(entry)]
+
+    def metadata_exists(self, entry: Where) -> Where:
+        return Where(f"EXISTS (SELECT 1 FROM json_each({self.alias}.metadata) AS m WHERE {entry.sql})", entry.params)
+
+    def metadata_condition(self, node: _Call) -> Where:
+        """``m.key = ?`` or the entry's value as text ``= ?``, over one metadata entry ``m``."""
+        name, sql, kind, lit = self.field_and_value(node, f"{node.name}() takes a field and a value")
+        usage = f'{name} takes eq() and a value, as in and(eq(metadata_key, "user"), eq(metadata_value, "u1"))'
+        if node.name != "eq" or lit.value is None or (kind == "metadata_key" and not isinstance(lit.value, str)):
+            raise self.p.error(usage, node.pos)
+        value = lit.value if isinstance(lit.value, str) else json.dumps(lit.value)
+        return Where(f"{sql} = ?", (value,))
+
+    def field_name(self, node: _Call) -> str | None:
+        first = node.args[0] if node.args else None
+        return first.name if isinstance(first, _Ident) else None
+
+    def one_feedback_item(self, calls: list[_Call | Where]) -> list[_Call | Where]:
         """In and(): a feedback key and score comparisons are about one item (the rest stays as it was)."""
-        key = [c for c in calls if c.name == "eq" and self.feedback_field(c) == "feedback_key"]
-        scores = [c for c in calls if self.feedback_field(c) == "feedback_score"]
+        key = [c for c in calls if isinstance(c, _Call) and c.name == "eq" and self.feedback_field(c) == "feedback_key"]
+        scores = [c for c in calls if isinstance(c, _Call) and self.feedback_field(c) == "feedback_score"]
         if len(key) != 1 or not scores:
             return list(calls)
         joined = [self.feedback_condition(c) for c in (*key, *scores)]
@@ -368,10 +408,8 @@ class _Compiler:
         return [*rest, self.feedback_exists(item)]
 
     def feedback_field(self, node: _Call) -> str | None:
-        first = node.args[0] if node.args else None
-        if isinstance(first, _Ident) and first.name in ("feedback_key", "feedback_score"):
-            return first.name
-        return None
+        name = self.field_name(node)
+        return name if name in ("feedback_key", "feedback_score") else None
 
     def feedback_exists(self, item: Where) -> Where:
         return Where(f"EXISTS (SELECT 1 FROM feedback AS f WHERE f.run_id = {self.alias}.id AND {item.sql})", item.params)
@@ -393,6 +431,9 @@ class _Compiler:
         func = node.name
         if self.feedback_field(node) is not None:
             return self.feedback_exists(self.feedback_condition(node))
+        if self.field_name(node) in ("metadata_key", "metadata_value"):
+            # Alone: the run has an entry with that key (or some entry with that value).
+            return self.metadata_exists(self.metadata_condition(node))
         name, sql, kind, lit = self.field_and_value(node, f"{func}() takes a field and a value")
         if kind in ("tags", "metadata"):
             raise self.p.error(f"{name} is matched with has() or exists(), not {func}()", node.pos)

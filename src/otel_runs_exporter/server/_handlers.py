@@ -28,7 +28,7 @@ from ._handlers_v2 import attachment_urls, s3_urls
 from ._ingest import ReadResult, read_basic_patch, read_basic_post, read_batch, read_multipart
 from ._modes import refuses
 from ._projects import NO_WORKSPACE, api_project, parse_project_create, parse_project_list, parse_project_read
-from ._query import USAGE_SELECTS, QueryError, api_run, page_body, parse_run_query
+from ._query import USAGE_SELECTS, QueryError, RunQuery, Where, api_run, page_body, parse_run_query
 from ._reply import Reply, detail
 from ._routing import Request, Service
 from ._run_stats import parse_stats_query, run_stats
@@ -43,8 +43,11 @@ __all__ = [
     "post_batch",
     "post_multipart",
     "read_run",
+    "run_body",
     "query_runs",
+    "runs_page",
     "stats",
+    "stats_of",
     "list_projects",
     "read_project",
     "create_project",
@@ -140,22 +143,32 @@ def _tenant_id(service: Service) -> str:
 def read_run(request: Request, service: Service) -> Reply:
     raw_id = request.params["run_id"]
     run_id = canonical_id(raw_id)
-    store = service.store
     if run_id is None:
         raise QueryError(("path", "run_id"), f"run id {raw_id[:60]!r} is not a UUID")
-    run = store.get_run(run_id)
+    run = service.store.get_run(run_id)
     if run is None:
         return Reply(404, detail(f"run {run_id} not found"))
+    return Reply(200, run_body(request, service, run))
+
+
+def run_body(request: Request, service: Service, run: dict[str, Any], *, feedback: bool = True) -> dict[str, Any]:
+    """One stored run as ``GET /runs/{id}`` answers it; ``feedback=False`` (a shared trace) leaves its feedback out."""
+    store = service.store
     body = api_run(run, store.project_of_run(run["id"]), usage=store.run_usage([run["id"]]).get(run["id"]))
-    _add_feedback_stats(service, [body])
+    if feedback:
+        _add_feedback_stats(service, [body])
     found = attachment_urls(request, service, [run["id"]]).get(run["id"])
     if found:
         body["s3_urls"] = s3_urls(found)
-    return Reply(200, body)
+    return body
 
 
 def query_runs(request: Request, service: Service) -> Reply:
-    query = parse_run_query(request.body)
+    return runs_page(request, service, parse_run_query(request.body))
+
+
+def runs_page(request: Request, service: Service, query: RunQuery, *, feedback: bool = True) -> Reply:
+    """One page of the runs ``query`` matches, as ``POST /runs/query`` answers it (``feedback``: as in :func:`run_body`)."""
     # One run past the page says whether a next page exists.
     found = service.store.query_runs(
         query.where.sql, query.where.params, order=query.order, after=query.after, limit=query.page_size + 1
@@ -163,7 +176,7 @@ def query_runs(request: Request, service: Service) -> Reply:
     page = found[: query.page_size]
     usage = service.store.run_usage([q.run["id"] for q in page]) if _wants_usage(query.select) else None
     body = page_body(found, query, usage)
-    if query.select is None or "feedback_stats" in query.select:
+    if feedback and (query.select is None or "feedback_stats" in query.select):
         _add_feedback_stats(service, body["runs"])
     if query.select is None or "s3_urls" in query.select:
         # The SDK downloads a run's attachments from s3_urls (selected by default), without its key.
@@ -213,9 +226,13 @@ def _add_feedback_stats(service: Service, runs: list[dict[str, Any]]) -> None:
 
 
 def stats(request: Request, service: Service) -> Reply:
-    query = parse_stats_query(request.body)
+    return stats_of(service, parse_stats_query(request.body).where)
+
+
+def stats_of(service: Service, where: Where) -> Reply:
+    """``POST /runs/stats``'s answer for the runs ``where`` matches."""
     store = service.store
-    return Reply(200, run_stats(store.summarize(query.where.sql, query.where.params), store.prices.updated))
+    return Reply(200, run_stats(store.summarize(where.sql, where.params), store.prices.updated))
 
 
 def list_projects(request: Request, service: Service) -> Reply:

@@ -42,7 +42,7 @@ from ._v2 import (
     v2_run,
 )
 from ._validate import canonical_id
-from ._viewer import viewer_link
+from ._viewer import share_link, viewer_link
 
 __all__ = [
     "query_runs_v2",
@@ -59,6 +59,9 @@ __all__ = [
     "run_violations",
     "attachment_urls",
     "s3_urls",
+    "v2_items",
+    "trace_items",
+    "base_url",
 ]
 
 # Runs whose stored JSON mentions streamed tokens: the only ones a first-token time can come from.
@@ -70,7 +73,7 @@ _TOKEN_EVENTS = (
 # --- attachments ----------------------------------------------------------------------
 
 
-def _base_url(request: Request, service: Service) -> str:
+def base_url(request: Request, service: Service) -> str:
     # The name the client reached this service by (the Host check has vetted it), so the address works for it.
     host = request.headers.get("host")
     return f"http://{host}" if host else service.url
@@ -79,7 +82,7 @@ def _base_url(request: Request, service: Service) -> str:
 def attachment_urls(request: Request, service: Service, run_ids: Sequence[str]) -> dict[str, dict[str, tuple[str, str]]]:
     """run id -> attachment name -> (signed download address, content type), for the runs that have attachments."""
     stored = service.store.attachments_of(list(dict.fromkeys(run_ids)))
-    base = _base_url(request, service)
+    base = base_url(request, service)
     links = service.attachment_links
     return {
         run_id: {name: (links.url(base, run_id, name), content_type) for name, content_type, _size in items}
@@ -121,19 +124,26 @@ def download_attachment(request: Request, service: Service) -> Reply:
 # --- runs -----------------------------------------------------------------------------
 
 
-def _v2_items(
+def v2_items(
     request: Request, service: Service, found: Iterable[QueriedRun], selects: Sequence[str]
 ) -> list[dict[str, Any]]:
+    """The ``found`` runs as v2 ``Run`` items: exactly the ``selects`` (:func:`._v2.v2_run`)."""
     found = list(found)
     ids = [q.run["id"] for q in found]
     links: dict[str, dict[str, tuple[str, str]]] = {}
     if "ATTACHMENTS" in selects:
         links = attachment_urls(request, service, ids)
     usage = service.store.run_usage(ids) if any(s in COST_SELECTS for s in selects) else {}
+    shared: dict[str, str | None] = {}
+    if "SHARE_URL" in selects:
+        base = base_url(request, service)
+        for trace_id in {str(q.run.get("trace_id")) for q in found}:
+            share = service.store.shares.of_trace(trace_id)
+            shared[trace_id] = share_link(base, share.token) if share is not None else None
     return [
         v2_run(
             q.run, q.project_id, selects, attachments={n: u for n, (u, _) in links.get(q.run["id"], {}).items()},
-            usage=usage.get(q.run["id"]),
+            usage=usage.get(q.run["id"]), share_url=shared.get(str(q.run.get("trace_id"))),
         )
         for q in found
     ]
@@ -151,7 +161,7 @@ def query_runs_v2(request: Request, service: Service) -> Reply:
         query.where.sql, query.where.params, order="desc", after=query.after, limit=query.page_size + 1
     )
     page, cursor = _page(found, query.page_size, "runs")
-    return Reply(200, {"items": _v2_items(request, service, page, query.selects), "next_cursor": cursor})
+    return Reply(200, {"items": v2_items(request, service, page, query.selects), "next_cursor": cursor})
 
 
 def run_url(request: Request, service: Service) -> Reply:
@@ -166,7 +176,7 @@ def run_url(request: Request, service: Service) -> Reply:
     one_id(params["project_id"][0], ("query", "project_id"))
     trace_id = one_id(params["trace_id"][0], ("query", "trace_id"))
     run_id = one_id(request.params["run_id"], ("path", "run_id"))
-    return Reply(200, {"url": viewer_link(_base_url(request, service), trace_id, run_id)})
+    return Reply(200, {"url": viewer_link(base_url(request, service), trace_id, run_id)})
 
 
 def read_run_v2(request: Request, service: Service) -> Reply:
@@ -178,7 +188,7 @@ def read_run_v2(request: Request, service: Service) -> Reply:
     if run is None or store.project_of_run(run["id"]) != project_id:
         return Reply(404, detail(f"run {raw_id[:60]} not found in project {project_id}"))
     found = QueriedRun(run, project_id, ("", 0))
-    return Reply(200, _v2_items(request, service, [found], selects)[0])
+    return Reply(200, v2_items(request, service, [found], selects)[0])
 
 
 # --- traces ---------------------------------------------------------------------------
@@ -197,7 +207,7 @@ def query_traces(request: Request, service: Service) -> Reply:
     store = service.store
     found = store.query_runs(query.where.sql, query.where.params, order="desc", after=query.after, limit=query.page_size + 1)
     page, cursor = _page(found, query.page_size, "traces")
-    roots = _v2_items(request, service, page, root_selects(query.selects))
+    roots = v2_items(request, service, page, root_selects(query.selects))
     items = []
     for queried, root in zip(page, roots):
         item: dict[str, Any] = {"root_run": root}
@@ -212,14 +222,19 @@ def query_traces(request: Request, service: Service) -> Reply:
 
 def trace_runs(request: Request, service: Service) -> Reply:
     query = parse_trace_runs(request.params["trace_id"], request.query)
-    found = service.store.query_runs(query.where.sql, query.where.params, order="asc", after=None, limit=MAX_TRACE_RUNS + 1)
+    return trace_items(request, service, query.where, query.selects)
+
+
+def trace_items(request: Request, service: Service, where: Where, selects: Sequence[str]) -> Reply:
+    """A trace's runs ``where`` matches, in start-time order, as ``GET /api/v2/traces/{id}/runs`` answers them."""
+    found = service.store.query_runs(where.sql, where.params, order="asc", after=None, limit=MAX_TRACE_RUNS + 1)
     if len(found) > MAX_TRACE_RUNS:
         raise QueryError(
             ("path", "trace_id"),
             f"the trace has more than {MAX_TRACE_RUNS} runs, more than one answer holds here; "
             "page through them with POST /api/v2/runs/query and trace_id",
         )
-    return Reply(200, {"items": _v2_items(request, service, found, query.selects)})
+    return Reply(200, {"items": v2_items(request, service, found, selects)})
 
 
 # --- threads --------------------------------------------------------------------------
@@ -308,7 +323,7 @@ def thread_traces(request: Request, service: Service) -> Reply:
         )
         turn_of = {str(row[0]): number for number, row in enumerate(ordered, 1)}
     totals = _totals_of_traces(store, query.thread.roots("rt")) if any(s in _USAGE_OF for s in selects) else {}
-    runs = _v2_items(request, service, page, [_V2_OF_TRACE_SELECTS[s] for s in selects if s in _V2_OF_TRACE_SELECTS])
+    runs = v2_items(request, service, page, [_V2_OF_TRACE_SELECTS[s] for s in selects if s in _V2_OF_TRACE_SELECTS])
     items = []
     for queried, run in zip(page, runs):
         root = queried.run

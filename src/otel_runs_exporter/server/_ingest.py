@@ -42,7 +42,7 @@ from ._validate import (
     parse_timestamp,
 )
 
-__all__ = ["Attachment", "ReadResult", "ParentLookup", "read_multipart", "read_batch", "read_basic_post", "read_basic_patch"]
+__all__ = ["Attachment", "ReadResult", "ParentLookup", "stored_run_ids", "read_multipart", "read_batch", "read_basic_post", "read_basic_patch"]
 
 
 def _normalize_ids(run: dict[str, Any]) -> None:
@@ -195,7 +195,8 @@ def read_batch(body: Any) -> ReadResult:
 ParentLookup = Callable[[str], "Mapping[str, Any] | None"]
 
 
-def _parent_ids(parent: Mapping[str, Any]) -> RunIds | None:
+def stored_run_ids(parent: Mapping[str, Any]) -> RunIds | None:
+    """A stored run's place in its tree, read from its ``dotted_order``, to place a child under it (None: unreadable)."""
     dotted = parent.get("dotted_order")
     if not dotted:
         return None
@@ -272,7 +273,7 @@ def _compute_ids(run_id: str, run: dict[str, Any], parent_lookup: ParentLookup, 
                 )
             )
             return
-        parent_ids = _parent_ids(parent) if parent is not None else None
+        parent_ids = stored_run_ids(parent) if parent is not None else None
         if parent_ids is None:
             result.violations.append(
                 Violation(

@@ -25,13 +25,13 @@ without asking and the type ``/runs/multipart`` takes.
 >>> policy.host_allowed("localhost:1984", "127.0.0.1"), policy.host_allowed("evil.example:1984", "127.0.0.1")
 (True, False)
 >>> policy.caller({"host": "localhost:1984", "origin": "http://localhost:1984"})
-('self', 'http://localhost:1984')
+(<Caller.SELF: 'same origin'>, 'http://localhost:1984')
 >>> policy.caller({"host": "localhost:1984", "origin": "http://localhost:8000"})
-('foreign', 'http://localhost:8000')
+(<Caller.FOREIGN: 'another site'>, 'http://localhost:8000')
 >>> policy.caller({"host": "localhost:1984", "origin": "http://localhost:5173"})
-('cors', 'http://localhost:5173')
+(<Caller.CORS: '`--cors-origin`'>, 'http://localhost:5173')
 >>> policy.caller({"host": "localhost:1984"})
-('client', None)
+(<Caller.CLIENT: 'no page'>, None)
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import ipaddress
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from enum import Enum
 
 __all__ = [
     "ANY_HOST",
@@ -56,10 +56,17 @@ __all__ = [
 ANY_HOST = "*"
 """``allow_hosts`` entry that turns the Host check off."""
 
-Caller = Literal["client", "self", "cors", "foreign"]
-"""Who sent a request: ``client`` (no page: the exporter, an SDK, curl, or the user
-typing the address), ``self`` (the service's own page), ``cors`` (a page of an
-origin named with ``--cors-origin``), ``foreign`` (any other page)."""
+class Caller(Enum):
+    """Who sent a request; a route's ``browsers`` is the set of pages it lets in (the values are the docs' words)."""
+
+    CLIENT = "no page"
+    """No page: the exporter, an SDK, curl, or the user typing the address."""
+    SELF = "same origin"
+    """The service's own page, whatever name it was opened under."""
+    CORS = "`--cors-origin`"
+    """A page of an origin named with ``--cors-origin``."""
+    FOREIGN = "another site"
+    """Any other page (``null`` origins included)."""
 
 CORS_REQUEST_HEADERS = "accept, authorization, content-encoding, content-type, x-api-key, x-tenant-id"
 """What a ``--cors-origin`` page may send: what the service's clients send."""
@@ -210,16 +217,16 @@ class PagePolicy:
         if origin is None:
             site = headers.get("sec-fetch-site", "none").strip().lower()
             if site == "none":
-                return "client", None
-            return ("self" if site == "same-origin" else "foreign"), None
+                return Caller.CLIENT, None
+            return (Caller.SELF if site == "same-origin" else Caller.FOREIGN), None
         try:
             normal = normalize_origin(origin)
         except ValueError:
-            return "foreign", origin[:200]
+            return Caller.FOREIGN, origin[:200]
         if normal in self.cors_origins:
-            return "cors", normal
+            return Caller.CORS, normal
         host = headers.get("host")
-        return ("self" if host is not None and self._same(normal, host) else "foreign"), normal
+        return (Caller.SELF if host is not None and self._same(normal, host) else Caller.FOREIGN), normal
 
     def _same(self, origin: str, host: str) -> bool:
         scheme, _, rest = origin.partition("://")

@@ -3,7 +3,7 @@
 Which rule counts a request: for the routes this service has, the route table
 names the rule (a row's ``rate``, :mod:`._routes`), and the rules below with that
 ``route`` count the requests the row serves. The rows of 8.1 for paths this service
-does not serve (``/repos``, ``/generate``, ``/otel/v1/traces``, ...) keep the
+does not serve (``/repos``, ``/generate``, ``/commits``, ...) keep the
 regular expression of their path, searched in the path without ``/api/v1``, so
 a client of those paths can still be tested against them.
 
@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from ._routes import ROUTER
-from ._routing import strip_prefix
+from ._routing import Rate, strip_prefix
 
 __all__ = ["RateRule", "RateLimiter", "SPEC_RULES", "DEFAULT_RULES", "Refusal", "scaled"]
 
@@ -61,15 +61,15 @@ class RateRule:
     """Upper-case method, or None for all methods."""
     pattern: str = ""
     """Regular expression searched in the path (after any ``/api/v1`` prefix is removed); unused with ``route``."""
-    route: str = ""
-    """The name rows of the route table give this rule (their ``rate``): the rule counts the requests they serve."""
+    route: Rate | None = None
+    """The :class:`~._routing.Rate` rows of the route table give this rule: the rule counts the requests they serve."""
 
-    def matches(self, method: str, path: str, route: str | None = None) -> bool:
+    def matches(self, method: str, path: str, route: Rate | None = None) -> bool:
         """Whether this rule counts the request: ``path`` without ``/api/v1``, ``route`` the rule the table names for it."""
         if self.method is not None and method != self.method:
             return False
-        if self.route:
-            return route == self.route
+        if self.route is not None:
+            return route is self.route
         return re.search(self.pattern, path) is not None
 
 
@@ -77,42 +77,45 @@ def _rule(category: str, identity: Identity, count: int, interval: float, patter
     return RateRule(category, identity, count, interval, method, pattern)
 
 
-def _routed(category: str, identity: Identity, count: int, interval: float, route: str, method: str | None = None) -> RateRule:
+def _routed(category: str, identity: Identity, count: int, interval: float, route: Rate, method: str | None = None) -> RateRule:
     return RateRule(category, identity, count, interval, method, route=route)
 
 
 # US values where the table gives two.
 SPEC_RULES: tuple[RateRule, ...] = (
     _rule("High throughput", "ip", 2000, 10, r"", "OPTIONS"),
-    _routed("High throughput", "ip", 2000, 10, "info"),
+    _routed("High throughput", "ip", 2000, 10, Rate.INFO),
     _rule("High throughput", "ip", 2000, 10, r"/v1/metadata/submit$"),
     _rule("High throughput", "api_key", 2000, 10, r"^/auth(/|$)"),
     _rule("High throughput", "user_ip", 2000, 10, r"^/auth(/|$)"),
     _rule("High throughput", "ip", 2000, 10, r"^/v1/beacon(/|$)"),
     _rule("Repository", "api_key", 100, 60, r"^/repos(/|$)"),
     _rule("Repository", "user_ip", 100, 60, r"^/repos(/|$)"),
-    _routed("High throughput", "api_key", 2000, 10, "runs.batch"),
-    _rule("Run ingest", "api_key", 2000, 10, r"^/otel/v1/traces/?$", "POST"),
-    _routed("Charts", "api_key", 750, 600, "charts", "POST"),
-    _routed("Charts", "user_ip", 750, 600, "charts", "POST"),
-    _routed("Multipart ingest", "api_key", 6000, 10, "runs.multipart"),
-    _routed("Run query (API)", "api_key", 15, 10, "runs.query"),
-    _routed("Run query (User)", "user_ip", 300, 10, "runs.query"),
+    _routed("High throughput", "api_key", 2000, 10, Rate.RUNS_BATCH),
+    _routed("Run ingest", "api_key", 2000, 10, Rate.OTLP, "POST"),
+    _routed("Charts", "api_key", 750, 600, Rate.CHARTS, "POST"),
+    _routed("Charts", "user_ip", 750, 600, Rate.CHARTS, "POST"),
+    _routed("Multipart ingest", "api_key", 6000, 10, Rate.RUNS_MULTIPART),
+    _routed("Run query (API)", "api_key", 15, 10, Rate.RUNS_QUERY),
+    _routed("Run query (User)", "user_ip", 300, 10, Rate.RUNS_QUERY),
     _rule("Generation", "api_key", 30, 3600, r"^/generate(/|$)"),
     _rule("Generation", "user_ip", 30, 3600, r"^/generate(/|$)"),
     _rule("Commits", "api_key", 10000, 60, r"^/commits(/|$)"),
     _rule("Commits", "user_ip", 10000, 60, r"^/commits(/|$)"),
-    _routed("Deletion", "api_key", 10, 60, "sessions.delete", "DELETE"),
+    _routed("Deletion", "api_key", 10, 60, Rate.SESSIONS_DELETE, "DELETE"),
     _rule("Deletion", "api_key", 10, 60, r"/trigger/?$"),
-    _routed("Deletion", "user_ip", 30, 60, "sessions.delete", "DELETE"),
+    _routed("Deletion", "user_ip", 30, 60, Rate.SESSIONS_DELETE, "DELETE"),
     _rule("Deletion", "user_ip", 30, 60, r"/trigger/?$"),
-    _routed("Run ingest", "api_key", 2000, 10, "runs.post"),
-    _routed("Run ingest", "api_key", 2000, 10, "runs.patch"),
-    _routed("High throughput", "api_key", 2000, 10, "feedback.post"),
-    _routed("Run lookup", "api_key", 30, 60, "runs.read", "GET"),
+    _routed("Run ingest", "api_key", 2000, 10, Rate.RUNS_POST),
+    _routed("Run ingest", "api_key", 2000, 10, Rate.RUNS_PATCH),
+    _routed("High throughput", "api_key", 2000, 10, Rate.FEEDBACK_POST),
+    _routed("Run lookup", "api_key", 30, 60, Rate.RUNS_READ, "GET"),
     _rule("Examples", "api_key", 5000, 60, r"/examples", "GET"),
     _rule("Public download", "ip", 5000, 60, r"^/public/download(/|$)"),
-    _routed("Stats", "api_key", 1, 10, "runs.stats"),
+    _routed("Stats", "api_key", 1, 10, Rate.RUNS_STATS),
+    # Not a row of 8.1: the shared-run reads carry no key, so they are counted by address (a link opened by
+    # someone else), at a pace a person paging through a large shared trace stays under.
+    _routed("Public shared runs", "ip", 1000, 60, Rate.PUBLIC),
 )
 """The specific rows of 8.1, in table order."""
 

@@ -1,6 +1,6 @@
 """What the local service answers: a :class:`Reply` returned, or a :class:`Refuse` raised to answer at once.
 
-Every layer answers with these two: the HTTP framing (:mod:`._http`: 400, 411, 413,
+Every layer answers with these two: the HTTP framing (:mod:`._http_server`: 400, 411, 413,
 415 while reading a body), the dispatcher (:mod:`._dispatch`: 401, 403, 429, 503),
 the body parsers and the handlers (:mod:`._handlers`, :mod:`._control`). The framing
 turns either one into the bytes on the wire.

@@ -12,9 +12,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from ._origins import Caller
 from ._ratelimit import SPEC_RULES, RateRule
 from ._routes import FILES, ROUTES
-from ._routing import Files, Route
+from ._routing import ANY_PAGE, Files, Pages, Route
 
 __all__ = ["BEGIN", "END", "markdown", "replace_in"]
 
@@ -25,13 +26,12 @@ BEGIN = (
 END = "<!-- end of the route list -->"
 
 _IDENTITY = {"ip": "IP", "api_key": "API key", "user_ip": "user and IP"}
-_AUTH = {"public": "none", "key": "key", "key-or-bearer": "key or bearer"}
 
 
 def _rate(route: Route, rules: Sequence[RateRule]) -> str:
     if route.rate is None:
         return "default"
-    named = [r for r in rules if r.route == route.rate]
+    named = [r for r in rules if r.route is route.rate]
     return "; ".join(
         f"{r.category} {r.count}/{r.interval:g} s per {_IDENTITY[r.identity]}" + (f" ({r.method})" if r.method else "")
         for r in named
@@ -44,16 +44,15 @@ def _path(route: Route) -> str:
         notes.append("root only")
     if not route.trailing_slash:
         notes.append("exact")
-    if route.enabled_by:
-        notes.append(f"only with `{route.enabled_by}`")
+    if route.enabled_by is not None:
+        notes.append(f"only with `{route.enabled_by.name}`")
     return f"`{route.path}`" + (f" ({', '.join(notes)})" if notes else "")
 
 
-_PAGES = {"self": "same origin", "cors": "`--cors-origin`", "*": "any page"}
-
-
-def _browsers(origins: tuple[str, ...]) -> str:
-    return ", ".join(_PAGES[o] for o in origins) or "no"
+def _browsers(pages: Pages) -> str:
+    if pages == ANY_PAGE:
+        return "any page"
+    return ", ".join(caller.value for caller in Caller if caller in pages) or "no"
 
 
 def markdown(routes: Sequence[Route] = ROUTES, files: Files = FILES, rules: Sequence[RateRule] = SPEC_RULES) -> str:
@@ -67,8 +66,8 @@ def markdown(routes: Sequence[Route] = ROUTES, files: Files = FILES, rules: Sequ
     for route in routes:
         body = route.body.kind if route.body.kind == "none" else f"{route.body.kind} ({', '.join(route.body.content_types)})"
         lines.append(
-            f"| {', '.join(route.methods)} | {_path(route)} | {_AUTH[route.auth]} | {body} | {_rate(route, rules)} "
-            f"| {route.faults or ''} | {_browsers(route.browsers)} | {'yes' if route.streams else 'no'} |"
+            f"| {', '.join(route.methods)} | {_path(route)} | {route.auth.value} | {body} | {_rate(route, rules)} "
+            f"| {route.faults.value if route.faults else ''} | {_browsers(route.browsers)} | {'yes' if route.streams else 'no'} |"
         )
     paths = ", ".join(f"`{p}`" for p in files.paths)
     lines += [

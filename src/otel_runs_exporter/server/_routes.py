@@ -47,6 +47,20 @@ from ._handlers import (
     stats,
     update_feedback,
 )
+from ._handlers_shares import (
+    public_query,
+    public_query_v2,
+    public_run,
+    public_run_of_trace,
+    public_run_v2,
+    public_stats,
+    read_share,
+    share_run,
+    share_trace_v2,
+    shared_page,
+    unshare_run,
+    unshare_trace_v2,
+)
 from ._handlers_v2 import (
     delete_project,
     download_attachment,
@@ -61,7 +75,7 @@ from ._handlers_v2 import (
     threads_stats,
     trace_runs,
 )
-from ._reply import Reply
+from ._otlp import otlp_traces
 from ._routing import (
     ANY_PAGE,
     CONTROL_JSON,
@@ -71,68 +85,122 @@ from ._routing import (
     GET_HEAD,
     JSON,
     MULTIPART,
+    MULTIPART_ON,
+    OTLP,
     PATCH,
     POST,
+    PUT,
     SAME_ORIGIN,
     SAME_ORIGIN_OR_CORS,
+    Auth,
+    Faults,
     Files,
+    Rate,
     Route,
     Router,
 )
-from ._viewer import PATHS, viewer_file
+from ._viewer import PATHS, viewer_reply
 
 __all__ = ["ROUTES", "FILES", "ROUTER"]
 
 ROUTES: tuple[Route, ...] = (
     # What the service's client reads first (no key: it asks before it has one), and a health check.
-    Route("/ok", ok, methods=GET_HEAD, auth="public", trailing_slash=False, browsers=CORS_ORIGINS),
-    Route("/info", info, methods=GET_HEAD, auth="public", trailing_slash=False, rate="info", browsers=CORS_ORIGINS),
+    Route("/ok", ok, methods=GET_HEAD, auth=Auth.PUBLIC, trailing_slash=False, browsers=CORS_ORIGINS),
+    Route("/info", info, methods=GET_HEAD, auth=Auth.PUBLIC, trailing_slash=False, rate=Rate.INFO, browsers=CORS_ORIGINS),
     # Ingest: the exporter and the service's SDK (spec 4.4, 4.5). Injected faults apply here only. No page
     # writes runs but a web app's SDK on a --cors-origin origin: the viewer never does.
-    Route("/runs", post_run, methods=POST, body=JSON, rate="runs.post", faults="tracing", browsers=CORS_ORIGINS),
-    Route("/runs/batch", post_batch, methods=POST, body=JSON, rate="runs.batch", faults="tracing", browsers=CORS_ORIGINS),
+    Route("/runs", post_run, methods=POST, body=JSON, rate=Rate.RUNS_POST, faults=Faults.TRACING, browsers=CORS_ORIGINS),
+    Route("/runs/batch", post_batch, methods=POST, body=JSON, rate=Rate.RUNS_BATCH, faults=Faults.TRACING, browsers=CORS_ORIGINS),
     Route(
-        "/runs/multipart", post_multipart, methods=POST, body=MULTIPART, rate="runs.multipart", faults="tracing",
-        enabled_by="multipart", browsers=CORS_ORIGINS,
+        "/runs/multipart", post_multipart, methods=POST, body=MULTIPART, rate=Rate.RUNS_MULTIPART, faults=Faults.TRACING,
+        enabled_by=MULTIPART_ON, browsers=CORS_ORIGINS,
+    ),
+    # OTLP/HTTP from any language's OTel SDK, a Collector, or the service's SDK in its OTel mode (:mod:`._otlp`).
+    Route(
+        "/otel/v1/traces", otlp_traces, methods=POST, body=OTLP, rate=Rate.OTLP, faults=Faults.TRACING,
+        browsers=CORS_ORIGINS,
     ),
     # The read API (the SDK's list_runs, get_run_stats, read_run, projects); the viewer's page calls some of them,
     # and only those let it in (tests/server/test_routes.py checks that against its api.js).
-    Route("/runs/query", query_runs, methods=POST, body=JSON, rate="runs.query", browsers=SAME_ORIGIN_OR_CORS),
-    Route("/runs/stats", stats, methods=POST, body=JSON, rate="runs.stats", browsers=SAME_ORIGIN_OR_CORS),
+    Route("/runs/query", query_runs, methods=POST, body=JSON, rate=Rate.RUNS_QUERY, browsers=SAME_ORIGIN_OR_CORS),
+    Route("/runs/stats", stats, methods=POST, body=JSON, rate=Rate.RUNS_STATS, browsers=SAME_ORIGIN_OR_CORS),
     # The viewer's own: a running trace's new and changed runs, held until there are some (a long poll: a slot
     # of its own). Before /runs/{run_id}, which the path would also match.
     Route("/runs/changes", run_changes, methods=GET_HEAD, browsers=SAME_ORIGIN, streams=True),
     # The viewer's project page: runs, errors, latency, tokens and cost over time, computed by SQLite. The spec's
     # "POST containing /charts" rows limit it.
-    Route("/runs/charts", run_charts, methods=POST, body=JSON, rate="charts", browsers=SAME_ORIGIN_OR_CORS),
+    Route("/runs/charts", run_charts, methods=POST, body=JSON, rate=Rate.CHARTS, browsers=SAME_ORIGIN_OR_CORS),
     Route(
-        "/runs/{run_id}", patch_run, methods=PATCH, body=JSON, rate="runs.patch", faults="tracing", browsers=CORS_ORIGINS
+        "/runs/{run_id}", patch_run, methods=PATCH, body=JSON, rate=Rate.RUNS_PATCH, faults=Faults.TRACING, browsers=CORS_ORIGINS
     ),
-    Route("/runs/{run_id}", read_run, methods=GET_HEAD, rate="runs.read", browsers=SAME_ORIGIN_OR_CORS),
+    Route("/runs/{run_id}", read_run, methods=GET_HEAD, rate=Rate.RUNS_READ, browsers=SAME_ORIGIN_OR_CORS),
     # The rule violations recorded for a run, which the default mode stores despite: the viewer shows them.
     Route("/runs/{run_id}/violations", run_violations, methods=GET_HEAD, browsers=SAME_ORIGIN_OR_CORS),
+    # Sharing a run's trace (the SDK's share_run, read_run_shared_link, unshare_run): :mod:`._shares`.
+    Route("/runs/{run_id}/share", share_run, methods=PUT, body=JSON, browsers=CORS_ORIGINS),
+    Route("/runs/{run_id}/share", read_share, methods=GET_HEAD, browsers=CORS_ORIGINS),
+    Route("/runs/{run_id}/share", unshare_run, methods=DELETE, browsers=CORS_ORIGINS),
     Route("/sessions", list_projects, methods=GET_HEAD, browsers=SAME_ORIGIN_OR_CORS),
     Route("/sessions", create_project, methods=POST, body=JSON, browsers=CORS_ORIGINS),
     Route("/sessions/{project_id}", read_project, methods=GET_HEAD, browsers=CORS_ORIGINS),
-    Route("/sessions/{project_id}", delete_project, methods=DELETE, rate="sessions.delete", browsers=CORS_ORIGINS),
+    Route("/sessions/{project_id}", delete_project, methods=DELETE, rate=Rate.SESSIONS_DELETE, browsers=CORS_ORIGINS),
     # Feedback (the SDK's create_feedback without trace_id, list_feedback, read/update/delete_feedback). The viewer
     # adds a thumbs up or down and a comment, and reads a trace's feedback: its page may create and list, no more.
-    Route("/feedback", create_feedback, methods=POST, body=JSON, rate="feedback.post", browsers=SAME_ORIGIN_OR_CORS),
+    Route("/feedback", create_feedback, methods=POST, body=JSON, rate=Rate.FEEDBACK_POST, browsers=SAME_ORIGIN_OR_CORS),
     Route("/feedback", list_feedback, methods=GET_HEAD, browsers=SAME_ORIGIN_OR_CORS),
     Route("/feedback/{feedback_id}", read_feedback, methods=GET_HEAD, browsers=CORS_ORIGINS),
     Route("/feedback/{feedback_id}", update_feedback, methods=PATCH, body=JSON, browsers=CORS_ORIGINS),
     Route("/feedback/{feedback_id}", delete_feedback, methods=DELETE, browsers=CORS_ORIGINS),
     # Where the read API's signed attachment addresses point. No key (the SDK downloads them without one):
     # the signature in the address is the credential. No page: the bytes are whatever a client sent.
-    Route("/attachments/{run_id}/{name}", download_attachment, methods=GET_HEAD, auth="public"),
+    Route("/attachments/{run_id}/{name}", download_attachment, methods=GET_HEAD, auth=Auth.PUBLIC),
+    # A shared trace, read with its token instead of the key (the SDK's read_shared_run, list_shared_runs), limited
+    # per address. The viewer's page reads these for a share link, and serves the link itself (any page may link it).
+    Route(
+        "/public/{share_token}/run", public_run, methods=GET_HEAD, auth=Auth.SHARE_TOKEN, rate=Rate.PUBLIC,
+        browsers=SAME_ORIGIN_OR_CORS,
+    ),
+    Route(
+        "/public/{share_token}/run/{run_id}", public_run_of_trace, methods=GET_HEAD, auth=Auth.SHARE_TOKEN,
+        rate=Rate.PUBLIC, browsers=SAME_ORIGIN_OR_CORS,
+    ),
+    Route(
+        "/public/{share_token}/runs/query", public_query, methods=POST, body=JSON, auth=Auth.SHARE_TOKEN,
+        rate=Rate.PUBLIC, browsers=SAME_ORIGIN_OR_CORS,
+    ),
+    Route(
+        "/public/{share_token}/runs/stats", public_stats, methods=POST, body=JSON, auth=Auth.SHARE_TOKEN,
+        rate=Rate.PUBLIC, browsers=SAME_ORIGIN_OR_CORS,
+    ),
+    Route(
+        "/public/{share_token}/r", shared_page, methods=GET_HEAD, auth=Auth.SHARE_TOKEN, rate=Rate.PUBLIC,
+        browsers=ANY_PAGE, api_v1=False, trailing_slash=False,
+    ),
     # The v2 read API (client.runs, .traces, .threads; evaluate and get_test_results), at the root only, as the
     # SDK asks for it. The viewer's threads page reads threads; the rest is for scripts and --cors-origin apps.
     Route(
-        "/api/v2/runs/query", query_runs_v2, methods=POST, body=JSON, rate="runs.query", browsers=CORS_ORIGINS,
+        "/api/v2/runs/query", query_runs_v2, methods=POST, body=JSON, rate=Rate.RUNS_QUERY, browsers=CORS_ORIGINS,
         api_v1=False,
     ),
-    Route("/api/v2/runs/{run_id}", read_run_v2, methods=GET_HEAD, rate="runs.read", browsers=CORS_ORIGINS, api_v1=False),
+    Route("/api/v2/runs/{run_id}", read_run_v2, methods=GET_HEAD, rate=Rate.RUNS_READ, browsers=CORS_ORIGINS, api_v1=False),
     Route("/api/v2/runs/{run_id}/url", run_url, methods=GET_HEAD, browsers=CORS_ORIGINS, api_v1=False),
+    # client.runs.share.create(run_id) and .delete(trace_id): one path, so the DELETE's {run_id} is the trace's id.
+    Route(
+        "/api/v2/runs/{run_id}/share", share_trace_v2, methods=POST, body=JSON, browsers=CORS_ORIGINS, api_v1=False
+    ),
+    Route(
+        "/api/v2/runs/{run_id}/share", unshare_trace_v2, methods=DELETE, body=JSON, browsers=CORS_ORIGINS,
+        api_v1=False,
+    ),
+    # client.public.runs.retrieve and .query: a shared trace by its token.
+    Route(
+        "/api/v2/public/{share_token}/run/{run_id}", public_run_v2, methods=GET_HEAD, auth=Auth.SHARE_TOKEN,
+        rate=Rate.PUBLIC, browsers=CORS_ORIGINS, api_v1=False,
+    ),
+    Route(
+        "/api/v2/public/{share_token}/runs/query", public_query_v2, methods=POST, body=JSON, auth=Auth.SHARE_TOKEN,
+        rate=Rate.PUBLIC, browsers=CORS_ORIGINS, api_v1=False,
+    ),
     Route("/api/v2/traces/query", query_traces, methods=POST, body=JSON, browsers=CORS_ORIGINS, api_v1=False),
     Route("/api/v2/traces/{trace_id}/runs", trace_runs, methods=GET_HEAD, browsers=CORS_ORIGINS, api_v1=False),
     Route("/api/v2/threads/query", query_threads, methods=POST, body=JSON, browsers=SAME_ORIGIN_OR_CORS, api_v1=False),
@@ -143,45 +211,38 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route("/api/v2/threads/{thread_id}/stats", thread_stats, methods=GET_HEAD, browsers=CORS_ORIGINS, api_v1=False),
     # Bulk exports (spec 4.3), on the main API; ControlPlane.fail_next answers for them. Here and on the control
-    # plane, no page at all (browsers left empty): they move data out and deploy, a script's business.
-    Route("/bulk-exports", list_exports, methods=GET, faults="control"),
-    Route("/bulk-exports", create_export, methods=POST, body=CONTROL_JSON, faults="control"),
-    Route("/bulk-exports/{export_id}", read_export, methods=GET, faults="control"),
-    Route("/bulk-exports/{export_id}", cancel_export, methods=PATCH, body=CONTROL_JSON, faults="control"),
-    Route("/bulk-exports/{export_id}/runs", export_runs, methods=GET, faults="control"),
+    # plane, no page at all (browsers left NO_PAGE): they move data out and deploy, a script's business.
+    Route("/bulk-exports", list_exports, methods=GET, faults=Faults.CONTROL),
+    Route("/bulk-exports", create_export, methods=POST, body=CONTROL_JSON, faults=Faults.CONTROL),
+    Route("/bulk-exports/{export_id}", read_export, methods=GET, faults=Faults.CONTROL),
+    Route("/bulk-exports/{export_id}", cancel_export, methods=PATCH, body=CONTROL_JSON, faults=Faults.CONTROL),
+    Route("/bulk-exports/{export_id}/runs", export_runs, methods=GET, faults=Faults.CONTROL),
     # The control plane (spec 2.6, 4.1, 4.2): at the root only, and a bearer token may stand in for the key.
     Route(
-        "/v2/deployments", create_deployment, methods=POST, body=CONTROL_JSON, auth="key-or-bearer",
-        faults="control", api_v1=False,
+        "/v2/deployments", create_deployment, methods=POST, body=CONTROL_JSON, auth=Auth.KEY_OR_BEARER,
+        faults=Faults.CONTROL, api_v1=False,
     ),
     Route(
-        "/v2/deployments/{deployment_id}", read_deployment, methods=GET, auth="key-or-bearer", faults="control",
+        "/v2/deployments/{deployment_id}", read_deployment, methods=GET, auth=Auth.KEY_OR_BEARER, faults=Faults.CONTROL,
         api_v1=False,
     ),
     Route(
         "/v2/deployments/{deployment_id}", update_deployment, methods=PATCH, body=CONTROL_JSON,
-        auth="key-or-bearer", faults="control", api_v1=False,
+        auth=Auth.KEY_OR_BEARER, faults=Faults.CONTROL, api_v1=False,
     ),
     Route(
         "/v2/deployments/{deployment_id}/revisions/{revision_id}", read_revision, methods=GET,
-        auth="key-or-bearer", faults="control", api_v1=False,
+        auth=Auth.KEY_OR_BEARER, faults=Faults.CONTROL, api_v1=False,
     ),
     Route(
-        "/v2/auth/wait/{auth_id}", wait_for_auth, methods=GET, auth="key-or-bearer", faults="control", api_v1=False,
+        "/v2/auth/wait/{auth_id}", wait_for_auth, methods=GET, auth=Auth.KEY_OR_BEARER, faults=Faults.CONTROL, api_v1=False,
         streams=True,
     ),
 )
 """Every route of the local service but the viewer's files, in the order paths are tried."""
 
 
-def _viewer(path: str) -> Reply | None:
-    page = viewer_file(path)
-    if page is None:
-        return None
-    return Reply(200, page.data, dict(page.headers), content_type=page.content_type)
-
-
-FILES = Files(_viewer, PATHS, browsers=ANY_PAGE)
+FILES = Files(viewer_reply, PATHS, browsers=ANY_PAGE)
 """The trace viewer's page and files (:mod:`._viewer`), at the root, before any route; a link on any page opens them."""
 
 ROUTER = Router(ROUTES)

@@ -4,10 +4,14 @@ A row declares one or more methods on one path, the handler that answers them, a
 every policy the service applies before the handler runs (the table itself is
 :data:`._routes.ROUTES`; the order of the checks is :mod:`._dispatch`)::
 
-    Route("/runs/query", query_runs, methods=POST, body=JSON, rate="runs.query", browsers=SAME_ORIGIN)
+    Route("/runs/query", query_runs, methods=POST, body=JSON, rate=Rate.RUNS_QUERY, browsers=SAME_ORIGIN)
 
 Static files (the viewer's page) are not rows but one :class:`Files` entry, served
 before everything else.
+
+Every policy is a typed value (:class:`Auth`, :class:`Rate`, :class:`Faults`,
+:class:`Switch`, a set of :class:`~._origins.Caller`), so a row cannot name a
+policy no check knows, and each check reads its column, never a string.
 
 A handler is ``handler(request, service) -> Reply``: a :class:`Request` (method,
 path parameters, query string, lower-case headers, the body decoded and parsed as
@@ -31,6 +35,7 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -38,14 +43,16 @@ import orjson
 
 from ._control_common import json_body as control_json_body
 from ._multipart import MultipartError, boundary_from_content_type, parse
+from ._origins import Caller
 from ._reply import Refuse, Reply
 from ._validate import Violation, json_depth_exceeds, too_deep
 
 if TYPE_CHECKING:
     from ._attachments import AttachmentLinks
+    from ._otlp import OtlpIngest
     from ._control import ControlPlane
     from ._modes import Validation
-    from ._http import Exchange
+    from ._http_server import Exchange
     from ._faults import FaultConfig
     from ._store import RunStore
 
@@ -62,18 +69,25 @@ __all__ = [
     "Handler",
     "JSON",
     "MULTIPART",
+    "OTLP",
     "Match",
     "NO_BODY",
     "PATCH",
     "POST",
+    "PUT",
     "Request",
     "Route",
     "Router",
     "ANY_PAGE",
     "CORS_ORIGINS",
+    "NO_PAGE",
+    "Pages",
+    "Rate",
     "SAME_ORIGIN",
     "SAME_ORIGIN_OR_CORS",
     "Service",
+    "Switch",
+    "MULTIPART_ON",
 ]
 
 API_PREFIX = "/api/v1"
@@ -82,24 +96,71 @@ GET_HEAD = ("GET", "HEAD")
 GET = ("GET",)
 POST = ("POST",)
 PATCH = ("PATCH",)
+PUT = ("PUT",)
 DELETE = ("DELETE",)
 
-Auth = Literal["public", "key", "key-or-bearer"]
-"""``public``: no credentials asked, and no body read. ``key``: ``x-api-key`` (and
-``x-tenant-id``) when the service has them. ``key-or-bearer``: also
-``Authorization: Bearer`` when the service has a bearer token (spec 5's control plane)."""
+class Auth(Enum):
+    """What a route asks of the caller before it reads the body (the values are the docs' words)."""
 
-Faults = Literal["tracing", "control"]
-"""Which injected faults may answer instead of the handler: ``tracing``
-(:class:`~._faults.FaultConfig`: rates, outages, scripted statuses, drops) or
-``control`` (:meth:`ControlPlane.fail_next <._control.ControlPlane.fail_next>`)."""
+    PUBLIC = "none"
+    """No credentials asked, and no body read."""
+    KEY = "key"
+    """``x-api-key`` (and ``x-tenant-id``) when the service has them."""
+    KEY_OR_BEARER = "key or bearer"
+    """Also ``Authorization: Bearer`` when the service has a bearer token (spec 5's control plane)."""
+    SHARE_TOKEN = "share token"
+    """No key: the path's ``{share_token}`` must name a live share (:mod:`._shares`), checked before the body
+    is read; a wrong or revoked token is the same 404."""
 
-SAME_ORIGIN = ("self",)
+
+class Faults(Enum):
+    """Which injected faults may answer instead of the handler."""
+
+    TRACING = "tracing"
+    """:class:`~._faults.FaultConfig`: rates, outages, scripted statuses, drops."""
+    CONTROL = "control"
+    """:meth:`ControlPlane.fail_next <._control.ControlPlane.fail_next>`."""
+
+
+class Rate(Enum):
+    """The rate-limit rule a row counts its requests under (:data:`._ratelimit.SPEC_RULES` rows with that ``route``)."""
+
+    INFO = "info"
+    RUNS_POST = "runs.post"
+    RUNS_BATCH = "runs.batch"
+    RUNS_MULTIPART = "runs.multipart"
+    RUNS_PATCH = "runs.patch"
+    RUNS_QUERY = "runs.query"
+    RUNS_STATS = "runs.stats"
+    RUNS_READ = "runs.read"
+    CHARTS = "charts"
+    SESSIONS_DELETE = "sessions.delete"
+    FEEDBACK_POST = "feedback.post"
+    OTLP = "otlp"
+    PUBLIC = "public"
+
+
+@dataclass(frozen=True)
+class Switch:
+    """A service option that turns a route on: ``name`` for the docs, ``on(service)`` for the dispatcher."""
+
+    name: str
+    on: Callable[[Service], bool] = field(compare=False)
+
+
+MULTIPART_ON = Switch("multipart", lambda service: service.multipart)
+"""``/runs/multipart`` is served only while the service offers multipart (``LocalService(multipart=False)``: 404)."""
+
+Pages = frozenset[Caller]
+"""The pages a route lets in (``Route.browsers``); a client (no page) always passes."""
+NO_PAGE: Pages = frozenset()
+"""``browsers`` for a route no page may call: clients only."""
+SAME_ORIGIN: Pages = frozenset({Caller.SELF})
 """``browsers`` for a route the viewer's page calls: the service's own origin, whatever name it was opened under."""
-CORS_ORIGINS = ("cors",)
+CORS_ORIGINS: Pages = frozenset({Caller.CORS})
 """``browsers`` for a route a web app may call from an origin named with ``--cors-origin`` (the service's JS SDK)."""
-SAME_ORIGIN_OR_CORS = SAME_ORIGIN + CORS_ORIGINS
-ANY_PAGE = ("*",)
+SAME_ORIGIN_OR_CORS: Pages = SAME_ORIGIN | CORS_ORIGINS
+ANY_PAGE: Pages = frozenset({Caller.SELF, Caller.CORS, Caller.FOREIGN})
 """``browsers`` for what any page may load: the viewer's files (a link from anywhere opens the viewer)."""
 
 
@@ -112,6 +173,7 @@ class Service(Protocol):
     multipart: bool
     workspace_id: str | None
     attachment_links: AttachmentLinks
+    otlp: OtlpIngest
 
     @property
     def store(self) -> RunStore: ...
@@ -139,7 +201,7 @@ class Body:
     check the raw size first.
     """
 
-    kind: Literal["json", "multipart", "none"]
+    kind: Literal["json", "multipart", "otlp", "none"]
     content_types: tuple[str, ...] = ()
     parse: Callable[[bytes, str | None], Any] | None = None
 
@@ -169,6 +231,8 @@ CONTROL_JSON = Body("json", ("application/json",), lambda data, _type: control_j
 """A JSON body as the control plane reads it: empty is None, malformed a 422 ``json_invalid``."""
 MULTIPART = Body("multipart", ("multipart/form-data",), _multipart)
 """``multipart/form-data`` parsed into :class:`~._multipart.Part` objects; malformed is a 422 ``runs.multipart``."""
+OTLP = Body("otlp", ("application/x-protobuf", "application/json"))
+"""An OTLP export request, left to its handler (:mod:`._otlp`), which reads it by its type and answers in the same."""
 
 
 @dataclass(frozen=True)
@@ -177,29 +241,28 @@ class Route:
 
     ``rate`` names the rate-limit rule (:data:`._ratelimit.SPEC_RULES` rows with that
     ``route``); None counts the request under the default rules. ``faults`` says which
-    injected faults apply. ``browsers`` lists the pages that may call the route
+    injected faults apply. ``browsers`` is the set of pages that may call the route
     (:mod:`._origins`): ``SAME_ORIGIN``, the viewer's own page; ``CORS_ORIGINS``, pages
-    of the origins named with ``--cors-origin``; empty, no page at all (clients only).
+    of the origins named with ``--cors-origin``; ``NO_PAGE``, no page at all (clients only).
     Any other page is refused with 403 before the rate limits, auth and the body.
     ``streams`` marks a long-lived answer (a long poll): its connection leaves its
     request slot for one of ``max_streams`` (503 when those are taken) and closes
-    after the answer, so waiting clients never use up the request slots. ``enabled_by`` names a
-    boolean attribute of the service that turns the route on; while it is off, the
-    path answers 404 to every method.
+    after the answer, so waiting clients never use up the request slots. ``enabled_by`` is the
+    :class:`Switch` that turns the route on; while it is off, the path answers 404 to every method.
     """
 
     path: str
     handler: Handler
     methods: tuple[str, ...]
-    auth: Auth = "key"
-    rate: str | None = None
+    auth: Auth = Auth.KEY
+    rate: Rate | None = None
     faults: Faults | None = None
     body: Body = NO_BODY
-    browsers: tuple[str, ...] = ()
+    browsers: Pages = NO_PAGE
     streams: bool = False
     api_v1: bool = True
     trailing_slash: bool = True
-    enabled_by: str | None = None
+    enabled_by: Switch | None = None
     pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -216,7 +279,8 @@ class Route:
 
     @property
     def public(self) -> bool:
-        return self.auth == "public"
+        """No key asked: the route is open to anyone who can reach the service (a share token may still be needed)."""
+        return self.auth in (Auth.PUBLIC, Auth.SHARE_TOKEN)
 
 
 @dataclass(frozen=True)
@@ -231,7 +295,7 @@ class Files:
 
     lookup: Callable[[str], Reply | None]
     paths: tuple[str, ...]
-    browsers: tuple[str, ...] = ()
+    browsers: Pages = NO_PAGE
     methods: tuple[str, ...] = GET_HEAD
 
 

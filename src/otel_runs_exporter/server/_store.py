@@ -35,6 +35,8 @@ from .._cost import PriceTable
 from . import _store_feedback as store_feedback
 from . import _store_search as store_search
 from ._ingest import Attachment
+from ._shares import SCHEMA as SHARES_SCHEMA
+from ._shares import ShareTable
 from ._store_projects import (
     PROJECT_COLUMNS,
     ProjectExists,
@@ -140,7 +142,7 @@ class RunStore:
             reindex = add_columns(conn, "runs", INDEX_COLUMNS)
             add_columns(conn, "runs", (("changed", "INTEGER"),))
             refill = add_columns(conn, "feedback", FEEDBACK_COLUMNS)
-            conn.executescript(SCHEMA)
+            conn.executescript(SCHEMA + SHARES_SCHEMA)
             if reindex:
                 self._reindex_all(conn)
             if refill:
@@ -161,6 +163,8 @@ class RunStore:
         """The latest write's number: each post or patch stored takes the next (the changes feed's cursor)."""
         self.store_id = secrets.token_hex(4)
         """Names this store in the changes feed's cursors: one of another (before a restart) starts over."""
+        self.shares = ShareTable(self._lock, lambda: self._db)
+        """The shared traces (:mod:`._shares`), in this database."""
 
     # --- lifecycle ---------------------------------------------------------------
 
@@ -296,11 +300,11 @@ class RunStore:
             )
 
     def reset(self) -> None:
-        """Delete every run, project, violation, feedback item and attachment."""
+        """Delete every run, project, violation, feedback item, attachment and share."""
         with self._lock:
             self._db.executescript(
                 "DELETE FROM runs; DELETE FROM projects; DELETE FROM violations; DELETE FROM feedback;"
-                " DELETE FROM attachments;"
+                " DELETE FROM attachments; DELETE FROM shares;"
             )
             self._seq = 0
             self._changed.notify_all()
@@ -657,7 +661,7 @@ class RunStore:
         return (row[0], bytes(row[1])) if row else None
 
     def delete_project(self, project_id: str) -> int | None:
-        """Delete a project, its runs, and their feedback, attachments and violations; the number of runs, or None.
+        """Delete a project, its runs, their feedback, attachments, violations and shares; the number of runs, or None.
 
         None when there is no such project. Feedback names its run as the client wrote
         the id (32-hex or hyphenated), so ids are compared without hyphens.
@@ -678,6 +682,7 @@ class RunStore:
                 db.execute(f"DELETE FROM attachments WHERE run_id IN ({runs_of})", (project_id,))
                 db.execute(f"DELETE FROM violations WHERE run_id IN ({runs_of})", (project_id,))
                 deleted = db.execute("DELETE FROM runs WHERE project_id = ?", (project_id,)).rowcount
+                db.execute("DELETE FROM shares WHERE project_id = ?", (project_id,))
                 db.execute("DELETE FROM projects WHERE id = ?", (project_id,))
                 db.execute("COMMIT")
             except BaseException:

@@ -33,6 +33,7 @@ __all__ = [
     "usage_totals",
     "merge_run",
     "merge_into",
+    "merge_extra",
     "sortable_time",
     "now_iso",
     "dumps",
@@ -201,19 +202,40 @@ def sortable_time(value: Any) -> str | None:
 
 
 def merge_into(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
-    """Overlay a patch: each field it carries replaces the stored one, ``extra`` and
-    the inputs, outputs and events included, as a whole.
+    """Overlay a patch: each field it carries replaces the stored one (inputs, outputs and events as a whole),
+    except ``extra``, which merges key by key (:func:`merge_extra`).
 
-    A client sends in its patch the run as it is at the end (the service's SDK
-    sends its whole ``extra`` again), so a key its post guessed must be able to
-    go; a union could only add. A field sent as null is one the client left out
-    (the SDK's ``inputs=None`` when it excludes them), not an erasure.
+    A field sent as null is one the client left out (the SDK's ``inputs=None`` when it
+    excludes them), not an erasure. ``extra`` merges because clients patch it partially:
+    the service's SDK posts its metadata and ``runtime`` and may patch an empty or partial
+    ``extra``, which must not wipe them. Nothing a patch carries takes a metadata key back:
+    the exporter's early posts carry no ``extra`` at all (only what is fixed at a span's start),
+    so its patches never need to.
     """
     for key, value in update.items():
         if value is None and key in base:
             continue
-        base[key] = value
+        old = base.get(key)
+        base[key] = merge_extra(old, value) if key == "extra" and isinstance(old, dict) and isinstance(value, dict) else value
     return base
+
+
+def merge_extra(stored: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """A patch's ``extra`` over the stored one: ``metadata`` by key, every other key (``runtime``,
+    ``invocation_params``, ...) replaced as given; a null or an empty patch changes nothing.
+
+    >>> merge_extra({"metadata": {"a": 1, "b": 2}, "runtime": {"sdk": "x"}}, {"metadata": {"b": 3}, "runtime": {"v": 1}})
+    {'metadata': {'a': 1, 'b': 3}, 'runtime': {'v': 1}}
+    >>> merge_extra({"metadata": {"a": 1}}, {})
+    {'metadata': {'a': 1}}
+    """
+    merged = dict(stored)
+    for key, value in patch.items():
+        if value is None and key in merged:
+            continue
+        old = merged.get(key)
+        merged[key] = {**old, **value} if key == "metadata" and isinstance(old, dict) and isinstance(value, dict) else value
+    return merged
 
 
 def merge_run(post: Mapping[str, Any] | None, patch: Mapping[str, Any] | None) -> dict[str, Any]:

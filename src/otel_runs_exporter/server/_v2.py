@@ -499,11 +499,12 @@ _VALUES: dict[str, _Getter] = {
     "COMPLETION_TOKENS": lambda run, c: _tokens(run, "out"),
     "TAGS": lambda run, c: run.get("tags") if isinstance(run.get("tags"), list) else None,
     "ATTACHMENTS": lambda run, c: c.get("attachments"),
+    "SHARE_URL": lambda run, c: c.get("share_url"),
     # No datasets here, so no run is in one.
     "IS_IN_DATASET": lambda run, c: False,
 }
 _NOT_KEPT = frozenset(RUN_SELECTS) - set(_VALUES)
-"""Selects answered as null: token and cost details, feedback stats, price model, app path, sharing, queues."""
+"""Selects answered as null: token and cost details, feedback stats, price model, app path, queues."""
 COST_SELECTS = frozenset({"TOTAL_COST", "PROMPT_COST", "COMPLETION_COST"})
 """The selects :func:`v2_run` answers from the store's usage of the run (``usage``)."""
 assert _NOT_KEPT <= frozenset(RUN_SELECTS)
@@ -516,11 +517,13 @@ def v2_run(
     *,
     attachments: Mapping[str, str] | None = None,
     usage: Mapping[str, Any] | None = None,
+    share_url: str | None = None,
 ) -> dict[str, Any]:
     """A stored run as a v2 ``Run``: exactly the ``selects`` (only ``id`` when there are none).
 
     ``attachments`` maps each attachment's name to its download address (``ATTACHMENTS``); ``usage`` is the
-    store's for the run (:meth:`RunStore.run_usage <._store.RunStore.run_usage>`: its own costs).
+    store's for the run (:meth:`RunStore.run_usage <._store.RunStore.run_usage>`: its own costs); ``share_url``
+    is its trace's share link, if the trace is shared (``SHARE_URL``).
 
     >>> v2_run({"id": "r1", "name": "agent", "run_type": "chain", "end_time": "2025-03-01T12:00:00Z"}, "p1",
     ...        ["NAME", "RUN_TYPE", "STATUS", "PROJECT_ID", "TOTAL_COST"])
@@ -533,6 +536,7 @@ def v2_run(
     computed["latency"] = (ended - begun).total_seconds() if begun is not None and ended is not None else None
     computed["attachments"] = dict(attachments) if attachments else None
     computed["usage"] = usage
+    computed["share_url"] = share_url
     out: dict[str, Any] = {}
     for name in selects:
         getter = _VALUES.get(name)

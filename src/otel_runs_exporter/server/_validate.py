@@ -24,8 +24,9 @@ Multipart ingestion (4.4)
     (:func:`._feedback.check_feedback`, the rule ``POST /feedback`` answers 422 for) [feedback]
 
 Runs (2.3), for every way a run arrives
-  * name, run_type and error are strings, serialized an object, tags a list of
-    strings, reference_example_id a UUID, when given [field_types]
+  * name, run_type, error and session_name are strings, serialized an object, tags a
+    list of strings, reference_example_id and session_id UUIDs, when given; run_type one
+    of the service's run types (``_convert.RUN_TYPES``: llm, chain, tool, ...) [field_types]
   * ids are UUIDs, 32-hex or hyphenated, and a body's id matches its part name or
     path [uuid, id_match]
   * start_time and end_time are ISO 8601 [timestamp_format]
@@ -59,6 +60,7 @@ from uuid import UUID
 
 import orjson
 
+from .._convert import RUN_TYPES
 from .._ids import (
     DottedOrderError,
     DottedOrderTooDeep,
@@ -339,14 +341,15 @@ _SCALAR_TYPES: dict[str, tuple[type, str]] = {
     "name": (str, "a string"),
     "run_type": (str, "a string"),
     "error": (str, "a string"),
+    "session_name": (str, "a string"),
     "serialized": (dict, "an object"),
     "tags": (list, "a list of strings"),
 }
 
 
 def check_scalar_fields(run_id: str, run: Mapping[str, Any], loc: Loc) -> list[Violation]:
-    """name, run_type and error are strings, serialized an object, tags a list of strings,
-    reference_example_id a UUID, each when given (not null)."""
+    """name, run_type, error and session_name are strings, serialized an object, tags a list of strings,
+    reference_example_id and session_id UUIDs, each when given (not null); run_type one the service knows."""
     out = []
     for key, (kind, expected) in _SCALAR_TYPES.items():
         value = run.get(key)
@@ -354,10 +357,15 @@ def check_scalar_fields(run_id: str, run: Mapping[str, Any], loc: Loc) -> list[V
             continue
         if not isinstance(value, kind) or (isinstance(value, list) and not all(isinstance(tag, str) for tag in value)):
             out.append(Violation(run_id, "field_types", f"{key} must be {expected}, got {_shown(value)}", (*loc, key)))
-    example = run.get("reference_example_id")
-    if example is not None and canonical_id(example) is None:
-        out.append(Violation(run_id, "field_types", f"reference_example_id must be a UUID, got {_shown(example)}",
-                             (*loc, "reference_example_id")))
+    run_type = run.get("run_type")
+    if isinstance(run_type, str) and run_type not in RUN_TYPES:
+        # The service's run type is an enum: its SDK's test of a run typed "agent" expects this 422.
+        out.append(Violation(run_id, "field_types", f"run_type must be one of {', '.join(sorted(RUN_TYPES))}, "
+                             f"got {_shown(run_type)}", (*loc, "run_type")))
+    for key in ("reference_example_id", "session_id"):
+        value = run.get(key)
+        if value is not None and canonical_id(value) is None:
+            out.append(Violation(run_id, "field_types", f"{key} must be a UUID, got {_shown(value)}", (*loc, key)))
     return out
 
 

@@ -19,7 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 
-__all__ = ["ViewerFile", "viewer_file", "viewer_link", "PATHS", "SECURITY_HEADERS", "CSP"]
+from ._reply import Reply
+
+__all__ = ["ViewerFile", "viewer_file", "viewer_reply", "viewer_link", "share_link", "PATHS", "SECURITY_HEADERS", "CSP"]
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
@@ -92,6 +94,14 @@ def viewer_file(path: str) -> ViewerFile | None:
     return cached
 
 
+def viewer_reply(path: str) -> Reply | None:
+    """The answer serving the viewer's file at ``path``, or None when the path is not one of them."""
+    page = viewer_file(path)
+    if page is None:
+        return None
+    return Reply(200, page.data, dict(page.headers), content_type=page.content_type)
+
+
 def viewer_link(service_url: str, trace_id: str, run_id: str | None = None) -> str:
     """The viewer's deep link to a trace (or one of its runs) on the service at ``service_url``.
 
@@ -106,3 +116,12 @@ def viewer_link(service_url: str, trace_id: str, run_id: str | None = None) -> s
     if "://" not in base:
         base = "http://" + base
     return f"{base}/#/trace/{trace_id}" + (f"/run/{run_id}" if run_id else "")
+
+
+def share_link(service_url: str, token: str) -> str:
+    """The viewer's read-only page of a shared trace: what the SDK's ``share_run`` builds from ``LANGSMITH_WEB_URL``.
+
+    >>> share_link("http://127.0.0.1:1984/", "0190b3c5-f1b8-7a3e-9c1d-2e3f4a5b6c7d")
+    'http://127.0.0.1:1984/public/0190b3c5-f1b8-7a3e-9c1d-2e3f4a5b6c7d/r'
+    """
+    return f"{service_url.strip().rstrip('/')}/public/{token}/r"

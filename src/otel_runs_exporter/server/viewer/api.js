@@ -4,6 +4,11 @@
 const KEY = "otel-runs.api-key";
 const TENANT = "otel-runs.tenant-id";
 
+// A share link (/public/TOKEN/r, what the SDK's share_run returns) opens the page read-only: its reads go to the
+// shared trace's public routes, with the token in the path and no key.
+const SHARE_PATH = /^\/public\/([0-9A-Fa-f-]{32,36})\/r$/.exec(location.pathname);
+export const shareToken = SHARE_PATH ? SHARE_PATH[1] : null;
+
 export class ApiError extends Error {
   constructor(status, message, retryAfter) {
     super(message);
@@ -33,7 +38,7 @@ function detailText(body) {
 
 async function request(method, path, body) {
   const headers = { Accept: "application/json" };
-  const { key, tenant } = credentials();
+  const { key, tenant } = shareToken ? { key: "", tenant: "" } : credentials();
   if (key) headers["x-api-key"] = key;
   if (tenant) headers["x-tenant-id"] = tenant;
   if (body !== undefined) headers["Content-Type"] = "application/json";
@@ -87,6 +92,26 @@ export const api = {
   // GET /api/v2/threads/{id}/traces: the SDK's client.threads.list_traces; `query` is the query string.
   threadTraces: (id, query) => request("GET", `/api/v2/threads/${encodeURIComponent(id)}/traces?${query}`),
 };
+
+// The shared page's reads: the same answers, narrowed by the service to the shared trace; nothing else is read
+// (no projects, feedback, violations or changes feed) and nothing is written.
+const none = (value) => () => Promise.resolve(value);
+const shared = {
+  projects: none([]),
+  // GET /public/{token}/run: the shared run, whose trace the page opens.
+  sharedRun: () => request("GET", `/public/${shareToken}/run`),
+  // POST /public/{token}/runs/query: a page of the trace's runs, as /runs/query answers it.
+  query: (body) => request("POST", `/public/${shareToken}/runs/query`, body),
+  // POST /public/{token}/runs/stats: the trace's counts, as /runs/stats answers them.
+  stats: (body) => request("POST", `/public/${shareToken}/runs/stats`, body),
+  // GET /public/{token}/run/{id}: one run of the trace.
+  run: (id) => request("GET", `/public/${shareToken}/run/${encodeURIComponent(id)}`),
+  changes: none({ runs: [], cursor: null, more: false }),
+  violations: none([]),
+  feedback: none([]),
+  addFeedback: () => Promise.reject(new ApiError(403, "a shared trace is read-only")),
+};
+if (shareToken) Object.assign(api, shared);
 
 // JSON string literal for the filter language the query endpoint takes.
 export function quote(text) {

@@ -2,7 +2,7 @@
 // #/projects/NAME), the key prompt,
 // and the one poller every view's background requests go through.
 
-import { ApiError, api, credentials, saveCredentials } from "./api.js";
+import { ApiError, api, credentials, saveCredentials, shareToken } from "./api.js";
 import { cut, h, isUuid, replace } from "./dom.js";
 import { ListView } from "./list.js";
 import { ProjectView } from "./charts.js";
@@ -81,6 +81,18 @@ class App {
   }
 
   async start() {
+    if (shareToken) {
+      // A share link: the shared run names the one trace this page shows.
+      try {
+        this.sharedTrace = String((await api.sharedRun()).trace_id).toLowerCase();
+      } catch (error) {
+        this.say(`Cannot open the shared trace: ${error.message}`, "error");
+        replace(this.main, h("p", { class: "empty" }, "This shared trace cannot be read: the link is wrong, or it was unshared."));
+        return;
+      }
+      this.route();
+      return;
+    }
     // One request first, so a service with a key shows only the prompt, nothing of the runs.
     try {
       this.projects = await api.projects();
@@ -101,6 +113,10 @@ class App {
     const hash = location.hash || "#/";
     const [path, query] = hash.slice(1).split("?");
     const parts = path.split("/").filter(Boolean);
+    if (this.sharedTrace && !(parts[0] === "trace" && String(parts[1]).toLowerCase() === this.sharedTrace)) {
+      location.replace(`#/trace/${this.sharedTrace}`); // its hashchange routes to the shared trace
+      return;
+    }
     if (parts[0] === "trace" && isUuid(parts[1])) {
       const runId = parts[2] === "run" && isUuid(parts[3]) ? parts[3].toLowerCase() : null;
       const traceId = parts[1].toLowerCase();

@@ -2,7 +2,7 @@
 // conversation, anything else as folding JSON), its error, events, tokens, model,
 // metadata, tags, timing and ids.
 
-import { ApiError, api } from "./api.js";
+import { ApiError, api, shareToken } from "./api.js";
 import {
   clipped, copyButton, cut, fmtBytes, fmtCost, fmtDuration, fmtInt, fmtTime, h, link, parseTime, replace, statusBadge, statusOf, typeBadge,
 } from "./dom.js";
@@ -128,11 +128,14 @@ function renderRun(run, traceId, violations, feedback, added) {
   ];
   const ruled = violationsBlock(violations);
   if (ruled) blocks.push(ruled);
-  blocks.push(
-    Array.isArray(feedback)
-      ? feedbackBlock(run, feedback, added)
-      : section("Feedback", h("p", { class: "empty" }, `Cannot read it: ${feedback && feedback.failed}`)),
-  );
+  if (!shareToken) {
+    // A shared trace is read-only, and its feedback is not shared.
+    blocks.push(
+      Array.isArray(feedback)
+        ? feedbackBlock(run, feedback, added)
+        : section("Feedback", h("p", { class: "empty" }, `Cannot read it: ${feedback && feedback.failed}`)),
+    );
+  }
   if (run.error !== undefined && run.error !== null) {
     blocks.push(section("Error", bigText(String(run.error), "error")));
   }

@@ -6,7 +6,7 @@
 // 10,000-run trace costs as much to show as a 50-run one; a trace that large also
 // opens with only the root's children unfolded.
 
-import { api } from "./api.js";
+import { api, shareToken } from "./api.js";
 import {
   copyButton, cut, fmtCost, fmtDuration, fmtInt, fmtTime, h, link, parseTime, replace, statusBadge, statusOf, typeBadge,
 } from "./dom.js";
@@ -443,7 +443,7 @@ export class TraceView {
       fact("tokens", stats.tokens === null ? "…" : stats.tokens ? `${fmtInt(stats.tokens)} (in ${fmtInt(stats.prompt)}, out ${fmtInt(stats.completion)})` : "0"),
       fact("failed runs", fmtInt(stats.errors)),
       fact("cost", stats.tokens === null ? "…" : costText(stats)),
-      fact("feedback", this.feedback ? summaryText(this.feedback) : "…"),
+      shareToken ? null : fact("feedback", this.feedback ? summaryText(this.feedback) : "…"),
       run.thread_id
         ? h("span", { class: "fact" }, h("span", { class: "label" }, "thread"),
             h("a", { href: `#/threads/${encodeURIComponent(String(run.thread_id))}?project=${encodeURIComponent(String(run.session_id || ""))}` }, cut(String(run.thread_id), 80)))

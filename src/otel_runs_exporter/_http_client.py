@@ -60,7 +60,7 @@ one that answers from a table or records what was sent, instead of patching::
     >>> client.request("POST", "/runs", time.monotonic() + 5, retry=False)
     Traceback (most recent call last):
     ...
-    otel_runs_exporter._http.RetryLater: gave up retrying before the deadline
+    otel_runs_exporter._http_client.RetryLater: gave up retrying before the deadline
     >>> client.counts
     RequestCounts(requests=1, retried=0, failed=1, throttled=0)
 

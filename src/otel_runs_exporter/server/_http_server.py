@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from .. import __version__
+from .._version import __version__
 from ._connections import READ_CHUNK, Connection, ConnectionLimits, ConnectionSlots, PacedReader, Refuser
 from ._numbers import plain_int
 from ._reply import DROP, Refuse, Reply, detail
