@@ -18,6 +18,7 @@ from typing import Any
 
 from .._cost import PriceTable
 from ._attachments import AttachmentLinks
+from ._changes import LIVE_WINDOW_S
 from ._control import ControlPlane, ServiceClock
 from ._dispatch import Credentials, Dispatcher
 from ._faults import FaultConfig
@@ -88,6 +89,9 @@ class LocalService:
     ``prices`` is a price file (or a :class:`~otel_runs_exporter._cost.PriceTable`) whose rows replace or add to
     the shipped table's: every model run is priced with it, those stored before included (:mod:`otel_runs_exporter._cost`).
     Without it new runs get the shipped table's prices and stored ones keep theirs.
+
+    ``live_window_s`` (default 600): the viewer marks a trace live while it has an open run and a run of it was
+    stored within this many seconds (:mod:`._changes`), not every trace whose runs never ended.
     """
 
     def __init__(
@@ -116,6 +120,7 @@ class LocalService:
         allow_hosts: Sequence[str] = (),
         cors_origins: Sequence[str] = (),
         prices: str | os.PathLike[str] | PriceTable | None = None,
+        live_window_s: float = LIVE_WINDOW_S,
     ) -> None:
         if isinstance(allow_hosts, str) or isinstance(cors_origins, str):
             raise TypeError("allow_hosts and cors_origins are lists of names, e.g. allow_hosts=['devbox.lan']")
@@ -127,6 +132,9 @@ class LocalService:
             )
         # A price file is read now, so a bad one is a ValueError (PriceFileError) naming it before anything starts.
         self.prices = PriceTable.load(prices) if isinstance(prices, (str, os.PathLike)) else prices
+        if isinstance(live_window_s, bool) or not isinstance(live_window_s, (int, float)) or not 0 < live_window_s < float("inf"):
+            raise ValueError(f"live_window_s must be a number of seconds above 0, got {live_window_s!r}")
+        self.live_window_s = float(live_window_s)
         self.host = host
         self.port = port
         self._credentials = Credentials(api_key, bearer_token)

@@ -112,6 +112,7 @@ class Service(Protocol):
     multipart: bool
     workspace_id: str | None
     attachment_links: AttachmentLinks
+    live_window_s: float
 
     @property
     def store(self) -> RunStore: ...
