@@ -147,7 +147,8 @@ class App {
   }
 
   setCrumbs(...items) {
-    replace(this.crumbs, items.map((item, i) => [i ? h("span", { class: "sep" }, "/") : null, item]));
+    const shown = items.filter(Boolean);
+    replace(this.crumbs, shown.map((item, i) => [i ? h("span", { class: "sep" }, "/") : null, item]));
   }
 
   say(text, kind = "info") {
