@@ -48,6 +48,7 @@ QUESTIONS = ["Where is order #1001?", "Where is order #1002?", "Cancel order #10
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
 BIG_RUNS = 2000
+SQUEEZED = "summarize_all_400_answers_for_the_report"  # 40 characters, on a model call's row
 
 
 def _png(width: int = 96, height: int = 64) -> bytes:
@@ -143,8 +144,8 @@ def _run(trace_id: str, parent: dict[str, Any] | None, name: str, at: datetime, 
 
 
 def _big_trace(url: str) -> str:
-    """A 2,000-run trace: an agent's 399 steps, each a chain with a model call and three tools under it, and four
-    closing tools."""
+    """A 2,000-run trace: an agent's 399 steps, each a chain with a model call and three tools under it, a model
+    call before them and three closing tools."""
     trace_id = str(uuid.uuid4())
     at = datetime.now(timezone.utc) - timedelta(minutes=30)
     root = _run(trace_id, None, "nightly_batch_of_order_questions", at, inputs={"messages": [{"role": "user", "content": "Answer the 400 open questions."}]},
@@ -159,7 +160,10 @@ def _big_trace(url: str) -> str:
                             "usage_metadata": {"input_tokens": 20, "output_tokens": 5}},
                    extra={"metadata": {"ls_model_name": "gpt-4o-mini"}})
         runs += [chain, llm] + [_run(trace_id, chain, f"tool_{k}", t, run_type="tool") for k in range(3)]
-    runs += [_run(trace_id, root, name, at + timedelta(seconds=5), run_type="tool") for name in ("report", "notify", "archive", "close")]
+    runs += [_run(trace_id, root, name, at + timedelta(seconds=5), run_type="tool") for name in ("report", "notify", "archive")]
+    # First under the root, a model call whose name (40 characters) leaves its row no room for all its numbers.
+    runs.append(_run(trace_id, root, SQUEEZED, at, run_type="llm", outputs={"usage_metadata": {"input_tokens": 900, "output_tokens": 100}},
+                     extra={"metadata": {"ls_model_name": "gpt-4o-mini"}}))
     assert len(runs) == BIG_RUNS
     for at_ in range(0, len(runs), 500):
         answer = requests.post(url + "/runs/batch", json={"post": runs[at_:at_ + 500]}, timeout=30)
@@ -217,8 +221,9 @@ def seeded() -> Iterator[Seeded]:
         _deliver_agents(service.url)
         big = _big_trace(service.url)
         bad = _bad_input(service.url)
-        roots = requests.post(service.url + "/runs/query", json={"is_root": True, "query": "#1002", "select": []}, timeout=10)
-        (full,) = [r for r in roots.json()["runs"] if r["name"] == "conversation_turn"]
+        body = {"is_root": True, "filter": 'eq(name, "conversation_turn")', "select": ["inputs"]}
+        roots = requests.post(service.url + "/runs/query", json=body, timeout=10).json()["runs"]
+        (full,) = [r for r in roots if "#1002" in str(r["inputs"])]
         yield Seeded(service, service.trace(full["trace_id"]), big, bad)
 
 
@@ -251,7 +256,7 @@ for (const usage of document.querySelectorAll('.tree .row .usage')) {
   for (const part of usage.children) {
     const p = part.getBoundingClientRect();
     const inside = p.top >= u.top - 0.5 && p.bottom <= u.bottom + 0.5 && p.left >= u.left - 0.5 && p.right <= u.right + 0.5;
-    const outside = p.top >= u.bottom - 0.5 || p.right <= u.left + 0.5 || p.width === 0;
+    const outside = p.top >= u.bottom - 0.5 || p.right <= u.left + 0.5 || p.width === 0 || getComputedStyle(part).visibility === 'hidden';
     if (!inside && !outside) cut.push(part.textContent);
   }
 }
@@ -286,31 +291,37 @@ def test_a_model_call_reads_at_a_glance_messages_first_tool_calls_as_calls_names
             assert LONG_NAME in [n["text"] for n in geometry["names"]]
             screenshot(page, f"viewer3-agent-call-{width}")
 
-    # The assistant's call as a call, its result beside it; the user's image as an image.
-    tool_call = page.find_element(By.CSS_SELECTOR, ".detail .io-in .tool-call")
-    assert tool_call.find_element(By.CSS_SELECTOR, ".call-line").text == 'get_weather({"city":"fake-city"})'
-    assert tool_call.find_element(By.CSS_SELECTOR, ".tool-result").get_attribute("textContent") == '→ {"temp_c":18,"sky":"clear"}'
-    roles = [e.text for e in page.find_elements(By.CSS_SELECTOR, ".detail .io-in .message > .role")]
-    assert roles == ["SYSTEM", "USER", "ASSISTANT"]  # the tool's message is drawn under the call it answers
-    drawn = page.execute_script(
-        "const i = document.querySelector('.detail .io-in img.thumb'); return i && i.complete && i.naturalWidth")
-    assert drawn == 96
-    summary = page.find_element(By.CSS_SELECTOR, ".detail .runfacts").text
-    assert "17 tok" in summary and "gpt-4o-mini (openai)" in summary and "$0.0000047" in summary
+        # The assistant's call as a call, its result beside it; the user's image as an image.
+        tool_call = page.find_element(By.CSS_SELECTOR, ".detail .io-in .tool-call")
+        assert tool_call.find_element(By.CSS_SELECTOR, ".call-line").text == 'get_weather({"city":"fake-city"})'
+        assert tool_call.find_element(By.CSS_SELECTOR, ".tool-result").get_attribute("textContent") == '→ {"temp_c":18,"sky":"clear"}'
+        roles = [e.text for e in page.find_elements(By.CSS_SELECTOR, ".detail .io-in .message > .role")]
+        assert roles == ["SYSTEM", "USER", "ASSISTANT"]  # the tool's message is drawn under the call it answers
+        drawn = page.execute_script(
+            "const i = document.querySelector('.detail .io-in img.thumb'); return i && i.complete && i.naturalWidth")
+        assert drawn == 96
+        summary = page.find_element(By.CSS_SELECTOR, ".detail .runfacts").text
+        assert "17 tok" in summary and "gpt-4o-mini (openai)" in summary and "$0.0000047" in summary
 
-    # The tree: the model asked for on the row, the one that answered in its title; a chain's subtree totals.
-    rows = _rows(page)
-    assert rows[call["id"]]["model"] == "model asked for: gpt-4o-mini; answered by gpt-4o-mini-fake-0001"
-    loop = seeded.named("agent_loop")
-    under = [r for r in seeded.agent if r["dotted_order"].startswith(loop["dotted_order"] + ".")]
-    tokens = sum((r.get("outputs") or {}).get("usage_metadata", {}).get("total_tokens", 0) for r in under)
-    assert tokens == 19 + 17 + 17 and rows[loop["id"]]["usage"].startswith(f"{tokens} tok$"), rows[loop["id"]]
+        # The tree: the model asked for on the row, the one that answered in its title; a chain's subtree totals.
+        rows = _rows(page)
+        assert rows[call["id"]]["model"] == "model asked for: gpt-4o-mini; answered by gpt-4o-mini-fake-0001"
+        loop = seeded.named("agent_loop")
+        under = [r for r in seeded.agent if r["dotted_order"].startswith(loop["dotted_order"] + ".")]
+        tokens = sum((r.get("outputs") or {}).get("usage_metadata", {}).get("total_tokens", 0) for r in under)
+        assert tokens == 19 + 17 + 17 and rows[loop["id"]]["usage"].startswith(f"{tokens} tok$"), rows[loop["id"]]
 
-    # The failing tool: its error first, then its input.
-    click(lambda: page.find_element(By.CSS_SELECTOR, f'.row[data-run-id="{seeded.named("lookup_order")["id"]}"]'), "the failing tool")
-    line = wait_for(lambda: page.find_elements(By.CSS_SELECTOR, ".detail .error-line"), what="the tool's error")[0]
-    assert line.text == "TimeoutError: the order service did not answer in 5 s"
-    with window(page, *SIZES[0]):
+        # A retriever's documents as a list, at 1366 again.
+        resize(page, *SIZES[0])
+        click(lambda: page.find_element(By.CSS_SELECTOR, f'.row[data-run-id="{seeded.named("retrieve")["id"]}"]'), "the retriever")
+        docs = wait_for(lambda: page.find_elements(By.CSS_SELECTOR, ".detail .io-out .documents > li"), what="the documents")
+        assert [d.find_element(By.CSS_SELECTOR, ".text").text for d in docs] == ["Orders ship within two days.", "Refunds take a week."]
+        screenshot(page, "viewer3-retriever-1366")
+
+        # The failing tool: its input, then its error where its outputs go.
+        click(lambda: page.find_element(By.CSS_SELECTOR, f'.row[data-run-id="{seeded.named("lookup_order")["id"]}"]'), "the failing tool")
+        line = wait_for(lambda: page.find_elements(By.CSS_SELECTOR, ".detail .error-line"), what="the tool's error")[0]
+        assert line.text == "TimeoutError: the order service did not answer in 5 s"
         assert page.execute_script(GEOMETRY)["output"] < SIZES[0][1]
         screenshot(page, "viewer3-failing-tool-1366")
         # The image opens full size over the page, and Escape closes it.
@@ -361,8 +372,15 @@ def test_a_2000_run_trace_opens_with_its_root_run_readable(page: Any, seeded: Se
             assert 0 < geometry["input"] < height and 0 < geometry["output"] < height, geometry
             assert [n["text"] for n in geometry["names"] if n["clipped"]] == [] and geometry["cut"] == [], geometry
             # A folded step shows what it holds: its model call's tokens and cost, added up.
-            step = page.execute_script("return document.querySelectorAll('.tree .row')[1].querySelector('.usage').textContent")
+            step = page.execute_script("return document.querySelectorAll('.tree .row')[2].querySelector('.usage').textContent")
             assert step == "25 tok$0.0000060", step
+            # The long-named call keeps its name whole; at 1366 px its model and numbers give way, none shown cut.
+            shown = page.execute_script(
+                "const row = document.querySelectorAll('.tree .row')[1]; const u = row.querySelector('.usage').getBoundingClientRect();"
+                " return [row.querySelector('.name').textContent, ...[...row.querySelectorAll('.usage > span')]"
+                ".filter((e) => e.getBoundingClientRect().top < u.bottom - 1 && getComputedStyle(e).visibility !== 'hidden')"
+                ".map((e) => e.textContent)]")
+            assert shown == ([SQUEEZED] if width == 1366 else [SQUEEZED, "gpt-4o-mini", "1,000 tok", "$0.00019"]), shown
             screenshot(page, f"viewer3-2000-runs-{width}")
 
 

@@ -405,6 +405,7 @@ export class TraceView {
     const rows = [];
     for (let i = first; i < last; i += 1) rows.push(this.row(this.visible[i], i));
     replace(this.rowsLayer, rows);
+    wholeOrNone(this.rowsLayer);
   }
 
   row(node, index) {
@@ -535,6 +536,18 @@ function addUp(nodes) {
     into.tokens += from.tokens;
     into.unpriced += from.unpriced;
     if (from.cost !== null) into.cost = (into.cost || 0) + from.cost;
+  }
+}
+
+// What the stylesheet cannot do: a row's last number wider than the room the name leaves (it cannot wrap away,
+// being alone on its line) is hidden, not shown cut. Measured once per drawing of the rows in view.
+function wholeOrNone(layer) {
+  for (const usage of layer.querySelectorAll(".usage")) {
+    const room = usage.getBoundingClientRect();
+    for (const part of usage.children) {
+      const at = part.getBoundingClientRect();
+      if (at.left < room.left - 0.5 && at.top < room.bottom - 0.5) part.style.visibility = "hidden";
+    }
   }
 }
 

@@ -166,12 +166,14 @@ function documents(value) {
 function documentsView(docs) {
   const items = docs.slice(0, ENTRIES_AT).map((doc, i) => {
     const text = doc.page_content ?? doc.content ?? doc.text;
-    const meta = isObject(doc.metadata) ? doc.metadata : null;
+    const meta = isObject(doc.metadata) ? { ...doc.metadata } : null;
+    const source = meta && meta.source !== undefined ? meta.source : undefined;
+    if (meta) delete meta.source; // said in the document's heading
     const rest = Object.fromEntries(Object.entries(doc).filter(([k]) => !["page_content", "content", "text", "metadata", "type"].includes(k)));
     return h(
       "li",
       { class: "doc" },
-      h("div", { class: "doc-head" }, `document ${i + 1}`, meta && meta.source !== undefined ? h("span", { class: "doc-source" }, " · ", clipped(String(meta.source), { limit: 200 })) : null),
+      h("div", { class: "doc-head" }, `document ${i + 1}`, source !== undefined ? h("span", { class: "doc-source" }, " · ", clipped(String(source), { limit: 200 })) : null),
       foldedText(text, { lines: 4 }),
       meta && Object.keys(meta).length ? plainView(meta, OPEN_LEVELS - 1) : null,
       Object.keys(rest).length ? plainView(rest, OPEN_LEVELS - 1) : null,
