@@ -177,6 +177,7 @@ HOSTILE = "<img src=x onerror=alert(1)>"
 FIVE_MB = base64.b64encode(b"\x89PNG" + bytes(range(256)) * 15_000).decode()  # ~5 MB of base64
 SVG = "data:image/svg+xml;base64," + base64.b64encode(b"<svg xmlns='http://www.w3.org/2000/svg' onload='alert(3)'/>").decode()
 ELSEWHERE = "https://images.example.invalid/parcel.png"
+LONG_CHAT = 3000  # messages
 
 
 def _bad_input(url: str) -> dict[str, Any]:
@@ -196,7 +197,9 @@ def _bad_input(url: str) -> dict[str, Any]:
             {"id": "c1", "type": "function", "function": {"name": f"run{HOSTILE}", "arguments": "{not json at all"}}]},
         {"role": "tool", "tool_call_id": "c1", "content": "done"},
     ]}, outputs={"messages": [{"role": "assistant", "content": 42}]})
-    answer = requests.post(url + "/runs/batch", json={"post": [root, llm]}, timeout=30)
+    chatty = _run(trace_id, root, "long_chat", at + timedelta(milliseconds=2), run_type="llm", session_name="bad", inputs={
+        "messages": [{"role": "user" if n % 2 else "assistant", "content": f"message {n}"} for n in range(LONG_CHAT)]})
+    answer = requests.post(url + "/runs/batch", json={"post": [root, llm, chatty]}, timeout=30)
     assert answer.status_code == 202, answer.text
     return llm
 
@@ -421,6 +424,16 @@ def test_bad_input_stays_readable_bounded_and_text(page: Any, seeded: Seeded) ->
     assert "hologram" in shown["other"] and HOSTILE in shown["other"]
     assert f"Look \u2068{BIDI}" in shown["text"] or f"Look {BIDI}" in shown["text"]
     assert shown["heading"] < 300 and shown["row"] < 300  # a 10,000-character name, cut
+
+    # 3,000 messages: the first and the last three are built; the rest 200 at a click.
+    with window(page, *SIZES[0]):
+        click(lambda: page.find_element(By.XPATH, "//a[contains(@class, 'row')][.//span[text()='long_chat']]"), "the long chat")
+        fold = wait_for(lambda: page.find_element(By.CSS_SELECTOR, ".detail button.earlier"), what="the folded messages")
+        assert fold.text == f"▸ {LONG_CHAT - 4:,} earlier messages"
+        assert len(page.find_elements(By.CSS_SELECTOR, ".detail .message")) == 4
+        fold.click()
+        wait_for(lambda: len(page.find_elements(By.CSS_SELECTOR, ".detail .message")) == 204, what="200 more")
+        assert page.find_element(By.CSS_SELECTOR, ".detail button.earlier").text == f"▸ {LONG_CHAT - 204:,} earlier messages"
 
 
 def test_one_bucket_draws_a_point_the_header_says_what_it_counts_and_an_old_open_trace_is_not_live(page: Any, seeded: Seeded) -> None:

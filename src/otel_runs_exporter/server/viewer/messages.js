@@ -16,6 +16,7 @@ const TEXT_PARTS = new Set(["text", "input_text", "output_text"]);
 const KEEP_FIRST = 1; // messages shown before the fold of a long conversation
 const KEEP_LAST = 3; // and after it
 const FOLD_ABOVE = KEEP_FIRST + KEEP_LAST + 1;
+const MESSAGES_A_PAGE = 200; // folded messages built at a click
 const ARGS_INLINE_AT = 100; // characters of a call's arguments written on its line; longer ones are indented JSON
 const ARGS_LINES = 4; // lines of a long call's arguments shown before "show more"
 const RESULT_LINES = 4;
@@ -104,7 +105,9 @@ function resultsOf(message) {
     .map((part) => ({ id: str(part.tool_use_id) || str(part.id) || str(part.call_id), value: part.content ?? part.response ?? part.result ?? part.output }));
 }
 
-// A conversation: each message with its role, a tool result drawn under the call it answers.
+// A conversation: each message with its role, a tool result drawn under the call it answers. A long one
+// shows its first message and its last ones; the ones between are built when asked for, a page at a time,
+// so a run of 10,000 messages costs the page what one of five does.
 export function conversationView(messages) {
   const calls = new Set(messages.flatMap((m) => callsOf(m).map((c) => c.id)).filter(Boolean));
   const answers = new Map();
@@ -112,21 +115,25 @@ export function conversationView(messages) {
     for (const result of resultsOf(message)) if (result.id && calls.has(result.id) && !answers.has(result.id)) answers.set(result.id, result);
   }
   const placed = new Set([...answers.values()]);
-  const shown = messages.map((message) => messageView(message, answers, placed)).filter(Boolean);
+  const views = (list) => list.map((message) => messageView(message, answers, placed)).filter(Boolean);
   const box = h("div", { class: "conversation" });
-  if (shown.length <= FOLD_ABOVE) {
-    box.append(...shown);
+  if (messages.length <= FOLD_ABOVE) {
+    box.append(...views(messages));
     return box;
   }
-  // A long conversation: its first message and its last ones; what came between is one click away.
-  const hidden = shown.slice(KEEP_FIRST, shown.length - KEEP_LAST);
-  const more = h("button", { type: "button", class: "earlier" }, `▸ ${fmtInt(hidden.length)} earlier messages`);
-  more.addEventListener("click", (event) => {
-    event.preventDefault();
-    more.replaceWith(...hidden);
-    settle(box);
-  });
-  box.append(...shown.slice(0, KEEP_FIRST), more, ...shown.slice(shown.length - KEEP_LAST));
+  const between = messages.slice(KEEP_FIRST, messages.length - KEEP_LAST);
+  const fold = (from) => {
+    const left = between.length - from;
+    const more = h("button", { type: "button", class: "earlier" }, `▸ ${fmtInt(left)} earlier message${left === 1 ? "" : "s"}`);
+    more.addEventListener("click", (event) => {
+      event.preventDefault();
+      const next = from + MESSAGES_A_PAGE;
+      more.replaceWith(...views(between.slice(from, next)), ...(next < between.length ? [fold(next)] : []));
+      settle(box);
+    });
+    return more;
+  };
+  box.append(...views(messages.slice(0, KEEP_FIRST)), fold(0), ...views(messages.slice(messages.length - KEEP_LAST)));
   return box;
 }
 
