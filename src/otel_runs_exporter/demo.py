@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from ._processor import RunsSpanProcessor
 from .instrumentation import traceable
-from .server import LocalService, render_tree, viewer_link
+from .server import LocalService, render_tree, short_prefix, viewer_link
 
 __all__ = ["run_demo"]
 
@@ -146,7 +146,9 @@ def run_demo(
         if not ok:
             print("demo FAILED: not every run arrived intact", file=out)
         if until_stopped is None:
-            print(_next_steps(db, new_traces[0] if new_traces else None), file=out)
+            # The prefix `runs list` shows for the trace, which `runs tree` takes back.
+            shown = short_prefix(new_traces[0], service.store.trace_ids()) if new_traces else None
+            print(_next_steps(db, shown), file=out)
             return 0 if ok else 1
         trace_link = viewer_link(service.url, new_traces[0]) if new_traces else f"{service.url}/"
         print(
@@ -168,11 +170,12 @@ def _next_steps(db: str, trace_id: str | None) -> str:
             "\nThe runs were in memory and went with the demo. To keep them and look at them later:\n"
             "  otel-runs demo --db demo.db\n"
             "  otel-runs runs list --db demo.db\n"
-            "  otel-runs runs tree TRACE_ID --db demo.db"
+            "  otel-runs runs tree TRACE_ID --db demo.db\n"
+            "(runs list prints a line a trace, --tree their runs; runs tree takes the id's start that list shows)"
         )
     path = shlex.quote(os.path.abspath(db))
     return (
-        f"\nThe runs are kept in {path}. Look at them again:\n"
+        f"\nThe runs are kept in {path}. Look at them again, a line a trace (--tree: with their runs), and this one:\n"
         f"  otel-runs runs list --db {path}\n"
         f"  otel-runs runs tree {trace_id or 'TRACE_ID'} --db {path}\n"
         f"To add your own app's traces, run `otel-runs serve --db {path}` and point the app at its URL\n"

@@ -47,10 +47,13 @@ def test_demo_with_db_keeps_its_runs_and_the_commands_it_prints_show_them(tmp_pa
     assert listing[:3] == ["otel-runs", "runs", "list"] and tree[:3] == ["otel-runs", "runs", "tree"]
     shown = otel_runs(*listing[1:])
     assert shown.returncode == 0, shown.stderr
-    assert shown.stdout.count("chain  answer_question") == 2  # both demos' traces, after both services stopped
+    # Both demos' traces, a line each, after both services stopped; the tree is named by the start of its id
+    # that the list shows, which no other trace's shares.
+    assert [line.split()[3] for line in shown.stdout.splitlines()[1:]] == ["answer_question", "answer_question"]
+    assert tree[3] in [line.split()[0] for line in shown.stdout.splitlines()[1:]]
     one = otel_runs(*tree[1:])
     assert one.returncode == 0, one.stderr
-    assert one.stdout.startswith(f"trace {tree[3]}  (5 runs)")
+    assert one.stdout.startswith(f"trace {tree[3]}") and one.stdout.splitlines()[0].endswith("  (5 runs)")
     assert "tool  flaky_tool" in one.stdout
 
 

@@ -61,7 +61,7 @@ def test_a_seeded_day_per_hour(service: LocalService) -> None:
     assert series["latency_p50"][:3] == [1.0, 2.0, 3.0] and series["tokens"] == [1500] * 24
     # gpt-4o-mini in the odd hours ($0.00045 a call); the house model has no price: null, not 0.
     assert series["cost"][0] is None and series["cost"][1] == pytest.approx(0.00045)
-    assert day["totals"] == {"traces": 24, "runs": 48, "errors": 4, "tokens": 36000,
+    assert day["totals"] == {"traces": 24, "runs": 48, "errors": 4, "failed_traces": 4, "tokens": 36000,
                              "cost": pytest.approx(12 * 0.00045), "unpriced": 12}
     assert set(day["by_run_type"]) == {"chain", "llm"} and day["by_run_type"]["llm"]["latency_p99"][0] == 0.5
     assert sum(day["by_model"]["gpt-4o-mini"]["runs"]) == 12 and sum(day["by_model"]["house-model"]["tokens"]) == 18000

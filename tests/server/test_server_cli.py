@@ -213,6 +213,13 @@ def test_runs_list_and_check(filled_db: tuple[Path, Trace, Trace], capsys: pytes
     db, complete, broken = filled_db
     monkeypatch.setenv(cli.ENV_SERVER_DB, str(db))
     assert cli.main(["runs", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # A line a trace: the id's start, name, status (the one whose root never came says so), tokens.
+    assert lines[0].split() == ["TRACE", "STARTED", "(UTC)", "NAME", "STATUS", "LATENCY", "TOKENS", "COST", "INPUT"]
+    by_id = {line.split()[0]: line for line in lines[1:]}
+    assert by_id[complete.root_id[:8]].split()[3:6] == ["agent", "ok", "1.005s"], lines
+    assert by_id[broken.root_id[:8]].split()[3:6] == ["llm", "no", "root"], lines
+    assert cli.main(["runs", "list", "--tree"]) == 0
     out = capsys.readouterr().out
     assert f"trace {complete.root_id}  (2 runs)" in out
     assert f"(parent {broken.root_id} missing)" in out
@@ -261,7 +268,7 @@ def test_runs_check_clean_and_missing_db(tmp_path: Path, capsys: pytest.CaptureF
     with LocalService(db=str(db)):
         pass
     assert cli.main(["runs", "check", "--db", str(db)]) == 0
-    assert "no problems found" in capsys.readouterr().out
+    assert capsys.readouterr().out == f"no problems found in {db}\n"
     assert cli.main(["runs", "list", "--db", str(tmp_path / "absent.db")]) == 1
     assert "no runs database" in capsys.readouterr().err
     assert not (tmp_path / "absent.db").exists()
@@ -323,7 +330,7 @@ def test_runs_list_piped_into_head_stops_quietly(many_traces_db: Path) -> None:
                 proc.kill()
                 proc.wait(5)
         writer.stderr.close()
-    assert first.decode().startswith("trace ") and first.count(b"\n") == 1
+    assert first.decode().startswith("TRACE ") and first.count(b"\n") == 1
     assert err == b"", err.decode()
     assert writer.returncode == cli.EXIT_BROKEN_PIPE == 141
 

@@ -125,9 +125,9 @@ def test_list_finds_traces_by_text_in_any_run_and_by_a_run_filter(
     assert cli.main(["runs", "list", "--json", *args, "--filter", 'eq(status, "error")']) == 0
     assert _lines(capsys.readouterr().out) == []
     assert cli.main(["runs", "list", *args, "--search", "answer", "--filter", 'eq(run_type, "chain")']) == 0
-    assert capsys.readouterr().out.count("trace ") == 3  # the alpha roots with outputs {"answer": 42}
+    assert len(capsys.readouterr().out.splitlines()) == 1 + 3  # the alpha roots with outputs {"answer": 42}
     assert cli.main(["runs", "list", "--db", str(filled.db), "--search", "no such text"]) == 0
-    assert capsys.readouterr().out.strip() == "no traces match"
+    assert capsys.readouterr().out == f"no traces match in {filled.db}\n"  # and where it looked
 
 
 def test_tree_json_is_one_run_a_line_parents_first(filled: Filled, capsys: pytest.CaptureFixture[str]) -> None:
@@ -153,8 +153,8 @@ def test_list_limit_project_time_and_the_text_newest_first(filled: Filled, capsy
     session = _lines(_json_list(filled, capsys, "--project", "beta"))[0]["session_id"]
     assert [t["trace_id"] for t in _lines(_json_list(filled, capsys, "--project", session))] == [filled.id("b1")]
     assert _json_list(filled, capsys, "--until", "2020-01-01") == ""
-    # The text, from the file: the same blocks as before, newest first.
-    assert cli.main(["runs", "list", "--db", str(filled.db)]) == 0
+    # The trees, from the file: the same blocks as before, newest first.
+    assert cli.main(["runs", "list", "--tree", "--db", str(filled.db)]) == 0
     out = capsys.readouterr().out
     headers = [line for line in out.splitlines() if line.startswith("trace ")]
     assert [h.split()[1] for h in headers] == [filled.id(n) for n in ("orphan", "a2", "b1", "a1", "long")]
@@ -162,7 +162,7 @@ def test_list_limit_project_time_and_the_text_newest_first(filled: Filled, capsy
     assert b1 in out
     assert f"(parent {filled.id('orphan')} missing)" in out
     assert cli.main(["runs", "list", "--db", str(filled.db), "--since", "1h"]) == 0  # all in 2025: none this past hour
-    assert capsys.readouterr().out == "no traces match\n"
+    assert capsys.readouterr().out == f"no traces match in {filled.db}\n"
 
 
 def _json_list(filled: Filled, capsys: pytest.CaptureFixture[str], *args: str) -> str:
@@ -215,7 +215,7 @@ def test_a_service_that_does_not_answer_is_exit_7(capsys: pytest.CaptureFixture[
 
 
 def test_relative_and_iso_times() -> None:
-    from otel_runs_exporter.cli._runs import _time
+    from otel_runs_exporter.cli._runs_source import time_arg as _time
 
     now = datetime.now(timezone.utc)
     for text, ago in (("15m", timedelta(minutes=15)), ("2h", timedelta(hours=2)), ("1d", timedelta(days=1)),

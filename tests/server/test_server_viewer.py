@@ -62,6 +62,7 @@ def test_viewer_files_are_public_with_security_headers(keyed: LocalService, path
     csp = response.headers["Content-Security-Policy"]
     assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp and "default-src 'none'" in csp
     assert "unsafe-inline" not in csp and "unsafe-eval" not in csp
+    assert "img-src 'self' data:;" in csp  # a run's own images, drawn from the bytes it carries; nothing fetched
     assert response.headers["X-Content-Type-Options"] == "nosniff"
     head = requests.head(keyed.url + path, timeout=5)
     assert head.status_code == 200 and head.content == b""

@@ -39,7 +39,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import orjson
 import requests
@@ -240,6 +240,28 @@ class ServiceClient:
             params["id"] = project_id
         body = self._call(self._api, "GET", f"{_API_V1}/sessions", params=params, expect="list")
         return [dict(item) for item in _items(body)]
+
+    def match_trace_ids(self, prefixes: Sequence[str], *, limit: int = 10) -> dict[str, list[str]]:
+        """``POST /api/v1/runs/trace-ids``, the local service's own: each prefix's stored trace ids, in id order.
+
+        At most ``limit`` a prefix (1 to 100); one id is the trace, several an ambiguous prefix::
+
+            client.match_trace_ids(["0190b3c5"])  # {"0190b3c5": ["0190b3c5-f1b8-7a3e-9c1d-2e3f4a5b6c7d"]}
+        """
+        body = {"prefixes": list(prefixes), "limit": limit}
+        answer = self._call(self._api, "POST", f"{_API_V1}/runs/trace-ids", body=body, retry=True)
+        matches = answer.get("matches") if isinstance(answer, Mapping) else None
+        if not isinstance(matches, Mapping):
+            raise ServiceError(200, "POST", f"{_API_V1}/runs/trace-ids", "the answer has no matches")
+        return {str(k): [str(i) for i in v] for k, v in matches.items() if isinstance(v, list)}
+
+    def check_runs(self) -> dict[str, Any]:
+        """``GET /api/v1/runs/check``, the local service's own: the report ``otel-runs runs check`` prints.
+
+        Runs patched but never posted, never completed, parents that never arrived, parent
+        cycles and accepted rule violations, each list cut to 1,000, with ``counts`` of each.
+        """
+        return dict(self._call(self._api, "GET", f"{_API_V1}/runs/check"))
 
     # --- deployments ------------------------------------------------------------------
 

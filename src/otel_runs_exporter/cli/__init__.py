@@ -5,9 +5,9 @@ Each sub-command is a ``register_*`` function that adds its parser and a
 ``exports``, ...) is one more register function in :data:`COMMANDS`.
 
     otel-runs serve --port 1984              # also serves the trace viewer at its address
-    otel-runs runs list [--json] [--project P] [--since 15m] [--service http://127.0.0.1:1984]
-    otel-runs runs tree <trace-id> [--json] [--url http://127.0.0.1:1984]
-    otel-runs runs check
+    otel-runs runs list [--tree | --json] [--project P] [--since 15m] [--service http://127.0.0.1:1984]
+    otel-runs runs tree <trace-id or its start> [--json] [--url http://127.0.0.1:1984]
+    otel-runs runs check [--json] [--service http://127.0.0.1:1984]
     otel-runs demo --db demo.db
     otel-runs demo --serve                   # keeps serving and prints the viewer's link
     otel-runs exports wait EXPORT_ID --timeout 7200 --json

@@ -200,13 +200,16 @@ def out(args: argparse.Namespace, raw: Any, text: Callable[[], str]) -> None:
         say(text())
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Columns padded to their widest cell, no trailing spaces; None shows as empty."""
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[int] = ()) -> str:
+    """Columns padded to their widest cell, no trailing spaces; None shows as empty; the ``right`` columns
+    (by index: numbers) aligned right."""
     cells = [[("" if c is None else str(c)) for c in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
-    return "\n".join(lines)
+
+    def line(row: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+
+    return "\n".join([line(headers)] + [line(row) for row in cells])
 
 
 # --- stderr: everything else -------------------------------------------------

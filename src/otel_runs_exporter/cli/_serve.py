@@ -130,6 +130,11 @@ def register_serve(sub: Any) -> None:
     otlp = p.add_argument_group("OTLP (POST /otel/v1/traces)", "a span whose parent has not arrived waits in memory")
     for flag in _OTLP_FLAGS:
         flag.add_to(otlp)
+    p.add_argument(
+        "--live-window", type=_positive, default=600.0, metavar="S",
+        help="the viewer marks a trace live while it has an open run and a run of it arrived within the last S "
+        "seconds (default 600); older open traces are shown as open, not live",
+    )
     pages = p.add_argument_group(
         "web pages", "the service answers requests whose Host is a loopback name or address, or an address it "
         "listens on, and pages of its own origin (the viewer) only"
@@ -198,6 +203,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             allow_hosts=args.allow_host,
             cors_origins=args.cors_origin,
             prices=prices,
+            live_window_s=args.live_window,
         )
     except ValueError as exc:  # a malformed --allow-host, --cors-origin or --prices, named in the message
         return output.fail("otel-runs serve", str(exc), output.EXIT_USAGE)
@@ -226,6 +232,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         notes.append("also answers Host " + ", ".join(args.allow_host))
     if args.cors_origin:
         notes.append("CORS for " + ", ".join(sorted(service.pages.cors_origins)))
+    if args.live_window != 600.0:
+        notes.append(f"live window {args.live_window:g} s")
     if args.prices:
         notes.append(f"prices from {args.prices} over the shipped table")
     output.say(f"Listening on {service.url}  (db {db}{'; ' + ', '.join(notes) if notes else ''})", flush=True)

@@ -18,6 +18,7 @@ from typing import Any
 
 from .._cost import PriceTable
 from ._attachments import AttachmentLinks
+from ._changes import LIVE_WINDOW_S
 from ._control import ControlPlane, ServiceClock
 from ._dispatch import Credentials, Dispatcher
 from ._faults import FaultConfig
@@ -96,6 +97,9 @@ class LocalService:
     ``otlp_hold_s`` seconds (default 30, like the exporter path's hold), with at most ``otlp_hold_spans`` spans
     (10,000) and ``otlp_hold_bytes`` bytes (64 MiB) waiting; past a bound, or at :meth:`stop`, it is stored as the
     root of its own tree with its OTel parent ids in its metadata.
+
+    ``live_window_s`` (default 600): the viewer marks a trace live while it has an open run and a run of it was
+    stored within this many seconds (:mod:`._changes`), not every trace whose runs never ended.
     """
 
     def __init__(
@@ -127,6 +131,7 @@ class LocalService:
         otlp_hold_s: float = 30.0,
         otlp_hold_spans: int = 10_000,
         otlp_hold_bytes: int = 64 * 1024 * 1024,
+        live_window_s: float = LIVE_WINDOW_S,
     ) -> None:
         if isinstance(allow_hosts, str) or isinstance(cors_origins, str):
             raise TypeError("allow_hosts and cors_origins are lists of names, e.g. allow_hosts=['devbox.lan']")
@@ -138,6 +143,9 @@ class LocalService:
             )
         # A price file is read now, so a bad one is a ValueError (PriceFileError) naming it before anything starts.
         self.prices = PriceTable.load(prices) if isinstance(prices, (str, os.PathLike)) else prices
+        if isinstance(live_window_s, bool) or not isinstance(live_window_s, (int, float)) or not 0 < live_window_s < float("inf"):
+            raise ValueError(f"live_window_s must be a number of seconds above 0, got {live_window_s!r}")
+        self.live_window_s = float(live_window_s)
         self.host = host
         self.port = port
         self._credentials = Credentials(api_key, bearer_token)

@@ -13,28 +13,36 @@ Runs come in the order they changed, at most ``limit`` (default and most 1,000; 
 says to ask again at once), each with the fields the viewer's tree reads
 (:data:`FIELDS`). A cursor names the store that made it: after a restart of the service
 an old one is taken as the start of the trace, so every run comes again, never none.
-Pure functions; the handler (:func:`._handlers.run_changes`) waits on the store.
+Every answer says too whether the trace is ``live``: it has a run still open (no end time,
+no error) and a run of it was stored within the service's live window (``otel-runs serve
+--live-window``, 10 minutes by default), so a trace whose app stopped long ago without
+ending its runs is not shown as running. Pure functions; the handler
+(:func:`._handlers.run_changes`) waits on the store.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qs
 
 from ._filter import QueryError
 from ._numbers import SQL_INT_MAX, plain_int
 from ._validate import canonical_id
 
-__all__ = ["FIELDS", "MAX_WAIT_S", "MAX_LIMIT", "ChangesQuery", "parse_changes", "cursor"]
+__all__ = ["FIELDS", "MAX_WAIT_S", "MAX_LIMIT", "LIVE_WINDOW_S", "ChangesQuery", "parse_changes", "cursor", "is_live"]
 
 FIELDS = frozenset({
     "name", "run_type", "start_time", "end_time", "status", "parent_run_id", "dotted_order", "trace_id",
-    "total_tokens", "total_cost", "model", "priced_as", "thread_id", "session_id",
+    "total_tokens", "total_cost", "model", "requested_model", "priced_as", "thread_id", "session_id",
 })
 """The fields each changed run answers (``id`` always): what the viewer's tree shows of a run."""
 MAX_WAIT_S = 25
 """The longest a request is held (default 20 s): under the 60 s a connection may sit idle."""
 MAX_LIMIT = 1_000
+LIVE_WINDOW_S = 600.0
+"""How recently a run of an open trace must have been stored for the trace to be live (the service's default)."""
 _PARAMS = ("trace", "after", "wait", "limit")
 
 
@@ -88,3 +96,16 @@ def parse_changes(query: str) -> ChangesQuery:
             raise QueryError(("query", "after"), "after is a cursor this service handed out; pass it unchanged")
         after = (store_id, version)
     return ChangesQuery(trace_id, after, _number(params, "wait", 20, 0, MAX_WAIT_S), _number(params, "limit", MAX_LIMIT, 1, MAX_LIMIT))
+
+
+def is_live(rows: Callable[[str, Sequence[Any]], list[tuple[Any, ...]]], trace_id: str, window_s: float, now: float) -> bool:
+    """Whether the trace has an open run and a run of it was stored in the ``window_s`` before ``now`` (Unix time).
+
+    ``rows`` is the store's (:meth:`RunStore.rows <._store.RunStore.rows>`); both reads are index lookups.
+    """
+    (found,) = rows(
+        "SELECT MAX(first_seen) FROM runs WHERE trace_id = ? AND posted = 1 AND first_seen >= ?"
+        " AND EXISTS (SELECT 1 FROM runs WHERE trace_id = ? AND posted = 1 AND end_time IS NULL AND error IS NULL)",
+        (trace_id, now - window_s, trace_id),
+    )
+    return found[0] is not None

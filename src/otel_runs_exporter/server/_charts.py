@@ -15,7 +15,9 @@ the range is answered, empty ones as 0 (or null for latency and cost).
   ended); and over every run, ``tokens`` and ``cost`` (null where no run had a price);
 - ``by_run_type``: per run type, its runs' ``runs``, ``errors``, ``latency_p50``, ``latency_p99``;
 - ``by_model``: per model (:mod:`otel_runs_exporter._cost`), its runs' ``runs``, ``tokens``, ``cost``;
-- ``totals``: the range's traces, runs, errors, tokens, cost and unpriced model runs.
+- ``totals``: the range's ``traces``, ``runs``, ``errors`` (runs with an error, a tool's inside a trace that
+  went on included), ``failed_traces`` (traces whose root failed, as ``series.errors``), ``tokens``, ``cost``
+  and ``unpriced`` model runs.
 
 Every figure is a SQL aggregate (percentiles by window functions over the bucket), so
 the page draws what the store computed. The SQL is built here from fixed expressions,
@@ -148,7 +150,7 @@ def charts(query: ChartsQuery, rows: Rows) -> dict[str, Any]:
         f" SUM(r.total_cost), COUNT(*), SUM(r.error IS NOT NULL),"
         f" SUM(r.total_tokens IS NOT NULL AND r.total_cost IS NULL) FROM runs AS r WHERE {where} GROUP BY t"
     )
-    totals = {"traces": 0, "runs": 0, "errors": 0, "tokens": 0, "cost": None, "unpriced": 0}
+    totals = {"traces": 0, "runs": 0, "errors": 0, "failed_traces": 0, "tokens": 0, "cost": None, "unpriced": 0}
     for t, traces, errors, tokens, cost, count, failed, unpriced in rows(sql, params):
         i = index.get(t)
         if i is None:
@@ -157,6 +159,7 @@ def charts(query: ChartsQuery, rows: Rows) -> dict[str, Any]:
         totals["traces"] += traces
         totals["runs"] += count
         totals["errors"] += failed
+        totals["failed_traces"] += errors
         totals["tokens"] += tokens or 0
         totals["unpriced"] += unpriced
         if cost is not None:

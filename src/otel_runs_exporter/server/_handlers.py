@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from ._changes import FIELDS as CHANGE_FIELDS
-from ._changes import cursor, parse_changes
+from ._changes import cursor, is_live, parse_changes
 from ._charts import charts, parse_charts
 from ._feedback import (
     api_feedback,
@@ -192,7 +192,8 @@ def run_changes(request: Request, service: Service) -> Reply:
     query = parse_changes(request.query)
     store = service.store
     if query.after is None:
-        return Reply(200, {"runs": [], "cursor": cursor(store.store_id, store.version), "more": False})
+        live = is_live(store.rows, query.trace_id, service.live_window_s, time.time())
+        return Reply(200, {"runs": [], "cursor": cursor(store.store_id, store.version), "more": False, "live": live})
     # A cursor of another store (the service restarted) starts from the trace's beginning: runs again, never none.
     after = query.after[1] if query.after[0] == store.store_id else 0
     deadline = time.monotonic() + query.wait_s
@@ -205,7 +206,8 @@ def run_changes(request: Request, service: Service) -> Reply:
     found, version, more = store.changes(query.trace_id, after, query.limit)
     usage = store.run_usage([q.run["id"] for q in found])
     runs = [api_run(q.run, q.project_id, CHANGE_FIELDS, usage.get(q.run["id"])) for q in found]
-    return Reply(200, {"runs": runs, "cursor": cursor(store.store_id, version), "more": more})
+    live = is_live(store.rows, query.trace_id, service.live_window_s, time.time())
+    return Reply(200, {"runs": runs, "cursor": cursor(store.store_id, version), "more": more, "live": live})
 
 
 def run_charts(request: Request, service: Service) -> Reply:

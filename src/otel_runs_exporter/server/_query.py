@@ -47,13 +47,14 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
 
 from ._filter import FIELDS, QueryError, Where, parse_filter, search_where
+from ._glance import preview, requested_model
 from ._numbers import SQL_INT_MAX
 from ._store import QueriedRun, sortable_time
 from ._validate import canonical_id
@@ -84,6 +85,9 @@ _COMPUTED = ("session_id", "status", "parent_run_ids", "thread_id")
 # the local service's own: the model it was priced by and the table's row (or "carried").
 _USAGE = ("prompt_tokens", "completion_tokens", "total_tokens", "prompt_cost", "completion_cost", "total_cost")
 _LOCAL = ("model", "priced_as")
+# The local service's own, answered only when selected (:mod:`._glance`): a list's one-line preview of a run's input
+# and output, and the model a model run asked for.
+_GLANCE: dict[str, Callable[[Mapping[str, Any]], Any]] = {"preview": preview, "requested_model": requested_model}
 _STORED = (
     "dotted_order", "end_time", "error", "events", "extra", "inputs", "outputs", "parent_run_id",
     "reference_example_id", "serialized", "tags",
@@ -93,7 +97,7 @@ _NOT_KEPT = (
     "app_path", "child_run_ids", "completion_cost_details", "completion_token_details", "feedback_stats",
     "first_token_time", "in_dataset", "manifest_id", "prompt_cost_details", "prompt_token_details", "s3_urls",
 )
-SELECTABLE = frozenset((*_ALWAYS, *_COMPUTED, *_USAGE, *_LOCAL, *_STORED, *_NOT_KEPT))
+SELECTABLE = frozenset((*_ALWAYS, *_COMPUTED, *_USAGE, *_LOCAL, *_GLANCE, *_STORED, *_NOT_KEPT))
 USAGE_SELECTS = frozenset((*_USAGE, *_LOCAL))
 """The selects answered from the store's usage columns (a query that selects none of them skips reading them)."""
 """Names ``select`` accepts: the SDK's default selection and the rest of its ``Run`` model."""
@@ -376,6 +380,8 @@ def api_run(
     for name in (*_ALWAYS, *sorted(select)):
         if name in computed:
             out[name] = computed[name]
+        elif name in _GLANCE:
+            out[name] = _GLANCE[name](run)
         elif name in _NOT_KEPT:
             out[name] = None
         else:

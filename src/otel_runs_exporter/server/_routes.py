@@ -76,6 +76,8 @@ from ._handlers_v2 import (
     trace_runs,
 )
 from ._otlp import otlp_traces
+from ._inspect import check_report, trace_ids
+from ._reply import Reply
 from ._routing import (
     ANY_PAGE,
     CONTROL_JSON,
@@ -130,6 +132,10 @@ ROUTES: tuple[Route, ...] = (
     # The viewer's project page: runs, errors, latency, tokens and cost over time, computed by SQLite. The spec's
     # "POST containing /charts" rows limit it.
     Route("/runs/charts", run_charts, methods=POST, body=JSON, rate=Rate.CHARTS, browsers=SAME_ORIGIN_OR_CORS),
+    # otel-runs runs (:mod:`._inspect`): trace ids from their prefixes (runs tree 0190b3c5), and runs check's report.
+    # A script's business: no page.
+    Route("/runs/trace-ids", trace_ids, methods=POST, body=JSON),
+    Route("/runs/check", check_report, methods=GET_HEAD),
     Route(
         "/runs/{run_id}", patch_run, methods=PATCH, body=JSON, rate=Rate.RUNS_PATCH, faults=Faults.TRACING, browsers=CORS_ORIGINS
     ),

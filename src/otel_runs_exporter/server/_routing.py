@@ -174,6 +174,7 @@ class Service(Protocol):
     workspace_id: str | None
     attachment_links: AttachmentLinks
     otlp: OtlpIngest
+    live_window_s: float
 
     @property
     def store(self) -> RunStore: ...

@@ -11,7 +11,8 @@ Run contents are untrusted (model output, user input), so the page renders
 every value as text, and these headers make that the only way it can work:
 the Content-Security-Policy allows scripts from this origin's files only (an
 injected ``<script>`` or ``onerror=`` attribute does not run), no frames, no
-forms, and requests back to this origin only.
+forms, requests back to this origin only, and images from this origin or the
+``data:`` URLs the page builds for a run's own images.
 """
 
 from __future__ import annotations
@@ -24,10 +25,14 @@ from ._reply import Reply
 __all__ = ["ViewerFile", "viewer_file", "viewer_reply", "viewer_link", "share_link", "PATHS", "SECURITY_HEADERS", "CSP"]
 
 CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
-"""The page's Content-Security-Policy: nothing inline, nothing from another origin, never framed."""
+"""The page's Content-Security-Policy: nothing inline, nothing from another origin, never framed.
+
+Images may be ``data:`` URLs: a run's image is drawn from the bytes it carries (the page
+builds such a URL only for png, jpeg, gif and webp, never for SVG), and never fetched
+from another host."""
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": CSP,
@@ -51,6 +56,9 @@ _FILES = {
     "/viewer/filters.js": ("filters.js", "text/javascript; charset=utf-8"),
     "/viewer/trace.js": ("trace.js", "text/javascript; charset=utf-8"),
     "/viewer/run.js": ("run.js", "text/javascript; charset=utf-8"),
+    "/viewer/messages.js": ("messages.js", "text/javascript; charset=utf-8"),
+    "/viewer/values.js": ("values.js", "text/javascript; charset=utf-8"),
+    "/viewer/media.js": ("media.js", "text/javascript; charset=utf-8"),
     "/viewer/feedback.js": ("feedback.js", "text/javascript; charset=utf-8"),
     "/viewer/threads.js": ("threads.js", "text/javascript; charset=utf-8"),
     "/viewer/charts.js": ("charts.js", "text/javascript; charset=utf-8"),

@@ -93,11 +93,10 @@ export const api = {
   threadTraces: (id, query) => request("GET", `/api/v2/threads/${encodeURIComponent(id)}/traces?${query}`),
 };
 
-// The shared page's reads: the same answers, narrowed by the service to the shared trace; nothing else is read
-// (no projects, feedback, violations or changes feed) and nothing is written.
-const none = (value) => () => Promise.resolve(value);
-const shared = {
-  projects: none([]),
+// The shared page's source (TraceView's and RunView's `source`, with readOnly): the same answers, narrowed by
+// the service to the shared trace. It has no feedback, violations or changes feed, so the views read none and
+// draw none, and nothing to write with.
+export const sharedSource = {
   // GET /public/{token}/run: the shared run, whose trace the page opens.
   sharedRun: () => request("GET", `/public/${shareToken}/run`),
   // POST /public/{token}/runs/query: a page of the trace's runs, as /runs/query answers it.
@@ -106,12 +105,7 @@ const shared = {
   stats: (body) => request("POST", `/public/${shareToken}/runs/stats`, body),
   // GET /public/{token}/run/{id}: one run of the trace.
   run: (id) => request("GET", `/public/${shareToken}/run/${encodeURIComponent(id)}`),
-  changes: none({ runs: [], cursor: null, more: false }),
-  violations: none([]),
-  feedback: none([]),
-  addFeedback: () => Promise.reject(new ApiError(403, "a shared trace is read-only")),
 };
-if (shareToken) Object.assign(api, shared);
 
 // JSON string literal for the filter language the query endpoint takes.
 export function quote(text) {

@@ -2,7 +2,7 @@
 // #/projects/NAME), the key prompt,
 // and the one poller every view's background requests go through.
 
-import { ApiError, api, credentials, saveCredentials, shareToken } from "./api.js";
+import { ApiError, api, credentials, saveCredentials, shareToken, sharedSource } from "./api.js";
 import { cut, h, isUuid, replace } from "./dom.js";
 import { ListView } from "./list.js";
 import { ProjectView } from "./charts.js";
@@ -84,7 +84,7 @@ class App {
     if (shareToken) {
       // A share link: the shared run names the one trace this page shows.
       try {
-        this.sharedTrace = String((await api.sharedRun()).trace_id).toLowerCase();
+        this.sharedTrace = String((await sharedSource.sharedRun()).trace_id).toLowerCase();
       } catch (error) {
         this.say(`Cannot open the shared trace: ${error.message}`, "error");
         replace(this.main, h("p", { class: "empty" }, "This shared trace cannot be read: the link is wrong, or it was unshared."));
@@ -124,7 +124,8 @@ class App {
         this.view.select(runId);
         return;
       }
-      this.show(new TraceView(this, traceId, runId));
+      // A share link's page reads the public routes and writes nothing.
+      this.show(new TraceView(this, traceId, runId, this.sharedTrace ? { source: sharedSource, readOnly: true } : undefined));
       return;
     }
     const params = new URLSearchParams(query || "");
@@ -163,7 +164,8 @@ class App {
   }
 
   setCrumbs(...items) {
-    replace(this.crumbs, items.map((item, i) => [i ? h("span", { class: "sep" }, "/") : null, item]));
+    const shown = items.filter(Boolean);
+    replace(this.crumbs, shown.map((item, i) => [i ? h("span", { class: "sep" }, "/") : null, item]));
   }
 
   say(text, kind = "info") {

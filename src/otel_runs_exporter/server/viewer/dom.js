@@ -6,7 +6,7 @@
 
 const ATTRIBUTES = new Set([
   "class", "title", "type", "placeholder", "name", "for", "role", "tabindex", "autocomplete",
-  "aria-label", "aria-expanded", "aria-live", "aria-selected", "spellcheck", "id", "value",
+  "aria-label", "aria-expanded", "aria-live", "aria-selected", "spellcheck", "id", "value", "hidden",
 ]);
 
 export function h(tag, props, ...children) {
@@ -119,6 +119,14 @@ export function fmtTime(ms) {
   );
 }
 
+// The same 24-hour clock as fmtTime, shorter, for a chart's axis: "14:05", or "03-01 14:00" where days change.
+export function fmtClock(ms, withDate = false) {
+  if (!Number.isFinite(ms)) return "";
+  const d = new Date(ms);
+  const clock = `${pad(d.getHours())}:${pad(d.getMinutes())}`;
+  return withDate ? `${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${clock}` : clock;
+}
+
 export function fmtInt(n) {
   return Number.isFinite(n) ? Math.round(n).toLocaleString("en-US") : "";
 }
@@ -162,6 +170,19 @@ export function typeBadge(runType) {
 }
 
 const KNOWN_TYPES = new Set(["chain", "llm", "tool", "retriever", "embedding", "prompt", "parser"]);
+
+// An image drawn from a data: URL the caller checked (media.js): the one place a run's value becomes an
+// address, and only a raster image's, which the page's CSP (img-src 'self' data:) lets through and nothing else.
+const RASTER_URL = /^data:image\/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/]*={0,2}$/;
+
+export function dataImage(url, alt, cls) {
+  if (typeof url !== "string" || !RASTER_URL.test(url)) throw new Error("dataImage(): not a raster data: URL");
+  const img = h("img", { class: cls, title: alt });
+  img.alt = alt;
+  img.decoding = "async";
+  img.src = url;
+  return img;
+}
 
 // A copy button for an id; clipboard access needs a secure context, which loopback is.
 export function copyButton(value, label) {

@@ -8,11 +8,12 @@ import { clipped, cut, fmtInt, fmtTime, h, parseTime, replace } from "./dom.js";
 export const THUMBS = "thumbs"; // the key the page's thumbs are kept under: score 1 up, 0 down
 const PAGES = 10; // a trace's feedback read 100 at a time, at most this many pages
 
-// Every item of a trace, by run id (items name their run; a POST /feedback need not name the trace).
-export async function traceFeedback(traceId) {
+// Every item of a trace, by run id (items name their run; a POST /feedback need not name the trace), read
+// from `source` (api.js's feedback, or a shared page's own).
+export async function traceFeedback(traceId, source = api) {
   const byRun = new Map();
   for (let page = 0; page < PAGES; page += 1) {
-    const items = await api.feedback(`trace=${encodeURIComponent(traceId)}&limit=100&offset=${page * 100}`);
+    const items = await source.feedback(`trace=${encodeURIComponent(traceId)}&limit=100&offset=${page * 100}`);
     for (const item of items || []) {
       const runId = String(item.run_id || "");
       if (!byRun.has(runId)) byRun.set(runId, []);
@@ -73,11 +74,14 @@ function itemView(item) {
   );
 }
 
-// The run's feedback and the form to add a thumbs up or down with a comment; `added` is called with the new item.
-export function feedbackBlock(run, items, added) {
+// The run's feedback and, when `save` is given (POST /feedback; none on a read-only page), the form to add a
+// thumbs up or down with a comment; `added` is called with the new item.
+export function feedbackBlock(run, items, { save = null, added = null } = {}) {
   const list = h("ul", { class: "fb-list" });
   const show = (all) => replace(list, all.length ? all.map(itemView) : h("li", { class: "none" }, "none yet"));
   show(items);
+  const block = h("section", { class: "block feedback" }, h("h2", null, `Feedback${items.length ? ` (${fmtInt(items.length)})` : ""}`), list);
+  if (!save) return block;
   const comment = h("textarea", { class: "fb-text", name: "comment", placeholder: "comment (optional)", "aria-label": "comment", spellcheck: "true" });
   const status = h("span", { class: "fb-status", role: "status" });
   const buttons = [1, 0].map((score) => {
@@ -94,7 +98,7 @@ export function feedbackBlock(run, items, added) {
       const text = comment.value.trim();
       if (text) body.comment = text;
       try {
-        const item = await api.addFeedback(body);
+        const item = await save(body);
         items = [...items, item];
         show(items);
         comment.value = "";
@@ -108,13 +112,8 @@ export function feedbackBlock(run, items, added) {
     });
     return button;
   });
-  return h(
-    "section",
-    { class: "block feedback" },
-    h("h2", null, `Feedback${items.length ? ` (${fmtInt(items.length)})` : ""}`),
-    list,
-    h("div", { class: "fb-form" }, comment, h("div", { class: "fb-actions" }, buttons, status)),
-  );
+  block.appendChild(h("div", { class: "fb-form" }, comment, h("div", { class: "fb-actions" }, buttons, status)));
+  return block;
 }
 
 // The trace header's summary: thumbs up and down, and the other keys with their counts.

@@ -1,12 +1,15 @@
 // The traces of one project, newest first: root runs from POST /runs/query (narrowed by
 // the filters of filters.js), each trace's run count and tokens from POST /runs/stats.
+// Each row shows what the trace was asked and what it answered (the service's one-line
+// preview of its root: the last user message and the reply for a chat), so traces of
+// the same name are told apart at a glance.
 
 import { api } from "./api.js";
 import { Filters } from "./filters.js";
 import { cut, fmtCost, fmtDuration, fmtInt, fmtTime, h, isUuid, link, parseTime, replace, statusBadge, statusOf } from "./dom.js";
 
 const PAGE = 50;
-const ROOT_FIELDS = ["name", "run_type", "start_time", "end_time", "status", "trace_id"];
+const ROOT_FIELDS = ["name", "run_type", "start_time", "end_time", "status", "trace_id", "preview"];
 // Counts of traces fetched at once when the list first shows; later ones come one per poll.
 const FIRST_STATS = 3;
 
@@ -57,7 +60,7 @@ export class ListView {
         h(
           "thead",
           null,
-          h("tr", null, ["Name", "Status", "Start", "Latency", "Tokens", "Cost", "Runs"].map((t) => h("th", { class: `col-${t.toLowerCase()}` }, t))),
+          h("tr", null, ["Name", "Input", "Output", "Status", "Start", "Latency", "Tokens", "Cost", "Runs"].map((t) => h("th", { class: `col-${t.toLowerCase()}` }, t))),
         ),
         this.tbody,
       ),
@@ -213,6 +216,8 @@ export class ListView {
       "tr",
       { class: `trace status-row-${status}`, "data-trace-id": traceId },
       h("td", { class: "col-name" }, h("a", { href, title: cut(root.name || "", 1000) }, cut(root.name || "(unnamed)"))),
+      previewCell("col-input", root.preview && root.preview.input),
+      previewCell("col-output", root.preview && root.preview.output),
       h(
         "td",
         { class: "col-status" },
@@ -232,4 +237,10 @@ export class ListView {
     });
     return tr;
   }
+}
+
+// One side of a trace's preview: a line the service cut to a fixed length, cut again to the cell by the page.
+function previewCell(cls, text) {
+  const said = typeof text === "string" ? text : "";
+  return h("td", { class: `${cls} preview`, title: said ? cut(said, 300) : undefined }, said ? h("span", null, cut(said, 300)) : h("span", { class: "none" }, "—"));
 }

@@ -1,25 +1,36 @@
-// One run, as GET /runs/{id} answers it: inputs and outputs (chat messages as a
-// conversation, anything else as folding JSON), its error, events, tokens, model,
-// metadata, tags, timing and ids.
+// One run, as GET /runs/{id} answers it, content first: a one-line summary (type, name, status, latency,
+// tokens, cost, model), then its inputs and outputs (chat messages as a chat, messages.js; anything else as
+// keys and values, values.js), a failed run's error where its outputs go, and after them, folded where long:
+// rule violations, events, ids and times, the model's parameters, metadata, feedback.
+//
+// Where the run is read is the view's `source` (api.js by default: run, violations, feedback, addFeedback);
+// `readOnly` leaves out every control that writes (the feedback form). A shared, read-only page passes a
+// source of its own and readOnly: true; nothing else changes.
 
-import { ApiError, api, shareToken } from "./api.js";
+import { ApiError, api } from "./api.js";
 import {
-  clipped, copyButton, cut, fmtBytes, fmtCost, fmtDuration, fmtInt, fmtTime, h, link, parseTime, replace, statusBadge, statusOf, typeBadge,
+  clipped, copyButton, cut, fmtCost, fmtDuration, fmtInt, fmtTime, h, link, parseTime, replace, statusBadge, statusOf, typeBadge,
 } from "./dom.js";
 import { feedbackBlock } from "./feedback.js";
+import { conversationView, findConversation } from "./messages.js";
+import { bigText, foldedText, isObject, plainView, settle, valueView } from "./values.js";
 
-const TRUNCATE_AT = 100 * 1024; // characters of JSON; larger values show this much and a "show all"
-const STRING_AT = 10 * 1024; // characters of one string inside JSON or a message (a long prompt shows whole)
-const NAME_AT = 300; // characters of a run's name in its heading
+const NAME_AT = 120; // characters of a run's name in its heading (two lines at most; "show all" for the rest)
 const TAGS_AT = 100; // tags shown before a "show all"
-const OPEN_LEVELS = 2; // JSON levels unfolded at first
-const ROLES = new Set(["system", "developer", "user", "human", "assistant", "ai", "tool", "function", "chat", "model"]);
+const OPEN_KEYS = 8; // a metadata or parameters block with more keys opens folded
+const ERROR_LINES = 6; // lines of an error's text shown before "show more"
 
 export class RunView {
-  constructor(app) {
+  constructor(app, { source = api, readOnly = false } = {}) {
     this.app = app;
+    this.source = source;
+    this.readOnly = readOnly;
     this.element = h("aside", { class: "detail", "aria-live": "polite" });
     this.onFeedback = null; // the trace's view, told of feedback added here
+    // Folded text gets its "show more" once it is drawn: now, and when a fold or a <details> opens.
+    const later = () => requestAnimationFrame(() => settle(this.element));
+    this.element.addEventListener("toggle", later, true);
+    this.element.addEventListener("click", later);
     this.clear();
   }
 
@@ -31,15 +42,17 @@ export class RunView {
   async show(runId, traceId) {
     this.current = runId;
     replace(this.element, h("p", { class: "loading" }, "Loading the run…"));
+    const source = this.source;
+    const optional = (read) => (read ? read(runId).catch((error) => ({ failed: error.message })) : Promise.resolve(null));
     let run;
     let violations;
     let feedback;
     try {
       // Violations and feedback are asked alongside; failing to read them must not hide the run.
       [run, violations, feedback] = await Promise.all([
-        api.run(runId),
-        api.violations(runId).catch((error) => ({ failed: error.message })),
-        api.feedback(`run=${encodeURIComponent(runId)}`).catch((error) => ({ failed: error.message })),
+        source.run(runId),
+        optional(source.violations),
+        optional(source.feedback && ((id) => source.feedback(`run=${encodeURIComponent(id)}`))),
       ]);
     } catch (error) {
       if (this.current !== runId) return;
@@ -56,13 +69,109 @@ export class RunView {
       return;
     }
     if (this.current !== runId) return; // another run was selected meanwhile
+    const save = this.readOnly || !source.addFeedback ? null : (body) => source.addFeedback(body);
     const added = (item) => this.onFeedback && this.onFeedback(item);
-    replace(this.element, renderRun(run, traceId, violations, feedback, added));
+    replace(this.element, renderRun(run, { traceId, violations, feedback, save, added }));
+    this.element.scrollTop = 0;
+    settle(this.element);
   }
 }
 
 function section(title, ...body) {
   return h("section", { class: "block" }, h("h2", null, title), ...body);
+}
+
+// A block whose body is folded when it is long: its title says how long.
+function foldable(title, count, body, open) {
+  const details = h("details", { class: "block fold-block" }, h("summary", null, h("h2", null, title), count ? h("span", { class: "count" }, ` ${count}`) : null), body);
+  details.open = open;
+  return details;
+}
+
+function renderRun(run, { traceId, violations, feedback, save, added }) {
+  const extra = isObject(run.extra) ? run.extra : {};
+  const metadata = isObject(extra.metadata) ? extra.metadata : null;
+  const invocation = isObject(extra.invocation_params) ? extra.invocation_params : null;
+  const blocks = [summary(run, metadata, invocation)];
+  blocks.push(h("section", { class: "block io io-in" }, h("h2", null, "Inputs"), ioView(run.inputs)));
+  // A failed run's error is what it gave back: where its outputs go (and its outputs after it, when it has some).
+  if (run.error !== undefined && run.error !== null) blocks.push(errorBlock(String(run.error)));
+  if (!(run.error !== undefined && run.error !== null && (run.outputs === undefined || run.outputs === null))) {
+    blocks.push(h("section", { class: "block io io-out" }, h("h2", null, "Outputs"), ioView(run.outputs)));
+  }
+  const ruled = violationsBlock(violations);
+  if (ruled) blocks.push(ruled);
+  if (Array.isArray(run.events) && run.events.length) {
+    blocks.push(foldable("Events", fmtInt(run.events.length), h("ol", { class: "events" }, run.events.map(eventView)), run.events.length <= 5));
+  }
+  blocks.push(detailsBlock(run, traceId));
+  if (invocation) {
+    const keys = Object.keys(invocation).length;
+    blocks.push(foldable("Model and parameters", `${fmtInt(keys)} key${keys === 1 ? "" : "s"}`, plainView(invocation, 0), keys <= OPEN_KEYS));
+  }
+  if (metadata) {
+    const keys = Object.keys(metadata).length;
+    blocks.push(foldable("Metadata", `${fmtInt(keys)} key${keys === 1 ? "" : "s"}`, plainView(metadata, 0), keys <= OPEN_KEYS));
+  }
+  if (Array.isArray(feedback) || save) {
+    blocks.push(feedbackBlock(run, Array.isArray(feedback) ? feedback : [], { save, added }));
+  } else if (feedback && feedback.failed) {
+    blocks.push(section("Feedback", h("p", { class: "empty" }, `Cannot read it: ${feedback.failed}`)));
+  }
+  const otherExtra = Object.fromEntries(Object.entries(extra).filter(([k]) => k !== "metadata" && k !== "invocation_params"));
+  if (Object.keys(otherExtra).length) blocks.push(foldable("Extra", "", valueView(otherExtra), false));
+  return h("div", { class: "run", "data-run-id": run.id }, blocks);
+}
+
+// The one-line summary: what the run is, how it went, what it took.
+function summary(run, metadata, invocation) {
+  const start = parseTime(run.start_time);
+  const end = parseTime(run.end_time);
+  const usage = tokenUsage(run);
+  const asked = (metadata && (metadata.ls_model_name || metadata.model)) || (invocation && (invocation.model || invocation.model_name));
+  const answered = (metadata && metadata.response_model) || run.model;
+  const provider = metadata && metadata.ls_provider;
+  const priced = run.total_cost !== null && run.total_cost !== undefined;
+  const whole = !run.parent_run_id;
+  const facts = [
+    fact("latency", Number.isFinite(end) ? fmtDuration(end - start) : "open", "latency"),
+    usage ? fact(whole ? "tokens, whole trace" : "tokens", `${fmtInt(usage.total)} tok`, "tokens", `${fmtInt(usage.input)} in, ${fmtInt(usage.output)} out`) : null,
+    priced || usage ? fact(whole ? "cost, whole trace" : "cost", fmtCost(run.total_cost), "cost") : null,
+    asked || answered
+      ? fact("model", cut(String(asked || answered), 120) + (provider ? ` (${cut(String(provider), 40)})` : ""), "model",
+          answered && answered !== asked ? `answered by ${cut(String(answered), 200)}` : "")
+      : null,
+    fact("started", fmtTime(start), "start"),
+  ];
+  return h(
+    "header",
+    { class: "runhead" },
+    h("h2", { class: "runname" }, typeBadge(run.run_type), " ", clipped(run.name || "(unnamed)", { limit: NAME_AT }), " ", statusBadge(statusOf(run))),
+    h("div", { class: "runfacts" }, facts),
+  );
+}
+
+function fact(label, value, kind, note) {
+  return h("span", { class: `rfact rfact-${kind}`, title: note ? `${label}: ${note}` : label }, value);
+}
+
+// Inputs or outputs: a conversation as a chat (with the value's other keys after it), else keys and values.
+function ioView(value) {
+  if (value === undefined || value === null) return h("p", { class: "none" }, "none");
+  if (typeof value === "string") return foldedText(value, { cls: "content" });
+  const conversation = findConversation(value);
+  if (!conversation) return valueView(value);
+  const rest = conversation.rest && Object.keys(conversation.rest).length ? conversation.rest : null;
+  return h("div", null, conversationView(conversation.messages), rest ? h("div", { class: "io-rest" }, valueView(rest, 1)) : null);
+}
+
+// The error: its last line (the exception and its message) first, the whole text folded under it.
+function errorBlock(text) {
+  const lines = text.trim().split("\n");
+  const last = lines[lines.length - 1] || text;
+  const whole = lines.length > 1 ? bigText(text, "error fold") : null;
+  if (whole) (whole.matches("pre") ? whole : whole.querySelector("pre")).style.setProperty("--lines", String(ERROR_LINES));
+  return h("section", { class: "block error-block" }, h("h2", null, "Error"), h("div", { class: "error-line" }, clipped(last, { limit: 1000 })), whole);
 }
 
 // The rule violations the service recorded for this run: stored anyway by the default mode (what the
@@ -85,69 +194,29 @@ function violationsBlock(violations) {
   return section(`Rule violations (${fmtInt(violations.length)})`, h("ul", { class: "violations" }, items));
 }
 
-function renderRun(run, traceId, violations, feedback, added) {
-  const status = statusOf(run);
+// Ids, times, tags, tokens and cost in full: what the summary says in short, and where the run sits.
+function detailsBlock(run, traceId) {
   const start = parseTime(run.start_time);
   const end = parseTime(run.end_time);
-  const extra = isObject(run.extra) ? run.extra : {};
-  const metadata = isObject(extra.metadata) ? extra.metadata : null;
-  const invocation = isObject(extra.invocation_params) ? extra.invocation_params : null;
-  const model = (metadata && (metadata.ls_model_name || metadata.model)) || (invocation && (invocation.model || invocation.model_name));
-  const provider = metadata && metadata.ls_provider;
   const usage = tokenUsage(run);
   const tags = Array.isArray(run.tags) ? run.tags : [];
-  const blocks = [
-    h(
-      "header",
-      { class: "runhead" },
-      h("h2", { class: "runname" }, typeBadge(run.run_type), " ", clipped(run.name || "(unnamed)", { limit: NAME_AT }), " ", statusBadge(status)),
-    ),
+  return section(
+    "Details",
     h(
       "dl",
-      { class: "kv" },
+      { class: "kv ids" },
       kv("start", fmtTime(start)),
       kv("end", Number.isFinite(end) ? fmtTime(end) : "no end time yet"),
-      kv("latency", Number.isFinite(end) ? fmtDuration(end - start) : "open"),
-      model ? kv("model", clipped(String(model) + (provider ? ` (${provider})` : ""))) : null,
       usage ? kv("tokens", `${fmtInt(usage.total)} total: ${fmtInt(usage.input)} in, ${fmtInt(usage.output)} out`) : null,
       costRow(run),
       tags.length ? kv("tags", tagList(tags)) : null,
+      idRow("run id", run.id),
+      idRow("trace id", run.trace_id),
+      run.parent_run_id ? idRow("parent run id", run.parent_run_id) : null,
+      dottedRow(run.dotted_order),
+      idRow("link", new URL(link(traceId || run.trace_id, run.id), location.href).href),
     ),
-    section(
-      "Ids",
-      h(
-        "dl",
-        { class: "kv ids" },
-        idRow("run id", run.id),
-        idRow("trace id", run.trace_id),
-        run.parent_run_id ? idRow("parent run id", run.parent_run_id) : null,
-        idRow("dotted_order", run.dotted_order),
-        idRow("link", new URL(link(traceId || run.trace_id, run.id), location.href).href),
-      ),
-    ),
-  ];
-  const ruled = violationsBlock(violations);
-  if (ruled) blocks.push(ruled);
-  if (!shareToken) {
-    // A shared trace is read-only, and its feedback is not shared.
-    blocks.push(
-      Array.isArray(feedback)
-        ? feedbackBlock(run, feedback, added)
-        : section("Feedback", h("p", { class: "empty" }, `Cannot read it: ${feedback && feedback.failed}`)),
-    );
-  }
-  if (run.error !== undefined && run.error !== null) {
-    blocks.push(section("Error", bigText(String(run.error), "error")));
-  }
-  blocks.push(section("Inputs", valueView(run.inputs)));
-  blocks.push(section("Outputs", valueView(run.outputs)));
-  if (Array.isArray(run.events) && run.events.length) {
-    blocks.push(section(`Events (${run.events.length})`, h("ol", { class: "events" }, run.events.map(eventView))));
-  }
-  if (metadata) blocks.push(section("Metadata", valueView(metadata)));
-  const otherExtra = Object.fromEntries(Object.entries(extra).filter(([k]) => k !== "metadata"));
-  if (Object.keys(otherExtra).length) blocks.push(section("Extra", valueView(otherExtra)));
-  return h("div", { class: "run", "data-run-id": run.id }, blocks);
+  );
 }
 
 // Each tag clipped, and at most TAGS_AT of them until asked for the rest.
@@ -186,8 +255,12 @@ function idRow(label, value) {
   return [h("dt", null, label), h("dd", null, clipped(text, { tag: "code", cls: "id" }), copyButton(text, label))];
 }
 
-function isObject(value) {
-  return value !== null && typeof value === "object" && !Array.isArray(value);
+// The dotted order, a line per level of the tree, folded: one id per level is long and rarely read.
+function dottedRow(value) {
+  if (typeof value !== "string" || !value) return null;
+  const levels = value.split(".").length;
+  const details = h("details", { class: "dotted" }, h("summary", null, `${fmtInt(levels)} level${levels === 1 ? "" : "s"}`), clipped(value, { tag: "code", cls: "id" }));
+  return [h("dt", null, "dotted_order"), h("dd", null, details, copyButton(value, "dotted_order"))];
 }
 
 // Token counts as the service's client writes them (outputs.usage_metadata), or the run's own fields.
@@ -202,7 +275,7 @@ function tokenUsage(run) {
 }
 
 function eventView(event) {
-  if (!isObject(event)) return h("li", null, valueView(event));
+  if (!isObject(event)) return h("li", null, plainView(event, 1));
   const rest = Object.fromEntries(Object.entries(event).filter(([k]) => k !== "name" && k !== "time"));
   return h(
     "li",
@@ -210,142 +283,6 @@ function eventView(event) {
     clipped(event.name || "event", { limit: 200, cls: "event-name" }),
     " ",
     h("span", { class: "event-time" }, event.time ? fmtTime(parseTime(String(event.time))) : ""),
-    Object.keys(rest).length ? valueView(rest) : null,
+    Object.keys(rest).length ? plainView(rest, 0) : null,
   );
-}
-
-// A value too large to draw whole shows its first 100 KB as text, and a button for the rest.
-function valueView(value) {
-  if (value === undefined || value === null) return h("p", { class: "none" }, "none");
-  let text;
-  try {
-    text = JSON.stringify(value, null, 2);
-  } catch {
-    text = String(value);
-  }
-  if (text.length > TRUNCATE_AT) {
-    const holder = h("div", { class: "truncated" });
-    const button = h("button", { type: "button", class: "show-all" }, `show all (${fmtBytes(text.length)})`);
-    button.addEventListener("click", () => replace(holder, h("pre", { class: "json-text" }, text)));
-    replace(
-      holder,
-      h("p", { class: "note" }, `Shown truncated: the first ${fmtBytes(TRUNCATE_AT)} of ${fmtBytes(text.length)}.`),
-      h("pre", { class: "json-text" }, text.slice(0, TRUNCATE_AT), "\n…"),
-      button,
-    );
-    return holder;
-  }
-  const conversation = findConversation(value);
-  if (conversation) {
-    const parts = [h("div", { class: "conversation" }, conversation.messages.map(messageView))];
-    if (conversation.rest && Object.keys(conversation.rest).length) parts.push(jsonTree(conversation.rest, 0));
-    return h("div", null, parts);
-  }
-  return jsonTree(value, 0);
-}
-
-function isMessage(value) {
-  if (!isObject(value)) return false;
-  const role = roleOf(value);
-  return Boolean(role) && ("content" in value || "parts" in value || "tool_calls" in value || "text" in value);
-}
-
-export function roleOf(message) {
-  const role = typeof message.role === "string" ? message.role : typeof message.type === "string" ? message.type : "";
-  return ROLES.has(role.toLowerCase()) ? role.toLowerCase() : "";
-}
-
-function messageList(value) {
-  if (!Array.isArray(value) || !value.length) return null;
-  // LangChain writes a batch of conversations: [[...messages]]; one of them is the usual case.
-  const flat = value.length === 1 && Array.isArray(value[0]) ? value[0] : value;
-  return flat.length && flat.every(isMessage) ? flat : null;
-}
-
-// Chat messages wherever the common clients put them: a list of messages, or
-// messages / input / output / prompt keys, or OpenAI's choices[].message.
-export function findConversation(value) {
-  const direct = messageList(value);
-  if (direct) return { messages: direct, rest: null };
-  if (!isObject(value)) return null;
-  for (const key of ["messages", "input", "inputs", "output", "prompt", "prompts"]) {
-    const list = messageList(value[key]);
-    if (list) {
-      const rest = { ...value };
-      delete rest[key];
-      return { messages: list, rest };
-    }
-  }
-  if (Array.isArray(value.choices) && value.choices.length && value.choices.every((c) => isObject(c) && isMessage(c.message))) {
-    const rest = { ...value };
-    delete rest.choices;
-    return { messages: value.choices.map((c) => c.message), rest };
-  }
-  return null;
-}
-
-function messageView(message) {
-  const role = roleOf(message);
-  const body = [];
-  const content = "content" in message ? message.content : "parts" in message ? message.parts : message.text;
-  if (typeof content === "string") {
-    body.push(clipped(content, { limit: STRING_AT, tag: "div", cls: "content" }));
-  } else if (Array.isArray(content)) {
-    for (const part of content) {
-      if (typeof part === "string") body.push(clipped(part, { limit: STRING_AT, tag: "div", cls: "content" }));
-      else if (isObject(part) && part.type === "text" && typeof (part.text ?? part.content) === "string") {
-        body.push(clipped(part.text ?? part.content, { limit: STRING_AT, tag: "div", cls: "content" }));
-      } else body.push(jsonTree(part, 1));
-    }
-  } else if (content !== undefined && content !== null) {
-    body.push(jsonTree(content, 1));
-  }
-  const rest = Object.fromEntries(
-    Object.entries(message).filter(([k]) => !["role", "type", "content", "parts", "text"].includes(k) && message[k] !== null),
-  );
-  if (Object.keys(rest).length) body.push(jsonTree(rest, 1));
-  return h("div", { class: `message role-${role}` }, h("div", { class: "role" }, role), body);
-}
-
-// JSON as nested <details>: a level's entries are built when it is first unfolded.
-function jsonTree(value, depth) {
-  if (value === null) return h("span", { class: "j-null" }, "null");
-  if (typeof value === "string") return clipped(value, { limit: STRING_AT, cls: "j-str" });
-  if (typeof value === "number" || typeof value === "bigint") return h("span", { class: "j-num" }, String(value));
-  if (typeof value === "boolean") return h("span", { class: "j-bool" }, String(value));
-  if (typeof value !== "object") return h("span", null, String(value));
-  const isArray = Array.isArray(value);
-  const entries = isArray ? value.map((v, i) => [i, v]) : Object.entries(value);
-  if (!entries.length) return h("span", { class: "j-empty" }, isArray ? "[]" : "{}");
-  const summary = h("summary", null, isArray ? `[ ${entries.length} item${entries.length === 1 ? "" : "s"} ]` : `{ ${entries.length} key${entries.length === 1 ? "" : "s"} }`);
-  const details = h("details", { class: "json" }, summary);
-  let built = false;
-  const build = () => {
-    if (built) return;
-    built = true;
-    append(details, entries, depth);
-  };
-  details.addEventListener("toggle", build);
-  if (depth < OPEN_LEVELS) {
-    details.open = true;
-    build();
-  }
-  return details;
-}
-
-function append(details, entries, depth) {
-  const list = h("div", { class: "entries" });
-  for (const [key, child] of entries) {
-    list.appendChild(h("div", { class: "entry" }, clipped(key, { cls: "j-key" }), h("span", { class: "colon" }, ": "), jsonTree(child, depth + 1)));
-  }
-  details.appendChild(list);
-}
-
-function bigText(text, kind) {
-  if (text.length <= TRUNCATE_AT) return h("pre", { class: kind }, text);
-  const holder = h("div", { class: "truncated" });
-  const button = h("button", { type: "button", class: "show-all" }, `show all (${fmtBytes(text.length)})`);
-  button.addEventListener("click", () => replace(holder, h("pre", { class: kind }, text)));
-  replace(holder, h("pre", { class: kind }, text.slice(0, TRUNCATE_AT), "\n…"), button);
-  return holder;
 }

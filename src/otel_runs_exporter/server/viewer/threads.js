@@ -6,7 +6,7 @@
 
 import { api } from "./api.js";
 import { clipped, cut, fmtCost, fmtDuration, fmtInt, fmtTime, h, link, parseTime, replace } from "./dom.js";
-import { findConversation, roleOf } from "./run.js";
+import { findConversation, roleOf } from "./messages.js";
 
 const TURN_SELECTS = ["TRACE_ID", "TURN_NUMBER", "NAME", "START_TIME", "LATENCY", "INPUTS", "OUTPUTS", "ERROR", "TOTAL_TOKENS", "TOTAL_COST"];
 const MAX_TURNS = 1000; // turns read, 100 a page

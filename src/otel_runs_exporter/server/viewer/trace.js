@@ -1,12 +1,22 @@
 // One trace: the run tree in dotted_order order beside a waterfall on one time axis,
 // and the selected run's details; new and changed runs shown as they arrive (a pause
-// control stops that).
+// control stops that), marked live while the service says the trace is (an open run
+// stored within its live window).
+//
+// Each row names its run whole (names up to ~40 characters at 1366 px): what gives way
+// when the row is short is the model and the numbers, each shown whole or not at all.
+// A row with runs under it shows their tokens and cost added up.
 //
 // Only the rows in view are in the page (a fixed row height makes that simple), so a
 // 10,000-run trace costs as much to show as a 50-run one; a trace that large also
 // opens with only the root's children unfolded.
+//
+// Where the runs are read is `source` (api.js by default: query, stats, changes, feedback, and the run
+// page's run, violations, addFeedback); `readOnly` leaves out the controls that write and the links to the
+// keyed pages (the list, threads). A shared trace's page is new TraceView(app, traceId, runId,
+// { source: itsReads, readOnly: true }).
 
-import { api, shareToken } from "./api.js";
+import { api } from "./api.js";
 import {
   copyButton, cut, fmtCost, fmtDuration, fmtInt, fmtTime, h, link, parseTime, replace, statusBadge, statusOf, typeBadge,
 } from "./dom.js";
@@ -19,15 +29,17 @@ const PAGE = 100; // the query endpoint's largest page
 // The service's own usage fields too (a root's are its trace's totals), and the local service's model and price row.
 const TREE_FIELDS = [
   "name", "run_type", "start_time", "end_time", "status", "parent_run_id", "dotted_order", "trace_id",
-  "total_tokens", "total_cost", "model", "priced_as", "thread_id", "session_id",
+  "total_tokens", "total_cost", "model", "requested_model", "priced_as", "thread_id", "session_id",
 ];
 const FOLD_ABOVE = 500; // runs; a larger trace opens folded below the root's children
 const LIVE_WAIT_S = 20; // how long the service holds a request for the trace's changes
 const REDRAW_EVERY_MS = 300; // while pages arrive
 
 export class TraceView {
-  constructor(app, traceId, runId) {
+  constructor(app, traceId, runId, { source = api, readOnly = false } = {}) {
     this.app = app;
+    this.source = source;
+    this.readOnly = readOnly;
     this.traceId = traceId;
     this.selected = runId;
     this.started = performance.now();
@@ -39,7 +51,8 @@ export class TraceView {
     this.closed = false;
     this.cursor = null; // where the changes feed (GET /runs/changes) left off
     this.paused = false; // the page's pause control: no more changes asked for
-    this.detail = new RunView(app);
+    this.live = false; // what the service last said: an open run stored within its live window
+    this.detail = new RunView(app, { source, readOnly });
     this.detail.onFeedback = (item) => this.feedbackAdded(item);
     this.feedback = null; // run id -> feedback items, once read
     this.build();
@@ -54,22 +67,26 @@ export class TraceView {
     this.axis = h("div", { class: "axis" });
     this.progress = h("span", { class: "progress", "aria-live": "polite" });
     let pending = false;
-    this.scroller.addEventListener("scroll", () => {
+    const redraw = () => {
       if (pending) return;
       pending = true;
       requestAnimationFrame(() => {
         pending = false;
         this.renderRows();
       });
-    });
+    };
+    this.scroller.addEventListener("scroll", redraw);
+    // A taller window shows more rows: the ones now in view are drawn, not left blank until a scroll.
+    this.resized = new ResizeObserver(redraw);
+    this.resized.observe(this.scroller);
     const tools = h(
       "div",
       { class: "tools" },
       h("button", { type: "button", onclick: () => this.setFold(false) }, "Unfold all"),
       h("button", { type: "button", onclick: () => this.setFold(true) }, "Fold to first level"),
       h("button", { type: "button", onclick: () => this.reload() }, "Reload"),
-      (this.pauseButton = h("button", { type: "button", class: "live-toggle", onclick: () => this.setPaused(!this.paused) }, "Pause")),
-      (this.liveMark = h("span", { class: "live", title: "new and changed runs are shown as they arrive" }, "● live")),
+      (this.pauseButton = h("button", { type: "button", class: "live-toggle", hidden: true, onclick: () => this.setPaused(!this.paused) }, "Pause")),
+      (this.liveMark = h("span", { class: "live", hidden: true, title: "the trace has a run still open, stored within the last minutes: new and changed runs are shown as they arrive" }, "● live")),
       this.progress,
     );
     this.element = h(
@@ -92,10 +109,15 @@ export class TraceView {
 
   close() {
     this.closed = true;
+    this.resized.disconnect();
+  }
+
+  crumbs(name) {
+    this.app.setCrumbs(this.readOnly ? null : h("a", { href: "#/" }, "Traces"), h("span", null, name));
   }
 
   async open() {
-    this.app.setCrumbs(h("a", { href: "#/" }, "Traces"), h("span", null, "trace"));
+    this.crumbs("trace");
     if (this.selected) this.detail.show(this.selected, this.traceId);
     try {
       await this.load();
@@ -106,9 +128,25 @@ export class TraceView {
 
   setPaused(paused) {
     this.paused = paused;
-    this.pauseButton.textContent = paused ? "Resume" : "Pause";
-    this.liveMark.textContent = paused ? "paused" : "● live";
-    this.liveMark.className = paused ? "live live-paused" : "live";
+    this.showLive();
+  }
+
+  // The live mark and its pause control show while the trace is live (or paused while it was).
+  setLive(live) {
+    if (typeof live !== "boolean") return;
+    this.element.dataset.live = String(live); // what the service said last (the tests read it)
+    if (live === this.live) return;
+    this.live = live;
+    this.showLive();
+  }
+
+  showLive() {
+    const shown = this.live || this.paused;
+    this.pauseButton.hidden = !shown;
+    this.liveMark.hidden = !shown;
+    this.pauseButton.textContent = this.paused ? "Resume" : "Pause";
+    this.liveMark.textContent = this.paused ? "paused" : "● live";
+    this.liveMark.className = this.paused ? "live live-paused" : "live";
   }
 
   async reload() {
@@ -126,7 +164,11 @@ export class TraceView {
     this.stats = null;
     // Where the changes feed starts: taken before the first page, so nothing stored meanwhile is missed (a run
     // read twice is merged). Refused (a 429), the page loads without it and asks again later.
-    this.cursor = await api.changes(`trace=${encodeURIComponent(this.traceId)}`).then((a) => a.cursor, () => null);
+    // A source without a changes feed (a shared trace's) is read once.
+    this.cursor = !this.source.changes ? null : await this.source.changes(`trace=${encodeURIComponent(this.traceId)}`).then((a) => {
+      this.setLive(a.live);
+      return a.cursor;
+    }, () => null);
     // The counts decide whether the tree opens folded; asked for beside the first page, not before it.
     // A refused count (/runs/stats is the most rate-limited read) must not keep the tree from showing.
     const stats = this.loadStats().then(() => null, (error) => error);
@@ -143,7 +185,7 @@ export class TraceView {
       do {
         const body = { trace: this.traceId, order: "asc", limit: PAGE, select: TREE_FIELDS };
         if (pass.cursor) body.cursor = pass.cursor;
-        const answer = await api.query(body);
+        const answer = await this.source.query(body);
         if (this.closed || pass !== this.pass) return; // closed, or a Reload started over
         for (const run of answer.runs || []) pass.loaded.set(run.id, run);
         pass.cursor = answer.cursors && answer.cursors.next;
@@ -178,7 +220,7 @@ export class TraceView {
   }
 
   async loadFeedback() {
-    this.feedback = await traceFeedback(this.traceId);
+    this.feedback = await traceFeedback(this.traceId, this.source);
     if (this.closed) return;
     this.renderRows();
     this.renderHead();
@@ -193,7 +235,7 @@ export class TraceView {
   }
 
   async loadStats() {
-    const stats = await api.stats({ trace: this.traceId });
+    const stats = await this.source.stats({ trace: this.traceId });
     const runs = Number(stats.run_count) || 0;
     this.stats = {
       runs,
@@ -223,11 +265,12 @@ export class TraceView {
         if (!this.closed) this.renderHead();
       });
     }
-    if (!this.feedback) return this.loadFeedback();
-    if (this.paused) return null;
+    if (!this.feedback && this.source.feedback) return this.loadFeedback();
+    if (this.paused || !this.source.changes) return null;
     if (!this.cursor) {
-      return api.changes(`trace=${encodeURIComponent(this.traceId)}`).then((a) => {
+      return this.source.changes(`trace=${encodeURIComponent(this.traceId)}`).then((a) => {
         this.cursor = a.cursor;
+        this.setLive(a.live);
       });
     }
     return this.follow();
@@ -235,10 +278,11 @@ export class TraceView {
 
   async follow() {
     const asked = this.cursor;
-    const answer = await api.changes(`trace=${encodeURIComponent(this.traceId)}&after=${encodeURIComponent(asked)}&wait=${LIVE_WAIT_S}`);
+    const answer = await this.source.changes(`trace=${encodeURIComponent(this.traceId)}&after=${encodeURIComponent(asked)}&wait=${LIVE_WAIT_S}`);
     // Closed, reloaded meanwhile, or paused: nothing changes on the page (a paused one asks again from the same
     // cursor when resumed, so what came meanwhile is shown then).
     if (this.closed || this.cursor !== asked || this.paused) return;
+    this.setLive(answer.live);
     this.cursor = answer.cursor;
     const runs = answer.runs || [];
     if (!runs.length) return;
@@ -294,6 +338,7 @@ export class TraceView {
       stack.push(index);
     });
     for (const done of stack) nodes[done].size = nodes.length - done - 1;
+    addUp(nodes);
     this.nodes = nodes;
     const now = Date.now();
     let t0 = Infinity;
@@ -361,6 +406,7 @@ export class TraceView {
     const rows = [];
     for (let i = first; i < last; i += 1) rows.push(this.row(this.visible[i], i));
     replace(this.rowsLayer, rows);
+    wholeOrNone(this.rowsLayer);
   }
 
   row(node, index) {
@@ -410,7 +456,7 @@ export class TraceView {
         node.status === "open" ? h("span", { class: "open-mark", title: "no end time yet" }, "open") : null,
         folded ? h("span", { class: "hidden-count", title: "runs folded under this one" }, `+${fmtInt(node.size)}`) : null,
         this.feedback ? badges(this.feedback.get(run.id)) : null,
-        usageCell(run),
+        usageCell(node),
       ),
       h(
         "span",
@@ -443,14 +489,14 @@ export class TraceView {
       fact("tokens", stats.tokens === null ? "…" : stats.tokens ? `${fmtInt(stats.tokens)} (in ${fmtInt(stats.prompt)}, out ${fmtInt(stats.completion)})` : "0"),
       fact("failed runs", fmtInt(stats.errors)),
       fact("cost", stats.tokens === null ? "…" : costText(stats)),
-      shareToken ? null : fact("feedback", this.feedback ? summaryText(this.feedback) : "…"),
-      run.thread_id
+      this.source.feedback ? fact("feedback", this.feedback ? summaryText(this.feedback) : "…") : null,
+      run.thread_id && !this.readOnly
         ? h("span", { class: "fact" }, h("span", { class: "label" }, "thread"),
             h("a", { href: `#/threads/${encodeURIComponent(String(run.thread_id))}?project=${encodeURIComponent(String(run.session_id || ""))}` }, cut(String(run.thread_id), 80)))
         : null,
       h("span", { class: "fact" }, h("span", { class: "label" }, "trace id"), h("code", null, this.traceId), copyButton(this.traceId, "trace id")),
     );
-    this.app.setCrumbs(h("a", { href: "#/" }, "Traces"), h("span", null, cut(run.name || "trace", 80)));
+    this.crumbs(cut(run.name || "trace", 80));
     this.renderAxis();
   }
 
@@ -468,20 +514,70 @@ function fact(label, value) {
   return h("span", { class: "fact" }, h("span", { class: "label" }, label), h("span", { class: "value" }, value));
 }
 
-// A row's model, tokens and cost (a root's: its trace's); "no price" for tokens of a model the table lacks.
-function usageCell(run) {
-  const tokens = Number(run.total_tokens) || 0;
-  const priced = run.total_cost !== null && run.total_cost !== undefined;
-  if (!run.model && !tokens && !priced) return null;
-  const title = priced
-    ? `${fmtCost(run.total_cost)}${run.priced_as && run.priced_as !== "carried" ? `, priced as ${cut(run.priced_as, 100)}` : run.priced_as === "carried" ? ", as the run reported it" : ""}`
-    : "no price: the price table has no row for this model (otel-runs serve --prices FILE adds one)";
+// Each run's tokens and cost with those of the runs under it (node.total), from the service's per-run fields:
+// a root's are its whole trace's already, another run's are its own. Nodes are in tree order, so a run's
+// subtree follows it: a stack gives each its parent, and one pass back adds each into its parent.
+function addUp(nodes) {
+  const parents = new Array(nodes.length).fill(-1);
+  const stack = [];
+  nodes.forEach((node, index) => {
+    while (stack.length && nodes[stack[stack.length - 1]].depth >= node.depth) stack.pop();
+    parents[index] = stack.length ? stack[stack.length - 1] : -1;
+    stack.push(index);
+    const run = node.run;
+    const tokens = Number(run.total_tokens) || 0;
+    const priced = run.total_cost !== null && run.total_cost !== undefined && Number.isFinite(Number(run.total_cost));
+    node.total = { tokens, cost: priced ? Number(run.total_cost) : null, unpriced: tokens && !priced ? 1 : 0, whole: !run.parent_run_id };
+  });
+  for (let index = nodes.length - 1; index >= 0; index -= 1) {
+    const parent = parents[index];
+    if (parent < 0 || nodes[parent].total.whole) continue; // a root's fields are its trace's totals already
+    const into = nodes[parent].total;
+    const from = nodes[index].total;
+    into.tokens += from.tokens;
+    into.unpriced += from.unpriced;
+    if (from.cost !== null) into.cost = (into.cost || 0) + from.cost;
+  }
+}
+
+// What the stylesheet cannot do: a row's last number wider than the room the name leaves (it cannot wrap away,
+// being alone on its line) is hidden, not shown cut. Measured once per drawing of the rows in view.
+function wholeOrNone(layer) {
+  for (const usage of layer.querySelectorAll(".usage")) {
+    const room = usage.getBoundingClientRect();
+    for (const part of usage.children) {
+      const at = part.getBoundingClientRect();
+      if (at.left < room.left - 0.5 && at.top < room.bottom - 0.5) part.style.visibility = "hidden";
+    }
+  }
+}
+
+// A row's model (the one the run asked for; the one that answered in its title), tokens and cost: its own, or
+// with a run under it, its subtree's. Each shown whole or not at all (app.css: what does not fit wraps out of sight).
+function usageCell(node) {
+  const run = node.run;
+  const { tokens, cost, unpriced } = node.total;
+  const model = run.requested_model || run.model;
+  if (!model && !tokens && cost === null) return null;
+  const under = node.size ? ` for this run and the ${fmtInt(node.size)} under it` : "";
+  const answered = run.model && run.model !== model ? `; answered by ${cut(String(run.model), 100)}` : "";
+  const priced = run.priced_as === "carried" ? ", as the run reported it" : run.priced_as && !node.size ? `, priced as ${cut(run.priced_as, 100)}` : "";
+  const missing = unpriced ? ` (${fmtInt(unpriced)} model run${unpriced === 1 ? "" : "s"} without a price not counted)` : "";
   return h(
     "span",
-    { class: "usage", title },
-    run.model ? h("span", { class: "model" }, cut(String(run.model), 40)) : null,
-    tokens ? h("span", { class: "tok" }, `${fmtInt(tokens)} tok`) : null,
-    tokens || priced ? h("span", { class: priced ? "cost" : "cost cost-none" }, fmtCost(run.total_cost)) : null,
+    { class: "usage" },
+    model ? h("span", { class: "model", title: `model asked for: ${cut(String(model), 100)}${answered}` }, cut(String(model), 40)) : null,
+    tokens ? h("span", { class: "tok", title: `${fmtInt(tokens)} tokens${under}` }, `${fmtInt(tokens)} tok`) : null,
+    tokens || cost !== null
+      ? h(
+          "span",
+          {
+            class: cost !== null ? "cost" : "cost cost-none",
+            title: cost !== null ? `${fmtCost(cost)}${under}${priced}${missing}` : "no price: the price table has no row for this model (otel-runs serve --prices FILE adds one)",
+          },
+          fmtCost(cost),
+        )
+      : null,
   );
 }
 
