@@ -24,7 +24,8 @@ try:
 finally:
     sys.path.remove(os.path.join(ROOT, "bench"))
 
-pytestmark = pytest.mark.heavy(seconds=14)
+# Its own CI step with the soaks (python -m pytest -m 'long and not compiled'): every contender's smoke run is ~30 s.
+pytestmark = [pytest.mark.heavy(seconds=14), pytest.mark.long]
 
 
 def _smoke(tmp_path_factory: pytest.TempPathFactory, contenders: list[str]) -> dict:

@@ -10,7 +10,8 @@ import pytest
 
 from reliability.rel_helpers import processor_provider, report
 
-pytestmark = pytest.mark.heavy(seconds=20)
+# Its own CI step (python -m pytest -m long): the soak alone took 30 s of the default suite's time.
+pytestmark = [pytest.mark.heavy(seconds=20), pytest.mark.long]
 
 # 20k spans in batches of 50 make as many requests (~600+) as 200k in batches of 512, so every
 # fault fires as often; RELIABILITY.md's 200k figure: OTEL_RUNS_REL_SOAK_SPANS=200000.
