@@ -78,6 +78,7 @@ class SettingsArguments(TypedDict, total=False):
     client_key: str | os.PathLike[str] | None
     spool_dir: str | os.PathLike[str] | None
     spool_max_bytes: int | None
+    spool_write_ahead: bool | None
     hide_inputs: bool | Callable[[dict[str, Any]], dict[str, Any]] | None
     hide_outputs: bool | Callable[[dict[str, Any]], dict[str, Any]] | None
     mask: Callable[[Any], Any] | None
@@ -86,4 +87,8 @@ class SettingsArguments(TypedDict, total=False):
     capture_log_events: bool | None
     prices: str | os.PathLike[str] | PriceTable | None
     langsmith_otel_enabled: bool | None
+    handle_sigterm: bool | None
+    close_open_runs_at_exit: bool | None
+    open_runs_max: int | None
+    open_run_max_age_s: float | None
     disabled: bool | None

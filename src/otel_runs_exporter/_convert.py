@@ -66,6 +66,7 @@ __all__ = [
     "warn_if_ids_set_late",
     "span_to_run",
     "patch_fields",
+    "closing_patch",
     "early_post_summary",
     "inputs_digest",
     "RUN_TYPES",
@@ -739,6 +740,27 @@ def inputs_digest(inputs: Any) -> int | None:
 def early_post_summary(post: Mapping[str, Any]) -> tuple[str, str, int | None]:
     """What :func:`patch_fields` needs to remember of an early post (small, no payloads)."""
     return (post["name"], post["run_type"], inputs_digest(post.get("inputs")))
+
+
+def closing_patch(
+    run_id: str, trace_id: str, dotted_order: str, start_time_ns: int, end_time_ns: int, error: str
+) -> dict[str, Any]:
+    """The patch that closes a run whose span will never end (its process is ending, or ended).
+
+    What a patch must carry to be placed (spec 4.4: ``trace_id`` and
+    ``dotted_order`` in every main part), the end (never before the start)
+    and the error saying why.
+
+    >>> closing_patch("r", "t", "d", 2_000_000_000, 1_000_000_000, "gone")["end_time"]
+    '1970-01-01T00:00:02.000000+00:00'
+    """
+    return {
+        "id": run_id,
+        "trace_id": trace_id,
+        "dotted_order": dotted_order,
+        "end_time": iso_time(max(end_time_ns, start_time_ns)),
+        "error": error,
+    }
 
 
 def patch_fields(full: Mapping[str, Any], early: tuple[str, str, int | None]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ Pure functions.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import orjson
 
@@ -49,6 +49,10 @@ class SealedBatch:
     completes: bytes
     raw_size: int
     size: int
+    #: When the oldest of its runs began to wait (the delivery's clock): its export timeout runs from then.
+    since: float = 0.0
+    #: Its write-ahead file (``Spool.write_ahead``), when it has one.
+    wal: Any = None
 
     @property
     def ops(self) -> int:

@@ -684,6 +684,16 @@ _DECLS: dict[str, _Decl] = {
         "Most bytes the spool may hold; past it the oldest files are dropped and counted.",
         kind=TUNING,
     ),
+    "spool_write_ahead": _Decl(
+        (ev.OTEL_EXPORTER_RUNS_SPOOL_WRITE_AHEAD,),
+        False,
+        _bool,
+        "With a spool: each batch is written to it before it is sent and removed once the service "
+        "acknowledges it, so a kill -9, an OOM kill or os._exit with the service up loses only what ended "
+        "in the last schedule delay and request (docs/delivery.md, \"Write-ahead\"). Every run's content "
+        "then touches disk (redacted, as the spool keeps it). Without a spool it has no effect (one warning).",
+        kind=TUNING,
+    ),
     "hide_inputs": _Decl(
         (ev.OTEL_EXPORTER_RUNS_HIDE_INPUTS,),
         False,
@@ -764,6 +774,42 @@ _DECLS: dict[str, _Decl] = {
         kind=TUNING,
         read=_sdk_otel_mode,
     ),
+    "handle_sigterm": _Decl(
+        (ev.OTEL_EXPORTER_RUNS_HANDLE_SIGTERM,),
+        False,
+        _bool,
+        "true: SIGTERM (how containers and process managers stop an app) ends the app through its normal "
+        "exit, so the runs queued are flushed or spooled, and the process ends with status 143 (128 + 15). "
+        "Installed from the main thread, only while SIGTERM has its default handler; a second SIGTERM ends "
+        "the process at once. Without it a plain script loses what is queued when it gets SIGTERM.",
+        kind=TUNING,
+    ),
+    "close_open_runs_at_exit": _Decl(
+        (ev.OTEL_EXPORTER_RUNS_CLOSE_OPEN_RUNS_AT_EXIT,),
+        True,
+        _bool,
+        "Processor path: at a normal exit, each run still open (its span never ended) is closed with the "
+        "exit time and an error saying the process ended before its span did, counted in "
+        "stats().closed_at_exit and said in the exit line. false: such runs stay running at the service.",
+        kind=TUNING,
+    ),
+    "open_runs_max": _Decl(
+        (ev.OTEL_EXPORTER_RUNS_OPEN_RUNS_MAX,),
+        1_000,
+        _positive_int,
+        "Processor path: most open runs (early post sent, span not ended) counted against max_queue_bytes; "
+        "past it the oldest stop counting (stats().open_runs_released) and are still patched when they end, "
+        "so spans that never end cannot starve later traffic.",
+        kind=TUNING,
+    ),
+    "open_run_max_age_s": _Decl(
+        (ev.OTEL_EXPORTER_RUNS_OPEN_RUN_MAX_AGE,),
+        600.0,
+        _seconds,
+        "Processor path, in seconds: an open run older than this stops counting against max_queue_bytes "
+        "(stats().open_runs_released); it is still patched when its span ends.",
+        kind=TUNING,
+    ),
     "disabled": _Decl(
         (ev.OTEL_SDK_DISABLED,),
         False,
@@ -818,6 +864,7 @@ class Settings:
     client_key: str | None = field(repr=False)
     spool_dir: str | None
     spool_max_bytes: int
+    spool_write_ahead: bool
     hide_inputs: Any
     hide_outputs: Any
     mask: Any
@@ -826,6 +873,10 @@ class Settings:
     capture_log_events: bool
     prices: PriceTable | None
     langsmith_otel_enabled: bool
+    handle_sigterm: bool
+    close_open_runs_at_exit: bool
+    open_runs_max: int
+    open_run_max_age_s: float
     disabled: bool
 
     def __repr__(self) -> str:

@@ -35,8 +35,28 @@ A claim left by a process that died is returned under a marked name
 them and is set aside (``spool_crash_loop``) instead of being replayed by every
 later process. A replay that returns, whatever its outcome, clears the mark.
 
+Who holds a claim is said by an owner token (``_owners``): a lock the claiming
+process holds for its lifetime, so a claim is returned only when its holder is
+proven dead, never because its pid is (a restarted container reuses pids).
+
+Write-ahead (``OTEL_EXPORTER_RUNS_SPOOL_WRITE_AHEAD``): :meth:`Spool.write_ahead`
+writes a batch before it is sent, as a file this process holds
+(``<name>.wal-<owner>``, never replayed while its owner lives); :meth:`Spool.forget`
+removes it once the service has answered, :meth:`Spool.release` hands it to the
+spool when it could not be delivered. A process that dies holding one leaves it
+for the next process to replay. It is written under a temporary name and renamed,
+so it is whole or absent, but not fsynced: the process's death does not lose
+the page cache, and a released file is fsynced before it joins the spool.
+
+Replay marks its progress: :meth:`Spool.mark` records, after each request, how
+many operations of the claimed file are settled (``.progress-<stem>``, one line
+per request), and a claim skips them, so a replayer killed midway sends again at
+most the request it was waiting on.
+
 File layout: one JSON header line describing the runs and their parts'
-lengths, then the parts' bytes back to back.
+lengths, then the parts' bytes back to back. The header names the format
+(``"v": 1``); a file of another format (a newer or an older version's) is set
+aside (``spool_version``), never guessed at.
 """
 
 from __future__ import annotations
@@ -44,36 +64,48 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import re
 import stat
 import time
 import threading
 from pathlib import Path
 
-import orjson
 
-from ._encode import EncodedRun, encoded
+from ._encode import EncodedRun
 from ._logging import RateLimitedLog, n_runs
+from ._owners import LOCK_PREFIX, Owner, alive, pid_alive
+from ._spool_format import (
+    MIN_RUN_BYTES,
+    STEM,
+    SUFFIX,
+    SpoolCorrupt,
+    SpoolVersion,
+    count_in_name,
+    deserialize,
+    file_name,
+    groups,
+    is_marked,
+    marked,
+    runs_in_name,
+    serialize,
+    unmarked,
+    waiting,
+)
 
-__all__ = ["Spool", "waiting"]
+__all__ = ["Spool", "SpoolCorrupt", "deserialize", "serialize", "waiting"]
 
 logger = logging.getLogger(__name__)
 _rl = RateLimitedLog(logger)
 
-_SUFFIX = ".spool"
 _CLAIM = ".claimed-"
+_WAL = ".wal-"
 _TMP_PREFIX = ".tmp-"
+_PROGRESS = ".progress-"
 _BAD = ".bad"
-_ORPHAN = "-orphan"  # before the suffix: returned once from a process that died holding it
 _STALE_TMP_S = 3600.0
 _MAX_BAD = 32
 # A spool file is never something to wait on, follow, or take as a terminal.
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
 _READ_CHUNK = 16 * 1024 * 1024
-
-
-class SpoolCorrupt(ValueError):
-    """A spool file that does not parse (it should not happen; such a file is set aside)."""
 
 
 class _Refused(Exception):
@@ -83,63 +115,6 @@ class _Refused(Exception):
         super().__init__(why)
         self.reason = reason
         self.why = why
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False  # never a name of ours: 0 and below would ask about process groups
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError):  # past any pid: a name not ours, no process holds it
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def serialize(runs: list[EncodedRun]) -> bytes:
-    """The bytes of one spool file."""
-    header = [
-        [r.op, r.run_id, r.dotted_order, r.completes, [[name, len(payload)] for name, payload in r.parts]] for r in runs
-    ]
-    return orjson.dumps({"v": 1, "runs": header}) + b"\n" + b"".join(p for r in runs for _, p in r.parts)
-
-
-def deserialize(data: bytes) -> list[EncodedRun]:
-    """Runs back from a spool file; raises :class:`SpoolCorrupt` if it is not whole."""
-    newline = data.find(b"\n")
-    if newline < 0:
-        raise SpoolCorrupt("no header line")
-    try:
-        header = orjson.loads(data[:newline])
-        entries = header["runs"]
-    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
-        raise SpoolCorrupt(f"bad header: {exc}") from None
-    offset = newline + 1
-    runs: list[EncodedRun] = []
-    try:
-        for op, run_id, dotted_order, completes, parts_meta in entries:
-            if not (isinstance(op, str) and isinstance(run_id, str) and isinstance(dotted_order, str)):
-                raise SpoolCorrupt("bad header entry")
-            parts = []
-            for name, length in parts_meta:
-                if not isinstance(name, str) or not isinstance(length, int) or length < 0:
-                    raise SpoolCorrupt("bad part entry")
-                payload = data[offset : offset + length]
-                if len(payload) != length:
-                    raise SpoolCorrupt("truncated payload")
-                parts.append((name, payload))
-                offset += length
-            if not parts:
-                raise SpoolCorrupt("a run without parts")
-            runs.append(encoded(op, run_id, parts, dotted_order, bool(completes)))
-    except (TypeError, ValueError) as exc:  # the header's shape is not ours
-        if isinstance(exc, SpoolCorrupt):
-            raise
-        raise SpoolCorrupt(f"bad header: {exc}") from None
-    if offset != len(data):
-        raise SpoolCorrupt("trailing bytes")
-    return runs
 
 
 class Spool:
@@ -160,10 +135,15 @@ class Spool:
         self._max_bytes = max_bytes
         self.max_file_bytes = min(max_bytes, max_file_bytes or max_bytes)
         self._batch_bytes = batch_bytes
+        #: This process's lock in the directory (taken at its first claim or write-ahead file).
+        self.owner = Owner(self.dir)
         self._losses: dict[str, int] = {}
         self._losses_lock = threading.Lock()
         self._set_aside_since_trim = False  # one look at the directory per claim, not one per entry
-        self._recover()
+        self._skipped: dict[Path, int] = {}  # claimed file -> operations a dead replayer had settled
+        #: Why the last write failed (said in the exit line); None once one succeeds.
+        self.write_error: str | None = None
+        self.recover()
         if self._set_aside_since_trim:
             self._trim_set_aside()
 
@@ -182,22 +162,23 @@ class Spool:
 
     # --- writing ---------------------------------------------------------------
 
-    def write(self, runs: list[EncodedRun]) -> list[EncodedRun]:
+    def write(self, runs: list[EncodedRun], *, evict: bool = True) -> list[EncodedRun]:
         """Write ``runs`` as files of at most a batch each, atomically; returns the runs not written.
 
-        Empty when all were. What the disk refuses (logged) is returned with
+        Empty when all were. What the disk refuses (said once) is returned with
         every run after it, in order; a run too large for any file (logged) is
-        returned alone and the rest are still written.
+        returned alone and the rest are still written. ``evict=False``: the
+        oldest files are never removed to make room; what does not fit is returned.
         """
         left: list[EncodedRun] = []
-        groups = _groups(runs, self._batch_bytes) if self._batch_bytes else [list(runs)] if runs else []
-        while groups:
-            group = groups.pop(0)
+        todo = groups(runs, self._batch_bytes) if self._batch_bytes else [list(runs)] if runs else []
+        while todo:
+            group = todo.pop(0)
             data = serialize(group)
             if len(data) > self.max_file_bytes:
                 if len(group) > 1:
                     half = len(group) // 2
-                    groups[:0] = [group[:half], group[half:]]
+                    todo[:0] = [group[:half], group[half:]]
                     continue
                 _rl.warning(
                     "spool_run_too_large",
@@ -208,42 +189,104 @@ class Spool:
                 )
                 left.extend(group)
                 continue
-            if not self._write_file(group, data):
+            if self._write_file(file_name(f"{time.time_ns():020d}", group), group, data, evict=evict) is None:
                 left.extend(group)
-                for rest in groups:
+                for rest in todo:
                     left.extend(rest)
                 break
         return left
 
-    def _write_file(self, runs: list[EncodedRun], data: bytes) -> bool:
-        name = _file_name(f"{time.time_ns():020d}", runs)
+    def write_ahead(self, runs: list[EncodedRun]) -> Path | None:
+        """``runs`` on disk before they are sent, as a file this process holds; None if the disk refused
+        (said once) or the batch is larger than a file may be."""
+        data = serialize(runs)
+        if len(data) > self.max_file_bytes:
+            return None
+        name = f"{file_name(f'{time.time_ns():020d}', runs)}{_WAL}{self.owner.token}"
+        # Not fsynced: a process's death keeps the page cache; release() makes it durable.
+        return self._write_file(name, runs, data, durable=False, evict=False, counted=False)
+
+    def forget(self, wal: Path) -> None:
+        """The service answered for a write-ahead file's runs: it goes."""
+        try:
+            os.unlink(wal)
+        except OSError:
+            pass
+
+    def release(self, wal: Path, *, evict: bool = True) -> bool:
+        """A write-ahead file's runs could not be delivered: the file joins the spool (fsynced, named for
+        any process to replay). False if it could not (said once), or, without ``evict``, if the spool has
+        no room for it without dropping its oldest files: the caller keeps the runs."""
+        original = wal.name.split(_WAL, 1)[0]
+        try:
+            fd = os.open(wal, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+            try:
+                os.fsync(fd)
+                size = os.fstat(fd).st_size
+            finally:
+                os.close(fd)
+            if not self._make_room(size, evict=evict):
+                return False
+            os.rename(wal, self.dir / original)
+            self._fsync_dir()
+            return True
+        except OSError as exc:
+            self.write_error = exc.strerror or str(exc)
+            _rl.error("spool_write", "could not move a write-ahead file into the spool at %s: %s", self.dir, exc)
+            return False
+
+    def _write_file(
+        self, name: str, runs: list[EncodedRun], data: bytes, *, evict: bool = True, durable: bool = True,
+        counted: bool = True,
+    ) -> Path | None:
+        """``data`` whole under ``name``, or nothing: written under a temporary name, then renamed.
+
+        A full disk mid-write leaves no file (the temporary one is removed): a
+        spool file is always whole. ``counted``: the spool's byte cap applies.
+        """
         tmp = self.dir / f"{_TMP_PREFIX}{os.getpid()}-{name}"
         try:
-            self._make_room(len(data))
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            if counted and not self._make_room(len(data), evict=evict):
+                return None
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
             try:
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
-                os.fsync(fd)
+                if durable:
+                    os.fsync(fd)
             finally:
                 os.close(fd)
-            os.rename(tmp, self.dir / name)
-            self._fsync_dir()
-            return True
+            final = self.dir / name
+            os.rename(tmp, final)
+            if durable:
+                self._fsync_dir()
+            self.write_error = None
+            return final
         except OSError as exc:
-            logger.error(
-                "could not write %s to the spool at %s: %s", n_runs(sum(1 for r in runs if r.completes)), self.dir, exc
+            self.write_error = exc.strerror or str(exc)
+            _rl.error(
+                "spool_write",
+                "could not write %s to the spool at %s: %s; they stay in memory, counted if they are lost "
+                "(said once a minute)",
+                n_runs(sum(1 for r in runs if r.completes)),
+                self.dir,
+                exc,
             )
             try:
                 tmp.unlink()
             except OSError:
                 pass
-            return False
+            return None
 
-    def _make_room(self, incoming: int) -> None:
+    def _make_room(self, incoming: int, *, evict: bool) -> bool:
+        """Whether ``incoming`` bytes fit under the cap; with ``evict``, the oldest files go until they do."""
         files = self._files()
         total = sum(size for _, size in files)
+        if total + incoming <= self._max_bytes:
+            return True
+        if not evict:
+            return False
         for path, size in files:
             if total + incoming <= self._max_bytes:
                 break
@@ -257,6 +300,7 @@ class Spool:
             total -= size
             self._lose("spool_full", dropped)
             logger.warning("the spool is full (%d bytes); dropped its oldest file with %s", self._max_bytes, n_runs(dropped))
+        return True
 
     def _fsync_dir(self) -> None:
         try:
@@ -275,7 +319,7 @@ class Spool:
     def _files(self) -> list[tuple[Path, int]]:
         out = []
         for entry in os.scandir(self.dir):
-            if entry.name.endswith(_SUFFIX) and not entry.name.startswith("."):
+            if entry.name.endswith(SUFFIX) and not entry.name.startswith("."):
                 try:
                     # Not following a link: its own size, and a dangling one is still listed (and set aside).
                     out.append((Path(entry.path), entry.stat(follow_symlinks=False).st_size))
@@ -292,6 +336,7 @@ class Spool:
         """Take the oldest file for replay; None when there is nothing to take.
 
         What cannot be read as a spool file is set aside on the way and counted.
+        The operations a replayer that died had settled (:meth:`mark`) are skipped.
         """
         try:
             return self._claim()
@@ -301,7 +346,7 @@ class Spool:
 
     def _claim(self) -> tuple[Path, list[EncodedRun]] | None:
         for path, _ in self._files():
-            claimed = path.with_name(f"{path.name}{_CLAIM}{os.getpid()}")
+            claimed = path.with_name(f"{path.name}{_CLAIM}{self.owner.token}")
             try:
                 os.rename(path, claimed)
             except FileNotFoundError:
@@ -310,12 +355,42 @@ class Spool:
                 self._set_aside(path, path.name, "spool_corrupt", f"cannot be claimed ({exc.strerror})")
                 continue
             try:
-                return claimed, deserialize(_read(claimed, self.max_file_bytes))
+                runs = deserialize(_read(claimed, self.max_file_bytes))
             except _Refused as refused:
                 self._set_aside(claimed, path.name, refused.reason, refused.why)
+                continue
+            except SpoolVersion as exc:
+                self._set_aside(claimed, path.name, "spool_version", str(exc))
+                continue
             except (SpoolCorrupt, OSError) as exc:
                 self._set_aside(claimed, path.name, "spool_corrupt", f"unreadable ({exc})")
+                continue
+            settled = self._settled(path.name, len(runs))
+            if settled >= len(runs):
+                self.done(claimed)  # every request of it was answered before its replayer died
+                continue
+            if settled:
+                self._skipped[claimed] = settled
+            return claimed, runs[settled:]
         return None
+
+    def mark(self, claimed: Path, settled: int) -> None:
+        """``settled`` operations of the runs :meth:`claim` returned for ``claimed`` were answered for.
+
+        One short line appended (not fsynced: it guards against this process's
+        death, not the machine's), so a replayer killed after this never sends them again.
+        """
+        progress = self._progress_path(claimed.name.split(_CLAIM, 1)[0])
+        if progress is None:
+            return
+        try:
+            fd = os.open(progress, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+            try:
+                os.write(fd, b"%d\n" % (self._skipped.get(claimed, 0) + settled))
+            finally:
+                os.close(fd)
+        except OSError:
+            pass  # without it a replayer killed now sends this file's answered runs again: at least once
 
     def done(self, claimed: Path) -> None:
         """The claimed file's runs were delivered (or dropped and counted)."""
@@ -323,6 +398,7 @@ class Spool:
             claimed.unlink()
         except FileNotFoundError:
             pass
+        self._end_progress(claimed)
 
     def give_back(self, claimed: Path, runs: list[EncodedRun]) -> None:
         """Replay failed for ``runs``: keep them for later, in their original place in the order.
@@ -331,12 +407,13 @@ class Spool:
         earlier one, so the name loses its orphan mark.
         """
         original = claimed.name.split(_CLAIM)[0]
-        if len(runs) == _count_in_name(original):
-            os.replace(claimed, claimed.with_name(_unmarked(original)))
+        if len(runs) == count_in_name(original):
+            os.replace(claimed, claimed.with_name(unmarked(original)))
+            self._end_progress(claimed)
             return
         # Part of the file went through: write what is left under the same time prefix.
         prefix = original.split("-", 1)[0]
-        name = _file_name(prefix, runs)
+        name = file_name(prefix, runs)
         tmp = self.dir / f"{_TMP_PREFIX}{os.getpid()}-{name}"
         try:
             tmp.write_bytes(serialize(runs))
@@ -344,12 +421,47 @@ class Spool:
                 os.fsync(fh.fileno())
             os.rename(tmp, self.dir / name)
             claimed.unlink()
+            self._end_progress(claimed)
         except OSError as exc:
             logger.error("could not return %s to the spool: %s", n_runs(sum(1 for r in runs if r.completes)), exc)
 
+    def _progress_path(self, original: str) -> Path | None:
+        found = STEM.match(original)
+        return self.dir / f"{_PROGRESS}{found.group(1)}" if found else None
+
+    def _settled(self, original: str, ops: int) -> int:
+        """Operations of the file ``original`` a replayer recorded as settled before it died (0: none)."""
+        progress = self._progress_path(original)
+        if progress is None:
+            return 0
+        try:
+            fd = os.open(progress, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return 0
+        try:
+            tail = os.read(fd, 65536).split(b"\n")
+        except OSError:
+            return 0
+        finally:
+            os.close(fd)
+        for line in reversed(tail):
+            if line.isdigit() and len(line) <= 12:
+                settled = int(line)
+                return settled if settled <= ops else 0  # more than the file holds: not a record of ours
+        return 0
+
+    def _end_progress(self, claimed: Path) -> None:
+        self._skipped.pop(claimed, None)
+        progress = self._progress_path(claimed.name.split(_CLAIM, 1)[0])
+        if progress is not None:
+            try:
+                os.unlink(progress)
+            except OSError:
+                pass
+
     def _set_aside(self, path: Path, original: str, reason: str, why: str) -> None:
         """Move an entry replay must not take again to ``<original>.bad`` and count its runs under ``reason``."""
-        bad = self.dir / f"{_unmarked(original)}{_BAD}"
+        bad = self.dir / f"{unmarked(original)}{_BAD}"
         runs = self._runs_in(path, original)
         try:
             os.replace(path, bad)
@@ -378,7 +490,7 @@ class Spool:
         except OSError:
             return 0
         room = st.st_size if stat.S_ISREG(st.st_mode) else self.max_file_bytes
-        return min(_runs_in_name(name), room // _MIN_RUN_BYTES)
+        return min(runs_in_name(name), room // MIN_RUN_BYTES)
 
     def _trim_set_aside(self) -> None:
         """At most ``_MAX_BAD`` entries set aside: the oldest go (they are kept to be looked at, not forever)."""
@@ -390,29 +502,66 @@ class Spool:
         for name in bad[: max(0, len(bad) - _MAX_BAD)]:
             _remove(self.dir / name)
 
-    def _recover(self) -> None:
-        """Return claims of dead processes; remove temporary files no writer will finish."""
+    def dead(self, token: str) -> bool:
+        """Whether the owner ``token`` (of a claim, a write-ahead file, an open-runs journal) is proven dead."""
+        if token.isdigit():  # an older version's name: a bare pid, and this process has it now if it is ours
+            return int(token[:20]) == os.getpid() or not pid_alive(int(token[:20]))
+        return not (self.owner.taken and token == self.owner.token) and not alive(self.dir, token)
+
+    def recover(self) -> bool:
+        """Return claims and write-ahead files of dead owners to the pool; remove what no one will finish.
+
+        Called at start and, by the delivery, now and then. True when a file was returned.
+        """
         now = time.time()
-        for entry in os.scandir(self.dir):
-            name = entry.name
+        try:
+            names = [(e.name, e.path) for e in os.scandir(self.dir)]
+        except OSError:
+            return False
+        verdicts: dict[str, bool] = {}
+
+        def dead(token: str) -> bool:
+            if token not in verdicts:
+                verdicts[token] = self.dead(token)
+            return verdicts[token]
+
+        stems = {found.group(1) for name, _ in names if (found := STEM.match(name))}
+        returned = False
+        for name, path in names:
             try:
-                if _CLAIM in name and not name.endswith(_BAD):
-                    pid = int(name.rsplit(_CLAIM, 1)[1])
-                    if pid != os.getpid() and not _pid_alive(pid):
-                        original = name.split(_CLAIM)[0]
-                        if _is_marked(original):
+                if name.endswith(_BAD):
+                    continue
+                if _CLAIM in name:
+                    original, token = name.split(_CLAIM, 1)
+                    if dead(token):
+                        if is_marked(original):
                             # Returned once already, and the next process died holding it too.
                             self._set_aside(
-                                Path(entry.path), original, "spool_crash_loop", "two processes in a row died replaying it"
+                                Path(path), original, "spool_crash_loop", "two processes in a row died replaying it"
                             )
                         else:
-                            os.replace(entry.path, self.dir / _marked(original))
+                            os.replace(path, self.dir / marked(original))
+                            returned = True
+                elif _WAL in name:
+                    original, token = name.split(_WAL, 1)
+                    if dead(token):
+                        # Written ahead by a process that died before its answer: never replayed, not suspect.
+                        os.replace(path, self.dir / original)
+                        returned = True
                 elif name.startswith(_TMP_PREFIX):
                     pid = int(name[len(_TMP_PREFIX) :].split("-", 1)[0])
-                    if not _pid_alive(pid) or now - entry.stat(follow_symlinks=False).st_mtime > _STALE_TMP_S:
-                        os.unlink(entry.path)
+                    if not pid_alive(pid) or now - os.stat(path, follow_symlinks=False).st_mtime > _STALE_TMP_S:
+                        os.unlink(path)
+                elif name.startswith(_PROGRESS):
+                    if name[len(_PROGRESS) :] not in stems:
+                        os.unlink(path)  # its file is done: its replayer died between the two unlinks
+                elif name.startswith(LOCK_PREFIX):
+                    token = name[len(LOCK_PREFIX) :]
+                    if dead(token):
+                        os.unlink(path)
             except (ValueError, OSError):
                 continue
+        return returned
 
 
 def _read(path: Path, cap: int) -> bytes:
@@ -473,67 +622,3 @@ def _remove(path: Path) -> None:
         pass
 
 
-def _groups(runs: list[EncodedRun], batch_bytes: int) -> list[list[EncodedRun]]:
-    """``runs`` in order, cut into groups of at most ``batch_bytes`` (a larger run alone)."""
-    groups: list[list[EncodedRun]] = []
-    group: list[EncodedRun] = []
-    size = 0
-    for run in runs:
-        if group and size + run.size > batch_bytes:
-            groups.append(group)
-            group, size = [], 0
-        group.append(run)
-        size += run.size
-    if group:
-        groups.append(group)
-    return groups
-
-
-def _marked(name: str) -> str:
-    return name[: -len(_SUFFIX)] + _ORPHAN + _SUFFIX if name.endswith(_SUFFIX) else name
-
-
-def _unmarked(name: str) -> str:
-    return name.replace(_ORPHAN + _SUFFIX, _SUFFIX)
-
-
-def _is_marked(name: str) -> bool:
-    return name.endswith(_ORPHAN + _SUFFIX)
-
-
-def _file_name(prefix: str, runs: list[EncodedRun]) -> str:
-    # The name carries the operation count (to tell a partial give-back) and the
-    # count of runs it completes (what is lost if the file is), so neither needs a read.
-    completing = sum(1 for r in runs if r.completes)
-    return f"{prefix}-{os.getpid()}-{os.urandom(4).hex()}-n{len(runs)}-c{completing}{_SUFFIX}"
-
-
-# The fewest bytes a run takes in a spool file: its entry in the header alone holds its 36-character id.
-_MIN_RUN_BYTES = 40
-_COUNTS = re.compile(r"-n(\d{1,12})(?:-c(\d{1,12}))?(?:-|\.)")
-
-
-def waiting(directory: str) -> tuple[int, int]:
-    """(files, runs) waiting in a spool directory, read from the names only: nothing is opened or changed.
-
-    For ``otel-runs doctor``; a directory that cannot be listed holds nothing it can count.
-    """
-    try:
-        names = [e.name for e in os.scandir(directory) if e.name.endswith(_SUFFIX) and not e.name.startswith(".")]
-    except OSError:
-        return 0, 0
-    return len(names), sum(_runs_in_name(name) for name in names)
-
-
-def _count_in_name(name: str) -> int:
-    """Operations in a spool file, from its name."""
-    found = _COUNTS.search(name)
-    return int(found.group(1)) if found else 0
-
-
-def _runs_in_name(name: str) -> int:
-    """Runs a spool file completes, from its name (files of older versions: their operations)."""
-    found = _COUNTS.search(name)
-    if found is None:
-        return 0
-    return int(found.group(2) if found.group(2) is not None else found.group(1))

@@ -81,6 +81,14 @@ class ExporterStats:
     ``log_events_held`` those waiting for their span's run. Events are not runs:
     a dropped event leaves its run without those messages but does not lose it,
     so these counts stay out of the identity above.
+
+    ``closed_at_exit`` counts runs whose spans had not ended when the process
+    exited normally, closed then with an error saying so (processor path,
+    ``close_open_runs_at_exit``); each is also a run created, delivered or not
+    like any other. ``open_runs_released`` counts open runs that passed the
+    never-ended bound (``open_runs_max``, ``open_run_max_age_s``) and stopped
+    counting against ``max_queue_bytes``; they are still patched when their
+    spans end, and are not a loss.
     """
 
     created: int = 0
@@ -107,6 +115,8 @@ class ExporterStats:
     log_events_joined: int = 0
     log_events_dropped: Mapping[str, int] = field(default_factory=dict)
     log_events_held: int = 0
+    closed_at_exit: int = 0
+    open_runs_released: int = 0
 
     @property
     def dropped_total(self) -> int:
@@ -190,6 +200,8 @@ class Ledger:
         self._dropped: dict[str, int] = {}
         self._spool_dropped: dict[str, int] = {}
         self._gave_up: str | None = None  # the reason, once give_up() has run
+        self._closed_at_exit = 0
+        self._open_runs_released = 0
 
     # --- runs entering ---------------------------------------------------------
 
@@ -239,18 +251,25 @@ class Ledger:
                 self._dropped[reason] = self._dropped.get(reason, 0) + n
                 self._queued = 0
             self._gave_up = reason
+            closed = self._closed_at_exit
         stopped = "shutdown interrupted" if interrupted else "shutdown"
+        # Runs whose spans had not ended, closed now: said whatever else the line says.
+        open_ones = f"{n_runs(closed)} still open (their spans had not ended) closed with an error saying so" if closed else ""
         if n or (interrupted and not spooled):
             kept = f"; {n_runs(spooled)} written to the spool at {spool_dir}" if spooled else ""
             logger.warning(
-                "%s: gave up %s that could not be delivered in %.1f s%s%s",
-                stopped, n_runs(n), waited_s, note if n else "", kept,
+                "%s: gave up %s that could not be delivered in %.1f s%s%s%s",
+                stopped, n_runs(n), waited_s, note if n else "", kept, f"; {open_ones}" if closed else "",
             )
         elif spooled:
             # The spool keeps them: why they could not be sent now, and no hint about keeping them.
             logger.warning(
-                "%s: %s could not be delivered in %.1f s%s; written to the spool at %s for the next process to send",
-                stopped, n_runs(spooled), waited_s, note.split(";", 1)[0], spool_dir,
+                "%s: %s could not be delivered in %.1f s%s; written to the spool at %s for the next process to send%s",
+                stopped, n_runs(spooled), waited_s, note.split(";", 1)[0], spool_dir, f"; {open_ones}" if closed else "",
+            )
+        elif closed:
+            logger.warning(
+                "%s: %s (set OTEL_EXPORTER_RUNS_CLOSE_OPEN_RUNS_AT_EXIT=false to leave them running)", stopped, open_ones
             )
         return n
 
@@ -285,6 +304,19 @@ class Ledger:
         if attributes:
             with self._lock:
                 self._malformed += attributes
+
+    def closed_at_exit(self, runs: int) -> None:
+        """Runs closed at exit because their spans had not ended: created now, queued like any other."""
+        if runs:
+            with self._lock:
+                self._closed_at_exit += runs
+                self._created += runs
+                self._queued += runs
+
+    def open_runs_released(self, runs: int) -> None:
+        """Open runs past the never-ended bound: no longer counted against the byte cap."""
+        with self._lock:
+            self._open_runs_released += runs
 
     def depth_limited(self, runs: int = 1) -> None:
         """Runs sent as the root of a new trace because their parent was ``MAX_DEPTH`` deep."""
@@ -367,6 +399,8 @@ class Ledger:
                 log_events_joined=e.joined,
                 log_events_dropped=MappingProxyType(dict(e.dropped)),
                 log_events_held=e.held,
+                closed_at_exit=self._closed_at_exit,
+                open_runs_released=self._open_runs_released,
             )
 
 

@@ -209,6 +209,11 @@ class Transport:
                 )
 
     @property
+    def clock(self) -> Clock:
+        """The clock deadlines given to :meth:`send` are read on."""
+        return self._clock
+
+    @property
     def counts(self) -> RequestCounts:
         """The HTTP client's request counts (the same object, updated as it sends)."""
         return self._http.counts

@@ -26,9 +26,15 @@ delivery (which also holds what failed and waits to be retried) at its exact
 size, and the traces held for their tail-sampling decision (``_hold``) at their
 estimated size. Past either bound the newest are dropped and counted. Open runs count
 against new spans, not against their own ends: converting an end frees more than
-it queues. While the service is down everything queued is
+it queues; they keep counting until they pass the never-ended bound
+(``open_runs_max`` by count, ``open_run_max_age_s`` by age), past which they are
+released from the byte cap (``stats().open_runs_released``) and still patched
+when their spans end, so spans that never end cannot starve later traffic. At a
+normal exit the runs still open are closed (``close_open_runs_at_exit``). While
+the service is down everything queued is
 converted at once and sealed by :class:`Delivery` into compressed batches, so a
-long outage holds ~80 bytes a small run rather than its SDK span.
+long outage holds ~80 bytes a small run rather than its SDK span; with a spool,
+what waited past the export timeout (or past half the byte cap) is on disk.
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ from ._genai_events import EventJoin, ended_run, late_patches
 from ._hold import TraceHold
 from ._ids import RunIds
 from ._logging import RateLimitedLog
+from ._open_runs import OpenRuns
 from ._pacing import Pacer
 from ._settings import Settings
 from ._stats import ExporterStats, Ledger, Outcome
@@ -74,7 +81,7 @@ _rl = RateLimitedLog(logger)
 
 # After Ctrl-C at exit: how long the worker may take to leave a conversion before what it holds is spooled.
 _STOP_GRACE_S = 0.5
-_MAX_EARLY = 100_000  # runs awaiting their patch; a span that never ends must not grow this forever
+
 _YIELD_EVERY_S = 0.002
 # Past this many batches of queued operations the producer is outpacing us: stop yielding early.
 _CATCH_UP_BATCHES = 8
@@ -130,11 +137,7 @@ class Worker:
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._flush_requests: list[_FlushRequest] = []
-        # Runs whose early post went out and whose end is not converted yet: the summary
-        # their patch needs, and what they hold while open (summed in _open_bytes, which
-        # only the worker thread writes; submit() reads it).
-        self._early: dict[str, tuple[tuple[str, str, int | None], int]] = {}
-        self._open_bytes = 0
+        self._now = self._clock.now()  # read once per conversion round
         # Nodes whose end was refused at the door: the worker forgets their early post.
         self._released: deque[RunNode] = deque()
         # Traces held for their tail-sampling decision (the processor's _choice fills it):
@@ -147,7 +150,11 @@ class Worker:
         # The worker's requests run to their answer (finish_in_flight): nobody waits on
         # them but force_flush and shutdown, which keep their own deadlines.
         transport = Transport(self._settings, wake=self._wake, clock=self._clock, finish_in_flight=True)
-        self._delivery = Delivery(self._settings, transport)
+        # With a spool, this process's open runs are listed beside it for whoever outlives it (_journal).
+        self._delivery = Delivery(self._settings, transport, journal=True)
+        # Runs whose early post went out and whose end is not converted yet (only the worker
+        # thread writes them; submit() reads what they hold).
+        self._open = OpenRuns(self._settings, self.ledger, self._delivery.journal)
         self._exit = ExitSequence(self._delivery, self.ledger)
         self._pacer = Pacer(self._settings.schedule_delay_s, self._settings.max_schedule_delay_s, clock=self._clock)
         # Queued operations that make a full batch: a span's start and end are two operations
@@ -200,7 +207,7 @@ class Worker:
         if kind == "post":
             # Open runs count against new spans, not against their own ends: converting
             # an end frees more than it queues.
-            held += self._open_bytes
+            held += self._open.bytes
         if held > settings.max_queue_bytes:
             # One budget for memory: spans waiting to be converted (estimated), open runs
             # (estimated, with their dotted_order) and encoded runs waiting to be sent (exact).
@@ -324,10 +331,14 @@ class Worker:
         """
         if self._delivery.spool is not None:
             self._convert_some(everything=True)
+            self._close_open_runs()
         self._queue.clear()
 
     def _finish(self) -> None:
-        """The worker's last cycle: send until the deadline; what is left is the exit sequence's."""
+        """The worker's last cycle: the runs still open closed, then send until the deadline; what is left
+        is the exit sequence's."""
+        self._convert_some(everything=True)  # early posts made now are closed with the rest
+        self._close_open_runs()
         self._cycle(self._stop_deadline)
         with self._lock:
             requests, self._flush_requests = self._flush_requests, []
@@ -340,11 +351,14 @@ class Worker:
     def _run(self) -> None:
         otel_context.attach(suppressed_context())
         spent = 0.0
+        spool = self._delivery.spool
         while True:
             woken = self._wake.wait(self._pacer.next_wait(spent))
             self._wake.clear()
             began = time.monotonic()
             try:
+                if spool is not None:
+                    self._record_some(self._delivery.maintain())
                 if self._stopping:
                     try:
                         self._finish()
@@ -394,6 +408,8 @@ class Worker:
         # While the service is down, convert everything at once: a converted run is
         # sealed into a compressed batch (~80 B), a queued span holds its SDK objects (~3 KB).
         self._convert_some(everything=delivery.sealing or adapting)
+        if delivery.spool is not None:
+            self._record_some(delivery.spool_due())  # what waited past its deadline is on disk first
         while True:
             if adapting and early and not delivery.full_batch_ready():
                 return _Cycle.LATER
@@ -428,6 +444,10 @@ class Worker:
             if outcome.retry_later:
                 return
 
+    def _record_some(self, outcome: Outcome | None) -> None:
+        if outcome is not None:
+            self.ledger.record(outcome)
+
     def _record(self, outcome: Outcome) -> None:
         self.ledger.record(outcome)
         if outcome.throttled:
@@ -438,7 +458,7 @@ class Worker:
             for run in runs:
                 if not run.completes:
                     # The service never got this early post: its patch must carry the whole run.
-                    self._forget_early(run.run_id)
+                    self._open.forget(run.run_id)
 
     def _convert_some(self, everything: bool = False) -> None:
         """Convert up to one batch of queued operations (all of them with ``everything``).
@@ -448,10 +468,12 @@ class Worker:
         """
         queue = self._queue
         released = self._released
+        self._now = self._clock.now()
         while released:
             ids = released.popleft().ids
             if ids is not None:
-                self._forget_early(ids.run_id)
+                self._open.forget(ids.run_id)
+        self._open.release_never_ended(now=self._now)
         join = self._events
         if join is not None and join.has_late():
             for patch in late_patches(join, self._opts, self._settings.max_value_chars):
@@ -486,7 +508,7 @@ class Worker:
                     self.ledger.drop("queue_bytes_full")
                 else:
                     # The early post did not fit: forget it, so the patch goes out as a whole post.
-                    self._forget_early(encoded.run_id)
+                    self._open.forget(encoded.run_id)
             now = time.perf_counter()
             if now - last_yield > _YIELD_EVERY_S and len(queue) < catch_up:
                 # Let application threads waiting for the GIL in, instead of after the
@@ -502,23 +524,14 @@ class Worker:
                 # and nothing dropped (two runs each on a loaded machine; BENCHMARKS.md (c) has the clean figure).
                 time.sleep(0)
                 last_yield = time.perf_counter()
+        if self._delivery.spool is not None:
+            self._record_some(self._delivery.take_spooled())  # the byte cap sent the oldest there
 
-    def _remember_early(self, run_id: str, summary: tuple[str, str, int | None], held: int) -> None:
-        early = self._early
-        if run_id in early:
-            self._forget_early(run_id)
-        elif len(early) >= _MAX_EARLY:
-            self._forget_early(next(iter(early)))
-        early[run_id] = (summary, held)
-        self._open_bytes += held
-
-    def _forget_early(self, run_id: str) -> tuple[str, str, int | None] | None:
-        """The early post's summary (None if there is none), no longer counted as open."""
-        entry = self._early.pop(run_id, None)
-        if entry is None:
-            return None
-        self._open_bytes -= entry[1]
-        return entry[0]
+    def _close_open_runs(self) -> None:
+        """At exit: the runs still open are closed (``OpenRuns.close_all``) and queued like any other."""
+        for patch in self._open.close_all():
+            if not self._delivery.add(patch):
+                self.ledger.drop("queue_bytes_full")
 
     def _completed(self, ids: RunIds) -> None:
         """Count what a run's completing operation says about its place."""
@@ -544,14 +557,14 @@ class Worker:
             # Open, as far as counting knows (the span may have ended a moment ago, its end not
             # queued yet): only the end carries it, so a refused end is a run lost.
             run = span_to_run(span, ids, self._opts, as_open=True)
-            self._remember_early(ids.run_id, early_post_summary(run), _OPEN_RUN_BYTES + len(ids.dotted_order))
+            self._open.remember(ids, early_post_summary(run), _OPEN_RUN_BYTES + len(ids.dotted_order), now=self._now)
             # Made: nothing converts the live span again (its end comes as node.ended), so the node
             # lets go of it. Only this thread writes pending once the post is queued.
             node.pending = None
             return encode_run("post", run, limit)
         # The span has ended: the last chance to see ids set after its start, once per span.
         warn_if_ids_set_late(span, node.given)
-        summary = None if first else self._forget_early(ids.run_id)
+        summary = None if first else self._open.forget(ids.run_id)
         full = ended_run(span, ids, self._opts, self._events, self.ledger)
         if summary is None:
             # One post carries the whole run: its end is queued (merged), or its post never went out

@@ -291,6 +291,48 @@ Setting ``spool_max_bytes``: most bytes the spool holds; past it the oldest file
 Default: 512 MiB.
 """
 
+OTEL_EXPORTER_RUNS_SPOOL_WRITE_AHEAD = "OTEL_EXPORTER_RUNS_SPOOL_WRITE_AHEAD"
+"""
+.. envvar:: OTEL_EXPORTER_RUNS_SPOOL_WRITE_AHEAD
+
+Setting ``spool_write_ahead``: ``true`` writes each batch to the spool before it is sent and removes
+it once acknowledged, so a ``kill -9`` with the service up loses only the last moments' runs. Needs
+:envvar:`OTEL_EXPORTER_RUNS_SPOOL_DIR`. Default: ``false``.
+"""
+
+OTEL_EXPORTER_RUNS_HANDLE_SIGTERM = "OTEL_EXPORTER_RUNS_HANDLE_SIGTERM"
+"""
+.. envvar:: OTEL_EXPORTER_RUNS_HANDLE_SIGTERM
+
+Setting ``handle_sigterm``: ``true`` makes SIGTERM end the app through its normal exit (queued runs
+flushed or spooled; exit status 143). Installed only from the main thread and only while SIGTERM has
+its default handler. Default: ``false``.
+"""
+
+OTEL_EXPORTER_RUNS_CLOSE_OPEN_RUNS_AT_EXIT = "OTEL_EXPORTER_RUNS_CLOSE_OPEN_RUNS_AT_EXIT"
+"""
+.. envvar:: OTEL_EXPORTER_RUNS_CLOSE_OPEN_RUNS_AT_EXIT
+
+Setting ``close_open_runs_at_exit``: at a normal exit, runs whose spans never ended are closed with an
+error saying so (processor path). Default: ``true``.
+"""
+
+OTEL_EXPORTER_RUNS_OPEN_RUNS_MAX = "OTEL_EXPORTER_RUNS_OPEN_RUNS_MAX"
+"""
+.. envvar:: OTEL_EXPORTER_RUNS_OPEN_RUNS_MAX
+
+Setting ``open_runs_max``: most open runs counted against the queue's byte bound; past it the oldest
+stop counting. Default: ``1000``.
+"""
+
+OTEL_EXPORTER_RUNS_OPEN_RUN_MAX_AGE = "OTEL_EXPORTER_RUNS_OPEN_RUN_MAX_AGE"
+"""
+.. envvar:: OTEL_EXPORTER_RUNS_OPEN_RUN_MAX_AGE
+
+Setting ``open_run_max_age_s``, in seconds: an open run older than this stops counting against the
+queue's byte bound. Default: ``600``.
+"""
+
 OTEL_EXPORTER_RUNS_HIDE_INPUTS = "OTEL_EXPORTER_RUNS_HIDE_INPUTS"
 """
 .. envvar:: OTEL_EXPORTER_RUNS_HIDE_INPUTS

@@ -87,7 +87,7 @@ def test_open_runs_count_against_the_byte_bound(service):
     assert service.check()["never_completed"] == [] and service.violations() == []
     # Ended, they hold nothing: a second chain as deep as the first got is delivered whole.
     worker = processor._worker
-    assert worker._open_bytes == 0 and not worker._early
+    assert worker._open.bytes == 0 and not len(worker._open)
     before = stats.delivered
     _end(_open_chain(tracer, before, "t", every=flush_every_ten))
     processor.force_flush(10_000)
@@ -100,10 +100,10 @@ def test_an_open_run_whose_end_is_refused_stops_counting_as_open(service):
     held = tracer.start_span("held")
     processor.force_flush(5_000)  # its early post went out: open, counted in the byte bound
     worker = processor._worker
-    assert worker._open_bytes > 0
+    assert worker._open.bytes > 0
     for i in range(2):  # two short spans fill the four-operation queue
         tracer.start_span(f"short{i}").end()
     held.end()  # its end is refused (queue_full) and counted: the run is lost...
     processor.force_flush(5_000)
     assert processor.stats().dropped == {"queue_full": 1}
-    assert worker._open_bytes == 0 and not worker._early  # ...and its early post no longer held
+    assert worker._open.bytes == 0 and not len(worker._open)  # ...and its early post no longer held

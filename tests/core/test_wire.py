@@ -304,7 +304,7 @@ def test_what_the_spool_refuses_at_shutdown_stays_as_it_was(service, tmp_path, m
     runs = make_runs(120)
     for run in runs[:50]:
         delivery.add(run)
-    monkeypatch.setattr(delivery.spool, "write", lambda runs: list(runs))  # the disk refuses all (as on OSError)
+    monkeypatch.setattr(delivery.spool, "write", lambda runs, **_: list(runs))  # the disk refuses all (as on OSError)
     assert delivery.send_next(clock.now() + 1).retry_later and delivery.sealing
     for run in runs[50:]:
         delivery.add(run)  # 50 sealed as they filled a batch, 20 still open at the back
