@@ -240,9 +240,12 @@ class Delivery:
 
     def spool_due(self) -> Outcome | None:
         """With a spool: what is past its deadline, or past half the byte cap while the service is down,
-        goes there now, oldest first (None when nothing did). Called between sends."""
-        if self.spool is None or not self._sealing:
+        goes there now, oldest first; with what :meth:`add` sent there at the byte cap (None when nothing
+        did). Called between sends."""
+        if self.spool is None:
             return None
+        if not self._sealing:
+            return self.take_spooled()  # what add() spilled at the byte cap
         now = self._clock.now()
         timeout = self._settings.export_timeout_s
         half = self._settings.max_queue_bytes // 2

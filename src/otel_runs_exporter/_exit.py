@@ -16,7 +16,12 @@ so a rule about exiting is written once:
    the caller's ``gather`` first hands the delivery what it still holds (the
    worker converts what is queued). A second Ctrl-C skips to the line.
 4. One line (``Ledger.give_up``): what was given up, with the real time waited,
-   the cause and how to keep such runs next time, or what went to the spool.
+   the cause and how to keep such runs next time, or what went to the spool,
+   and the runs still open that were closed (the worker's last cycle closes
+   them, ``_open_runs``).
+
+How each way a process ends reaches this sequence (``atexit``, the finalizers of
+``multiprocessing`` children, SIGTERM when asked) is ``_process_end``'s.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+from . import _process_end
 from ._delivery import Delivery
 from ._stats import Ledger
 
@@ -50,6 +56,7 @@ class ExitSequence:
     ) -> None:
         """Steps 1 to 4; never raises (a Ctrl-C included)."""
         delivery, ledger = self._delivery, self._ledger
+        _process_end.ending()
         started = self.begin()
         spooled_before = ledger.spooled  # what the flush itself writes there is said in the one line too
         interrupted = False

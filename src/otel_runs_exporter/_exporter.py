@@ -33,7 +33,7 @@ from typing import Iterable, Sequence
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from . import _registry
+from . import _process_end, _registry
 from ._arguments import SettingsArguments, Unpack
 from ._clock import SYSTEM_CLOCK, Clock, bounded_wait
 from ._convert import ConvertOptions, given_ids, log_convert_error, span_ids
@@ -102,6 +102,7 @@ class RunsSpanExporter(SpanExporter):
         renew_in_child(self)
         if not self._settings.disabled:
             _registry.add_sender(self)
+            _process_end.watch(self._settings)  # multiprocessing children, SIGTERM (when asked)
         # At interpreter exit the SDK's batch processor makes its last export() calls before
         # it calls shutdown(); they must follow the exit rule too. atexit runs hooks last
         # registered first, so this one runs before the provider's when the provider was
@@ -403,6 +404,11 @@ class RunsSpanExporter(SpanExporter):
         with self._send_lock:
             lost_before = self._ledger.lost()
             delivery = self._delivery
+            if delivery.spool is not None:
+                # Others' leftovers taken over now and then; what waited past its deadline on disk first.
+                for due in (delivery.maintain(), delivery.spool_due()):
+                    if due is not None:
+                        self._ledger.record(due)
             left = False
             while (outcome := delivery.send_next(deadline)) is not None:
                 self._ledger.record(outcome)

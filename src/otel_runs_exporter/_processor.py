@@ -21,7 +21,7 @@ from typing import Any
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from . import _registry, _sdk_bridge
+from . import _process_end, _registry, _sdk_bridge
 from ._arguments import SettingsArguments, Unpack
 from ._choice import Choice
 from ._clock import SYSTEM_CLOCK, Clock
@@ -77,6 +77,7 @@ class RunsSpanProcessor(SpanProcessor):
         )
         if self._worker is not None:
             _registry.register(self)
+            _process_end.watch(self._settings)  # multiprocessing children, SIGTERM (when asked)
 
     def __repr__(self) -> str:
         return f"RunsSpanProcessor(endpoint={shown_url(self._settings.endpoint)!r}, project={self._settings.project!r})"

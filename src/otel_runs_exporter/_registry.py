@@ -8,7 +8,8 @@ so that no module reaches into another's privates or rewires its globals:
   :func:`run_ids_for` when it injects the current run into an outgoing request.
 * *Does this process send runs at all?* Every live processor and exporter of
   ours is known here (:func:`add_sender`), so ``traceable`` can tell an app whose
-  tracer provider has none of ours (:func:`any_sender`).
+  tracer provider has none of ours (:func:`any_sender`), and the end of a
+  process that runs no ``atexit`` reaches each of them (:func:`senders`).
 * *Did this context arrive with a remote run?* The propagator stores the
   extracted run in the context (:func:`with_remote_run`); the processor reads it
   (:func:`remote_run`) when a span with a remote parent starts.
@@ -16,7 +17,7 @@ so that no module reaches into another's privates or rewires its globals:
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from opentelemetry import context as otel_context
 
@@ -25,6 +26,7 @@ from ._ids import RunIds
 
 __all__ = [
     "RunLookup", "register", "unregister", "run_ids_for", "remote_run", "with_remote_run", "add_sender", "any_sender",
+    "senders",
 ]
 
 _REMOTE_RUN_KEY = otel_context.create_key("otel_runs_exporter.remote_run")
@@ -56,6 +58,11 @@ def add_sender(sender: object) -> None:
 def any_sender() -> bool:
     """Whether any processor or exporter of ours is alive in this process."""
     return bool(_senders.live())
+
+
+def senders() -> list[Any]:
+    """Every live processor and exporter of ours (for the end of a process: ``_process_end``)."""
+    return _senders.live()
 
 
 def unregister(lookup: RunLookup) -> None:
