@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from .._cost import Cost, PriceTable, Usage, usage_of
+from ._jsonio import dump, loads
 from ._validate import canonical_id, parse_timestamp
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "INDEX_COLUMNS",
     "FEEDBACK_COLUMNS",
     "add_columns",
+    "loads",
     "RUN_INDEX_SET",
     "RUN_INDEX_NAMES",
     "ApplyResult",
@@ -108,7 +110,8 @@ CREATE TABLE IF NOT EXISTS runs (
     completion_cost REAL,
     total_cost REAL,
     priced_as TEXT,
-    changed INTEGER
+    changed INTEGER,
+    size INTEGER
 );
 CREATE INDEX IF NOT EXISTS runs_by_trace ON runs (trace_id, dotted_order);
 CREATE INDEX IF NOT EXISTS runs_by_project ON runs (project_id, start_time);
@@ -306,16 +309,22 @@ def usage_totals(row: Sequence[Any]) -> dict[str, Any]:
     return out
 
 
-def dumps(value: Any) -> str:
-    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+def dumps(value: Any, large: bool = False) -> str:
+    """``value`` as the JSON text the store keeps; ``large`` when it may hold more than :data:`._jsonio.LARGE`."""
+    return dump(value, large).decode()
+
+
 
 
 def now_iso() -> str:
     return _sortable(datetime.now(timezone.utc)) or ""
 
 
-def index_values(merged: Mapping[str, Any], project_id: str | None, prices: PriceTable) -> tuple[Any, ...]:
-    """The values of ``INDEX_COLUMNS`` for one merged run, in that order, its cost at ``prices``."""
+def index_values(
+    merged: Mapping[str, Any], project_id: str | None, prices: PriceTable, large: bool = False
+) -> tuple[Any, ...]:
+    """The values of ``INDEX_COLUMNS`` for one merged run, in that order, its cost at ``prices`` (``large``: as
+    :func:`dumps`)."""
     begun, ended = parse_timestamp(merged.get("start_time")), parse_timestamp(merged.get("end_time"))
     latency = (ended - begun).total_seconds() if begun is not None and ended is not None else None
     name, run_type, error = merged.get("name"), merged.get("run_type"), merged.get("error")
@@ -331,9 +340,9 @@ def index_values(merged: Mapping[str, Any], project_id: str | None, prices: Pric
         _sortable(ended),
         latency,
         # A lenient service may hold an error that is not text; a filter still sees that there is one.
-        None if error is None else error if isinstance(error, str) else dumps(error),
-        dumps(tags) if isinstance(tags, list) else None,
-        dumps(metadata) if isinstance(metadata, dict) else None,
+        None if error is None else error if isinstance(error, str) else dumps(error, large),
+        dumps(tags, large) if isinstance(tags, list) else None,
+        dumps(metadata, large) if isinstance(metadata, dict) else None,
         canonical_id(merged.get("reference_example_id")),
         *usage_values(usage, prices.cost(usage)),
     )
