@@ -9,6 +9,7 @@ under a 1 GiB address-space limit, are tests/server/test_server_bounds_prlimit.p
 
 from __future__ import annotations
 
+import doctest
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ import pytest
 import requests
 
 from otel_runs_exporter.server import LocalService
+from otel_runs_exporter.server import _answers, _jsonio
 from otel_runs_exporter.server._routes import ROUTES
 from otel_runs_exporter.server._validate import Violation
 
@@ -225,8 +227,9 @@ def _ask(svc: LocalService, request: Request) -> requests.Response:
 def test_every_read_route_of_the_table_answers_within_a_page(world: World) -> None:
     """Each read row of the route table, asked for more than an answer holds: at most a page, never a 5xx.
 
-    Before: /runs/query, the v2 runs, traces, threads and public queries, the changes feed, the trace's
-    runs, the check report, /sessions and /feedback answered everything (up to 726 kB here).
+    Before (main at 7021ee6): 11 of the 38 read routes answered more than a page here, up to 807 kB
+    (/runs/query; the v2 runs query, a run's violations, the public queries, the trace's runs, the check
+    report, the traces query, /sessions, /feedback, a thread's traces).
     """
     rows = {(row.path, row.methods[0]) for row in ROUTES}
     assert rows == set(READS) | WRITES, "a route of the table has no request here: say how its answer is bounded"
@@ -330,3 +333,8 @@ def test_a_batch_holds_at_most_what_info_says_and_its_errors_are_capped(world: W
     assert detail[-1]["type"] == "runs.more" and detail[-1]["count"] == recorded - 100
     parts = [part(f"post.{uuid.uuid4()}", {}) for _ in range(501)]
     assert post_multipart(svc, multipart(parts)).status_code == 413  # counted before the parts are parsed
+
+
+@pytest.mark.parametrize("module", [_answers, _jsonio])
+def test_doctests(module: Any) -> None:
+    assert doctest.testmod(module).failed == 0

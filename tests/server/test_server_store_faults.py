@@ -54,12 +54,13 @@ def test_otel_runs_demo_db_makes_a_private_database(tmp_path: Path) -> None:
     assert stat.S_IMODE(db.stat().st_mode) == 0o600 and stat.S_IMODE(db.parent.stat().st_mode) == 0o700
 
 
-def _expect_continue(svc: LocalService, key: str | None) -> bytes:
+def _expect_continue(svc: LocalService, key: str | None, length: int | None = None) -> bytes:
     """A POST that asks ``Expect: 100-continue``, sending its body only if told to: what came back first."""
     body = json.dumps({"post": [], "patch": []}).encode()
     head = (
         f"POST /runs/batch HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n" + (f"x-api-key: {key}\r\n" if key else "") + "\r\n"
+        f"Content-Length: {length or len(body)}\r\nExpect: 100-continue\r\n"
+        + (f"x-api-key: {key}\r\n" if key else "") + "\r\n"
     )
     with socket.create_connection(("127.0.0.1", svc.port), timeout=5) as sock:
         sock.sendall(head.encode())
@@ -80,6 +81,8 @@ def test_expect_100_continue_is_answered_only_after_the_key_is_checked() -> None
         assert wrong.startswith(b"HTTP/1.1 401")
         taken = _expect_continue(svc, KEY)
         assert taken.startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 202"), taken[:200]
+        too_large = _expect_continue(svc, KEY, length=svc.max_body_bytes + 1)
+        assert too_large.startswith(b"HTTP/1.1 413"), too_large[:200]  # not told to send 20 MiB to be refused
 
 
 def test_a_database_locked_by_another_process_is_a_503_with_retry_after(tmp_path: Path) -> None:

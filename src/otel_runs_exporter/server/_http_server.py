@@ -389,7 +389,11 @@ class Exchange:
         A client that asked ``Expect: 100-continue`` is told to send it only now, when every
         check that could refuse the request unread (the key first) has passed.
         """
-        self._handler.send_continue()
+        if self._handler.awaits_continue:
+            chunked, length = self._framing()
+            if not chunked and length is not None and limit is not None and length > limit:
+                raise Refuse(413, detail("request body too large", size=length, max_size=limit), close=True)
+            self._handler.send_continue()
         data = self._read_body(limit)
         self._body_done()
         return data

@@ -170,7 +170,7 @@ def _stored_parents(store: RunStore, keys: set[Key]) -> dict[Key, RunIds]:
     for start in range(0, len(wanted), _LOOKUP_CHUNK):
         chunk = wanted[start : start + _LOOKUP_CHUNK]
         where = f"r.id IN ({', '.join('?' * len(chunk))})"
-        for queried in store.query_runs(where, chunk, order="asc", after=None, limit=len(chunk)):
+        for queried in store.load_runs(store.query_keys(where, chunk, order="asc", after=None, limit=len(chunk))):
             run = queried.run
             key = by_run[run["id"]]
             extra = run.get("extra")

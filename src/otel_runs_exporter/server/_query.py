@@ -2,9 +2,10 @@
 
 Pure functions, no I/O: the route hands over the JSON body, gets back a
 :class:`RunQuery` (a WHERE fragment over ``runs AS r`` with its parameters, the
-page size, the order, where the page starts) or a :class:`QueryError`, and after
-the store has run the query, :func:`page_body` shapes the answer the service's
-client reads: ``{"runs": [...], "cursors": {"next": ...}}``.
+page size, the order, where the page starts) or a :class:`QueryError`; :func:`api_run`
+shapes each run the store found and :func:`encode_cursor` the next page's cursor, for the
+answer the service's client reads: ``{"runs": [...], "cursors": {"next": ...}}`` (the
+handler cuts the page by size: :mod:`._answers`).
 
 Body keys (those the SDK's ``Client.list_runs`` sends; a key set to null counts as absent)::
 
@@ -112,7 +113,7 @@ _BODY_KEYS = (
 
 @dataclass(frozen=True)
 class RunQuery:
-    """A checked ``POST /runs/query`` body, ready for :meth:`RunStore.query_runs`."""
+    """A checked ``POST /runs/query`` body, ready for :meth:`RunStore.query_keys`."""
 
     where: Where
     page_size: int = MAX_PAGE

@@ -577,18 +577,10 @@ class RunStore:
         run["id"] = run_id
         return run
 
-    def query_runs(
-        self,
-        where: str,
-        params: Sequence[Any],
-        *,
-        order: Literal["asc", "desc"],
-        after: tuple[str, int] | None,
-        limit: int,
-    ) -> list[QueriedRun]:
-        """:meth:`query_keys`' runs, each loaded: for a few runs at a time (a read route pages by size instead)."""
+    def load_runs(self, keys: Iterable[RunKey]) -> list[QueriedRun]:
+        """The runs of ``keys`` (:meth:`query_keys`), each loaded: for a few at a time (a read route pages by size)."""
         out = []
-        for key in self.query_keys(where, params, order=order, after=after, limit=limit):
+        for key in keys:
             run = self.load_run(key.run_id)
             if run is not None:
                 out.append(QueriedRun(run, key.project_id, key.position))

@@ -115,7 +115,7 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 CREATE INDEX IF NOT EXISTS runs_by_trace ON runs (trace_id, dotted_order);
 CREATE INDEX IF NOT EXISTS runs_by_project ON runs (project_id, start_time);
--- A project's traces newest first (the viewer's list, runs list): its roots in the order query_runs sorts by, so a
+-- A project's traces newest first (the viewer's list, runs list): its roots in the order query_keys sorts by, so a
 -- page of them is read off the index, and a filter on their trees stops at the page instead of sorting every root.
 CREATE INDEX IF NOT EXISTS runs_roots_by_project ON runs (project_id, COALESCE(start_time, ''), seq)
     WHERE parent_run_id IS NULL;
@@ -123,7 +123,7 @@ CREATE INDEX IF NOT EXISTS runs_roots_by_project ON runs (project_id, COALESCE(s
 CREATE INDEX IF NOT EXISTS runs_changes ON runs (trace_id, changed);
 -- The search index (_store_search) names runs by seq.
 CREATE INDEX IF NOT EXISTS runs_by_seq ON runs (seq);
--- Exactly the order query_runs sorts by, so a trace's pages (the viewer reads a 10,000-run
+-- Exactly the order query_keys sorts by, so a trace's pages (the viewer reads a 10,000-run
 -- trace 100 at a time) come off the index instead of sorting the whole trace for each page.
 CREATE INDEX IF NOT EXISTS runs_by_trace_start ON runs (trace_id, COALESCE(start_time, ''), seq);
 CREATE TABLE IF NOT EXISTS projects (
@@ -268,7 +268,7 @@ class ApplyResult:
 
 
 class QueriedRun:
-    """One run found by :meth:`RunStore.query_runs`: the merged run, its project, and where a next page starts."""
+    """One run loaded by :meth:`RunStore.load_runs`: the merged run, its project, and where a next page starts."""
 
     run: dict[str, Any]
     project_id: str | None
