@@ -120,6 +120,9 @@ def _nest(path: str, spans: int, url: str) -> None:
     began = time.monotonic()
     _chain(provider.get_tracer("deep"), spans, "s")
     provider.force_flush(600_000)
+    # OTel's BatchSpanProcessor flushes its queue into export() but never asks the exporter to flush:
+    # runs an export could not deliver within its timeout (a loaded machine) wait for the exporter's own.
+    counted.force_flush(600_000)
     elapsed = time.monotonic() - began
     out = {"path": path, "spans": spans, "peak_rss_mb": round(_peak_rss_mb(), 1), "baseline_mb": round(baseline, 1),
            "elapsed_s": round(elapsed, 2), **_stats(counted)}

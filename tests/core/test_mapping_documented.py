@@ -11,7 +11,6 @@ spans at the end, still without threads or sockets.
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 import re

@@ -252,6 +252,14 @@ def run_app(
     return Stored(processor_runs, exporter_runs, report, patched)
 
 
+def run_in_content_mode(app: str, mode: str, fake: FakeLLMAPI, services: tuple[LocalService, LocalService]) -> Stored:
+    """An OpenTelemetry GenAI instrumentation's app with its content capture set to ``mode``
+    (``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``: ``span_only``, ``event_only``), named in its report."""
+    stored = run_app(app, fake, *services, env={"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": mode})
+    stored.report["content_mode"] = mode
+    return stored
+
+
 def _comparable(run: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in run.items() if k not in _SERVICE_FIELDS}
 

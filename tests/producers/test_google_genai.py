@@ -25,7 +25,7 @@ import pytest
 
 from producers.expected import ARGUMENTS, CONVERSATION, REPLY, TOOL_CALL, replaced
 from producers.matrix import (
-    ENV2, NA, Contains, Json, Like, Row, assert_log_events_joined, assert_same_runs, check_rows, run_app,
+    ENV2, NA, Contains, Json, Like, Row, assert_log_events_joined, assert_same_runs, check_rows, run_in_content_mode,
     skip_unless_installed,
 )
 from producers.scenarios import GEMINI_MODEL, WEATHER
@@ -97,10 +97,7 @@ EVENT_ONLY_ROWS = replaced(ROWS, {
 @pytest.fixture(scope="module", params=MODES)
 def stored(request, fake, services):
     skip_unless_installed("google.genai", "opentelemetry.instrumentation.google_genai")
-    stored = run_app("google_genai", fake, *services,
-                     env={"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": request.param})
-    stored.report["content_mode"] = request.param
-    return stored
+    return run_in_content_mode("google_genai", request.param, fake, services)
 
 
 def test_both_paths_store_the_same_runs(stored):

@@ -21,7 +21,7 @@ import pytest
 
 from producers.expected import ARGUMENTS, CONVERSATION, REPLY
 from producers.matrix import NA, OPENINFERENCE_CONSUMED, Contains, Json, Like, Row, assert_same_runs, check_rows, run_app
-from producers.scenarios import QUESTION, SYSTEM, WEATHER
+from producers.scenarios import QUESTION, WEATHER
 
 from otel_runs_exporter.testing.fake_llm import FakeLLMAPI
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import pytest
 
 from producers.expected import openai_rows
-from producers.matrix import NA, Row, assert_log_events_joined, assert_same_runs, check_rows, run_app
+from producers.matrix import NA, Row, assert_log_events_joined, assert_same_runs, check_rows, run_in_content_mode
 
 #: Its row in the README's "Works with" table, and the packages whose pinned versions that row names.
 PRODUCER = "OpenTelemetry GenAI (openai-v2)"
@@ -58,10 +58,7 @@ MODES = ("span_only", "event_only")
 
 @pytest.fixture(scope="module", params=MODES)
 def stored(request, fake, services):
-    stored = run_app("openai_v2", fake, *services,
-                     env={"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": request.param})
-    stored.report["content_mode"] = request.param
-    return stored
+    return run_in_content_mode("openai_v2", request.param, fake, services)
 
 
 def test_both_paths_store_the_same_runs(stored):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from producers.expected import ANTHROPIC_CALL_ID, ANTHROPIC_PREAMBLE, ANTHROPIC_TOOL_CALL, anthropic_rows
+from producers.expected import ANTHROPIC_PREAMBLE, ANTHROPIC_TOOL_CALL, anthropic_rows
 from producers.matrix import NA, OPENINFERENCE_CONSUMED, Row, assert_same_runs, check_rows, run_app
 
 #: Its row in the README's "Works with" table, and the packages whose pinned versions that row names.

@@ -509,7 +509,7 @@ def test_a_version_1_database_is_upgraded_and_queryable(tmp_path: Path) -> None:
     conn.close()
     store = RunStore(path)
     try:
-        found = store.query_runs("r.error IS NOT NULL", (), order="desc", after=None, limit=10)
+        found = store.load_runs(store.query_keys("r.error IS NOT NULL", (), order="desc", after=None, limit=10))
         assert [q.run["id"] for q in found] == [trace.root_id]
         assert found[0].project_id == project_id_for_name("old")
         assert [p["name"] for p in store.projects()] == ["old"]

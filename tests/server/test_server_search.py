@@ -56,7 +56,8 @@ def _post(text: str, *, trace_id: str | None = None, parent: str | None = None, 
 
 def _found(store: RunStore, needle: str) -> set[str]:
     where = search_where(needle, "r", "filter")
-    return {q.run["inputs"]["text"] for q in store.query_runs(where.sql, where.params, order="asc", after=None, limit=1000)}
+    found = store.load_runs(store.query_keys(where.sql, where.params, order="asc", after=None, limit=1000))
+    return {q.run["inputs"]["text"] for q in found}
 
 
 @pytest.fixture

@@ -130,9 +130,9 @@ def test_a_patch_before_its_post_is_held_and_merged_the_same(store: RunStore) ->
 def test_a_patch_updates_what_the_queries_filter_on(store: RunStore) -> None:
     rid = _id(7)
     store.apply([post(rid, start_time=_start(0))])
-    assert store.query_runs("r.error IS NOT NULL", (), order="asc", after=None, limit=10) == []
+    assert store.load_runs(store.query_keys("r.error IS NOT NULL", (), order="asc", after=None, limit=10)) == []
     store.apply([patch(rid, error="boom", end_time=_start(3))])
-    found = store.query_runs("r.error IS NOT NULL", (), order="asc", after=None, limit=10)
+    found = store.load_runs(store.query_keys("r.error IS NOT NULL", (), order="asc", after=None, limit=10))
     assert [q.run["id"] for q in found] == [rid] and found[0].run["error"] == "boom"
     assert store.summarize("1", ()).latencies == [3.0]
 
@@ -297,25 +297,25 @@ def test_runs_read_in_arrival_order_or_tree_order_for_one_trace(store: RunStore)
 
 def test_query_orders_by_start_time_and_pages_by_position(store: RunStore) -> None:
     root, children = _tree(store)
-    asc = store.query_runs("r.trace_id = ?", (root,), order="asc", after=None, limit=10)
+    asc = store.load_runs(store.query_keys("r.trace_id = ?", (root,), order="asc", after=None, limit=10))
     assert [q.run["id"] for q in asc] == [root, children[1], children[2], children[0]]
     assert {q.project_id for q in asc} == {project_id_for_name("demo")}
-    desc = store.query_runs("1", (), order="desc", after=None, limit=2)
+    desc = store.load_runs(store.query_keys("1", (), order="desc", after=None, limit=2))
     assert [q.run["id"] for q in desc] == [children[0], children[2]]
     # Runs that arrive between pages: one before the boundary comes in its place on a later
     # page, one after it stays behind; nothing repeats or shifts.
     store.apply([post(_id(48), start_time=_start(0)), post(_id(46), start_time=_start(5))])
-    rest = store.query_runs("1", (), order="desc", after=desc[-1].position, limit=10)
+    rest = store.load_runs(store.query_keys("1", (), order="desc", after=desc[-1].position, limit=10))
     assert [q.run["id"] for q in rest] == [children[1], root, _id(48)]
 
 
 def test_query_reads_only_posted_runs_and_binds_values(store: RunStore) -> None:
     root, children = _tree(store)
     store.apply([patch(_id(47), name="x")])  # patched, never posted
-    assert len(store.query_runs("1", (), order="asc", after=None, limit=100)) == 4
+    assert len(store.load_runs(store.query_keys("1", (), order="asc", after=None, limit=100))) == 4
     # A value is a bound parameter, never SQL.
-    assert store.query_runs("r.name = ?", ("run' OR '1'='1",), order="asc", after=None, limit=10) == []
-    found = store.query_runs("r.parent_run_id IS NULL", (), order="asc", after=None, limit=10)
+    assert store.load_runs(store.query_keys("r.name = ?", ("run' OR '1'='1",), order="asc", after=None, limit=10)) == []
+    found = store.load_runs(store.query_keys("r.parent_run_id IS NULL", (), order="asc", after=None, limit=10))
     assert [q.run["id"] for q in found] == [root]
 
 
@@ -368,7 +368,7 @@ def test_reset_empties_every_table_and_numbering_starts_again(store: RunStore) -
     assert store.duplicate_posts() == {} and store.trace_ids() == []
     assert store.check()["accepted_violations"] == []
     store.apply([post(_id(61)), post(_id(62))])
-    positions = [q.position[1] for q in store.query_runs("1", (), order="asc", after=None, limit=10)]
+    positions = [q.position[1] for q in store.load_runs(store.query_keys("1", (), order="asc", after=None, limit=10))]
     assert positions == [1, 2]
 
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._cost import PriceTable
+from ._answers import ANSWER_MEMORY_BYTES, MAX_ANSWER_BYTES, AnswerBounds, AnswerBudget
 from ._attachments import AttachmentLinks
 from ._changes import LIVE_WINDOW_S
 from ._control import ControlPlane, ServiceClock
@@ -30,7 +31,7 @@ from ._otlp import OtlpIngest
 from ._otlp_hold import OtlpHold
 from ._ratelimit import DEFAULT_RULES, SPEC_RULES, RateLimiter, RateRule, scaled
 from ._shares import ShareTable
-from ._store import RunStore
+from ._store import RunStore, unavailable
 from ._validate import canonical_id
 
 __all__ = ["LocalService"]
@@ -43,6 +44,9 @@ logger = logging.getLogger(__name__)
 # would claim what it does not serve: client.annotation_queues wants 0.16.14, client.sessions 0.18.0.
 _SERVICE_API_VERSION = "0.16.0"
 _DEFAULT_SIZE_LIMIT = 20 * 1024 * 1024
+BATCH_ITEMS = 1_000
+"""Runs (posts and patches) and feedback items in one ingest request at most: /info's ``size_limit``. The service's
+SDK sends at most that many; the exporter sends 512 (``OTEL_BSP_MAX_EXPORT_BATCH_SIZE``) and splits on the 413."""
 
 
 class LocalService:
@@ -100,6 +104,12 @@ class LocalService:
 
     ``live_window_s`` (default 600): the viewer marks a trace live while it has an open run and a run of it was
     stored within this many seconds (:mod:`._changes`), not every trace whose runs never ended.
+
+    What it holds is bounded whatever it is sent or asked (:mod:`._answers`): an ingest request carries at most
+    ``batch_items`` runs and feedback items (default 1,000, ``/info``'s ``size_limit``; 413 past it); a run's post
+    and patches together are at most ``max_run_bytes`` of JSON (default twice ``max_body_bytes``; 413 past it); a
+    page of runs holds at most ``max_answer_bytes`` of JSON (16 MiB), fewer runs with the cursor when they are
+    large; all reads together load at most ``answer_memory_bytes`` (128 MiB) of stored runs at once.
     """
 
     def __init__(
@@ -132,6 +142,10 @@ class LocalService:
         otlp_hold_spans: int = 10_000,
         otlp_hold_bytes: int = 64 * 1024 * 1024,
         live_window_s: float = LIVE_WINDOW_S,
+        batch_items: int = BATCH_ITEMS,
+        max_run_bytes: int | None = None,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
+        answer_memory_bytes: int = ANSWER_MEMORY_BYTES,
     ) -> None:
         if isinstance(allow_hosts, str) or isinstance(cors_origins, str):
             raise TypeError("allow_hosts and cors_origins are lists of names, e.g. allow_hosts=['devbox.lan']")
@@ -155,6 +169,13 @@ class LocalService:
         self.multipart = multipart
         # The limit /info advertises is the one enforced, raw and again while decompressing.
         self.max_body_bytes = max_body_bytes if max_body_bytes is not None else _DEFAULT_SIZE_LIMIT
+        for name, value in (("batch_items", batch_items), ("answer_memory_bytes", answer_memory_bytes)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a whole number above 0, got {value!r}")
+        self.batch_items = batch_items
+        self.max_run_bytes = max_run_bytes if max_run_bytes is not None else 2 * self.max_body_bytes
+        self.answers = AnswerBounds.build(max_answer_bytes, self.max_run_bytes)
+        self.answer_memory_bytes = answer_memory_bytes
         self.faults = faults if faults is not None else FaultConfig()
         self.max_connections = max_connections
         self.limits = ConnectionLimits(
@@ -210,10 +231,13 @@ class LocalService:
         if self._server is not None:
             return self
         self._stopping.clear()
-        self._store = RunStore(self.db, prices=self.prices)
+        self._store = RunStore(self.db, prices=self.prices, max_run_bytes=self.max_run_bytes)
         self._request_log.open()
         try:
-            self._server = HttpServer((self.host, self.port), self._dispatcher, self._request_log, self.limits)
+            self._server = HttpServer(
+                (self.host, self.port), self._dispatcher, self._request_log, self.limits, self.answers,
+                AnswerBudget(self.answer_memory_bytes),
+            )
         except BaseException:
             self._store.close()
             self._store = None
@@ -263,8 +287,12 @@ class LocalService:
                 return
             try:
                 self.otlp.sweep(store, self.validation)
-            except Exception:  # noqa: BLE001 - the next sweep tries again; a failing one must not end the thread
-                logger.exception("could not store the OTLP spans that waited past the hold's bounds")
+            except Exception as exc:  # noqa: BLE001 - the next sweep tries again; a failing one must not end the thread
+                why = unavailable(exc)
+                if why is not None:
+                    store.note_unavailable(why.reason)  # a full disk is said once, not every second
+                else:
+                    logger.exception("could not store the OTLP spans that waited past the hold's bounds")
 
     def __enter__(self) -> LocalService:
         return self.start()
@@ -311,7 +339,7 @@ class LocalService:
                 "scale_up_qsize_trigger": 1000,
                 "scale_up_nthreads_limit": 16,
                 "scale_down_nempty_trigger": 4,
-                "size_limit": 100,
+                "size_limit": self.batch_items,
                 "size_limit_bytes": self.max_body_bytes,
             },
             "instance_flags": {

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Literal
 
+from .._convert import RUN_TYPES
 from ._filter import QueryError
 from ._store_schema import sortable_time
 from ._v2 import check_body, one_id
@@ -48,6 +49,7 @@ _MAX_BUCKETS = 1_500
 _MAX_RANGE = timedelta(days=400)
 _LAST_MOMENT = datetime(9999, 12, 30, tzinfo=timezone.utc)  # a day's bucket past it is still a datetime
 _TOP_MODELS = 12  # models answered by name; the rest summed as "other"
+_MODEL_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -167,8 +169,11 @@ def charts(query: ChartsQuery, rows: Rows) -> dict[str, Any]:
     for t, _, p50, p99 in rows(_percentiles(bucket_sql, "0").format(where=f"{where} AND {roots}"), params):
         if t in index:
             series["latency_p50"][index[t]], series["latency_p99"][index[t]] = p50, p99
+    # A --lenient store may hold any run type: the known ones by name, the rest as one, so the answer stays small.
+    kind_sql = f"CASE WHEN r.run_type IN ({', '.join(repr(k) for k in sorted(RUN_TYPES))}) THEN r.run_type" \
+        " WHEN r.run_type IS NULL THEN '?' ELSE 'other' END"
     type_sql = (
-        f"SELECT {bucket_sql} AS t, COALESCE(r.run_type, '?'), COUNT(*), SUM(r.error IS NOT NULL) FROM runs AS r"
+        f"SELECT {bucket_sql} AS t, {kind_sql}, COUNT(*), SUM(r.error IS NOT NULL) FROM runs AS r"
         f" WHERE {where} GROUP BY t, 2"
     )
     for t, kind, count, failed in rows(type_sql, params):
@@ -176,17 +181,19 @@ def charts(query: ChartsQuery, rows: Rows) -> dict[str, Any]:
                                           "latency_p99": empty(None)})
         if t in index:
             entry["runs"][index[t]], entry["errors"][index[t]] = count, failed
-    for t, kind, p50, p99 in rows(_percentiles(bucket_sql, "COALESCE(r.run_type, '?')").format(where=where), params):
+    for t, kind, p50, p99 in rows(_percentiles(bucket_sql, kind_sql).format(where=where), params):
         if t in index and kind in by_type:
             by_type[kind]["latency_p50"][index[t]], by_type[kind]["latency_p99"][index[t]] = p50, p99
+    # A model's name as the answer gives it: cut, so twelve of them stay small whatever a run named.
+    model = f"substr(r.model, 1, {_MODEL_CHARS})"
     model_sql = (
-        f"SELECT r.model, SUM(r.total_cost), SUM(r.total_tokens) FROM runs AS r WHERE {where} AND r.model IS NOT NULL"
-        " GROUP BY r.model ORDER BY 2 DESC, 3 DESC LIMIT ?"
+        f"SELECT {model} AS m, SUM(r.total_cost), SUM(r.total_tokens) FROM runs AS r WHERE {where}"
+        " AND r.model IS NOT NULL GROUP BY m ORDER BY 2 DESC, 3 DESC LIMIT ?"
     )
     top = [row[0] for row in rows(model_sql, (*params, _TOP_MODELS))]
     named = ", ".join("?" * len(top)) or "NULL"
     per_model = (
-        f"SELECT {bucket_sql} AS t, CASE WHEN r.model IN ({named}) THEN r.model ELSE 'other' END AS m, COUNT(*),"
+        f"SELECT {bucket_sql} AS t, CASE WHEN {model} IN ({named}) THEN {model} ELSE 'other' END AS m, COUNT(*),"
         f" SUM(r.total_tokens), SUM(r.total_cost) FROM runs AS r WHERE {where} AND r.model IS NOT NULL GROUP BY t, m"
     )
     for t, model, count, tokens, cost in rows(per_model, (*top, *params)):

@@ -14,6 +14,7 @@ import threading
 from collections import deque
 from typing import TYPE_CHECKING
 
+from ._answers import bounded_list
 from ._auth_wait import AuthWaits, timeout_param
 from ._control_common import ServiceClock, invalid
 from ._deployments import Deployments
@@ -92,7 +93,8 @@ def _workspace(request: Request) -> str:
 
 
 def list_exports(request: Request, service: Service) -> Reply:
-    return Reply(200, service.control.exports.all(_workspace(request)))
+    listed = service.control.exports.all(_workspace(request))
+    return Reply(200, bounded_list(listed, service.answers, what="bulk export", how="cancel or wait for some"))
 
 
 def create_export(request: Request, service: Service) -> Reply:

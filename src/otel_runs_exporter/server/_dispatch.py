@@ -30,6 +30,9 @@ Each step answers on its own when its check fails:
 13. the ``control`` faults (:meth:`ControlPlane.fail_next <._control.ControlPlane.fail_next>`);
 14. the handler; a ``drop`` fault then closes the connection instead of answering.
 
+A database that cannot answer now (a full disk, a lock another process holds) is a 503
+with ``Retry-After`` at whichever step finds it, said once in the log (:func:`._store.unavailable`).
+
 Every answer to a ``--cors-origin`` page, refusals included, carries
 ``Access-Control-Allow-Origin`` for it; no other answer carries a CORS header.
 """
@@ -38,6 +41,7 @@ Every answer to a ``--cors-origin`` page, refusals included, carries
 from __future__ import annotations
 
 import hmac
+import sqlite3
 import threading
 from dataclasses import dataclass, field, replace
 from http import HTTPStatus
@@ -50,6 +54,7 @@ from ._reply import DROP, Refuse, Reply, detail
 from ._routes import FILES, ROUTER
 from ._routing import Auth, Faults, Files, Match, Pages, Request, Route, Router, Service
 from ._shares import NO_SHARE
+from ._store import unavailable
 
 if TYPE_CHECKING:
     from ._ratelimit import RateLimiter
@@ -116,6 +121,20 @@ class Dispatcher:
         return replace(reply, headers=headers)
 
     def _answer(self, exchange: Exchange, caller: Caller, origin: str | None) -> Reply:
+        try:
+            return self._steps(exchange, caller, origin)
+        except sqlite3.Error as exc:
+            # A full disk, or a lock another process holds: a state that clears, so a 503 the clients retry.
+            why = unavailable(exc)
+            if why is None:
+                raise
+            self.service.store.note_unavailable(why.reason)
+            raise Refuse(
+                503, detail(f"{why.reason}; try again later", retry_after=why.retry_after),
+                {"Retry-After": str(why.retry_after)},
+            ) from None
+
+    def _steps(self, exchange: Exchange, caller: Caller, origin: str | None) -> Reply:
         service = self.service
         method, path = exchange.method, exchange.path
         if self.stopping.is_set():

@@ -14,6 +14,8 @@ import logging
 import time
 from typing import Any
 
+from ._answers import RunPage, bounded_list, fill, one
+from ._jsonio import LARGE
 from ._changes import FIELDS as CHANGE_FIELDS
 from ._changes import cursor, is_live, parse_changes
 from ._charts import charts, parse_charts
@@ -28,11 +30,12 @@ from ._handlers_v2 import attachment_urls, s3_urls
 from ._ingest import ReadResult, read_basic_patch, read_basic_post, read_batch, read_multipart
 from ._modes import refuses
 from ._projects import NO_WORKSPACE, api_project, parse_project_create, parse_project_list, parse_project_read
-from ._query import USAGE_SELECTS, QueryError, RunQuery, Where, api_run, page_body, parse_run_query
+from ._query import USAGE_SELECTS, QueryError, RunQuery, Where, api_run, encode_cursor, parse_run_query
 from ._reply import Reply, detail
 from ._routing import Request, Service
 from ._run_stats import parse_stats_query, run_stats
-from ._store import ProjectExists
+from ._multipart import MultipartError, boundary_from_content_type
+from ._store import ProjectExists, RunKey, RunTooLarge
 from ._validate import canonical_id
 
 __all__ = [
@@ -59,6 +62,10 @@ __all__ = [
     "update_feedback",
     "delete_feedback",
     "ingest",
+    "errors",
+    "too_many",
+    "one_run",
+    "MAX_ERRORS",
 ]
 
 logger = logging.getLogger(__name__)
@@ -75,15 +82,46 @@ def info(request: Request, service: Service) -> Reply:
 # --- ingest -------------------------------------------------------------------------
 
 
+MAX_ERRORS = 100
+"""Violations a 422 lists at most; one more item counts the rest (every one is recorded all the same)."""
+PARTS_PER_ITEM = 10
+"""Multipart parts per item counted before a body is parsed: a run's post and its fields, sent as parts of their own."""
+
+
+def errors(violations: list[Any]) -> list[dict[str, Any]]:
+    """The ``detail`` of a 422: the first :data:`MAX_ERRORS` violations, then one item saying how many more."""
+    shown = [v.as_error() for v in violations[:MAX_ERRORS]]
+    if len(violations) > MAX_ERRORS:
+        more = len(violations) - MAX_ERRORS
+        shown.append({"loc": ["body"], "msg": f"and {more} more violations, not listed", "type": "runs.more", "count": more})
+    return shown
+
+
+def too_many(count: int, limit: int, what: str) -> Reply:
+    """413 for a batch of more items than ``/info``'s ``batch_ingest_config.size_limit``: send smaller batches."""
+    return Reply(
+        413,
+        detail(
+            f"{count} {what} in one request; at most {limit} (batch_ingest_config.size_limit in GET /info): "
+            "send them in smaller batches; nothing in this request was stored",
+            size=count, max_size=limit,
+        ),
+    )
+
+
 def ingest(result: ReadResult, request: Request, service: Service) -> Reply:
-    """Store what one request carried, or refuse all of it: injected rejections, then rule violations (422).
+    """Store what one request carried, or refuse all of it: too many items (413), injected rejections, then rule
+    violations (422), then a run that would be larger than a run may be (413).
 
     Every violation is recorded; whether it refuses the request is the service's validation mode's call.
     """
     request.log["run_ids"] = sorted(result.run_ids)
+    items = len(result.ops) + len(result.feedback)
+    if items > service.batch_items:
+        return too_many(items, service.batch_items, "runs and feedback items")
     rejected = service.faults.rejected(result.run_ids)
     if rejected:
-        errors = [
+        refused = [
             {
                 "loc": ["body", run_id],
                 "msg": f"run {run_id} rejected (fault injection: reject_run_ids); nothing in this request was stored",
@@ -92,16 +130,19 @@ def ingest(result: ReadResult, request: Request, service: Service) -> Reply:
             for run_id in rejected
         ]
         request.log["fault"] = "reject_run_ids"
-        return Reply(422, {"detail": errors})
+        return Reply(422, {"detail": refused})
     store = service.store
     if result.violations:
-        refused = refuses(service.validation, result.violations)
-        store.record_violations(result.violations, path=request.route, accepted=not refused)
+        refused_whole = refuses(service.validation, result.violations)
+        store.record_violations(result.violations, path=request.route, accepted=not refused_whole)
         for violation in result.violations[:5]:
             logger.info("rule violation on %s: %s", request.route, violation.as_error()["msg"])
-        if refused:
-            return Reply(422, {"detail": [v.as_error() for v in result.violations]})
-    applied = store.apply(result.ops, result.feedback, result.attachments)
+        if refused_whole:
+            return Reply(422, {"detail": errors(result.violations)})
+    try:
+        applied = store.apply(result.ops, result.feedback, result.attachments, large=len(request.data) > LARGE)
+    except RunTooLarge as exc:
+        return Reply(413, detail(str(exc), run_id=exc.run_id, size=exc.size, max_size=exc.max_size))
     return Reply(202, {"post": applied.posted, "patch": applied.patched, "duplicates": applied.duplicates})
 
 
@@ -123,11 +164,31 @@ def patch_run(request: Request, service: Service) -> Reply:
     return reply
 
 
+def multipart_boundary(content_type: str | None) -> str | None:
+    """The body's boundary, or None when the Content-Type has none (the parser then says what is wrong)."""
+    try:
+        return boundary_from_content_type(content_type)
+    except MultipartError:
+        return None
+
+
 def post_batch(request: Request, service: Service) -> Reply:
-    return ingest(read_batch(request.body), request, service)
+    body = request.body
+    if isinstance(body, dict):
+        # Counted before any run is read: a million items would take a minute and a gigabyte to judge one by one.
+        count = sum(len(body[kind]) for kind in ("post", "patch") if isinstance(body.get(kind), list))
+        if count > service.batch_items:
+            return too_many(count, service.batch_items, "runs")
+    return ingest(read_batch(body), request, service)
 
 
 def post_multipart(request: Request, service: Service) -> Reply:
+    boundary = multipart_boundary(request.headers.get("content-type"))
+    if boundary is not None:
+        # Counted before the body is parsed: each part becomes an object.
+        parts_seen = request.data.count(b"\r\n--" + boundary.encode("ascii"))
+        if parts_seen > service.batch_items * PARTS_PER_ITEM:
+            return too_many(parts_seen, service.batch_items * PARTS_PER_ITEM, "multipart parts")
     parts = request.body
     request.log["part_names"] = [p.name for p in parts]
     return ingest(read_multipart(parts), request, service)
@@ -145,10 +206,23 @@ def read_run(request: Request, service: Service) -> Reply:
     run_id = canonical_id(raw_id)
     if run_id is None:
         raise QueryError(("path", "run_id"), f"run id {raw_id[:60]!r} is not a UUID")
-    run = service.store.get_run(run_id)
+    return one_run(request, service, run_id, lambda run: run_body(request, service, run)) or Reply(
+        404, detail(f"run {run_id} not found")
+    )
+
+
+def one_run(request: Request, service: Service, run_id: str, shape: Any) -> Reply | None:
+    """The answer that is one stored run, ``shape(run)``, read within the answer budget; None if it is not stored."""
+    store = service.store
+    key = store.run_key(run_id)
+    if key is None:
+        return None
+    page = RunPage(service.answers, request)
+    run = page.load(key, store.load_run)
     if run is None:
-        return Reply(404, detail(f"run {run_id} not found"))
-    return Reply(200, run_body(request, service, run))
+        return None
+    page.add(shape(run))
+    return Reply(200, page.only())
 
 
 def run_body(request: Request, service: Service, run: dict[str, Any], *, feedback: bool = True) -> dict[str, Any]:
@@ -168,23 +242,36 @@ def query_runs(request: Request, service: Service) -> Reply:
 
 
 def runs_page(request: Request, service: Service, query: RunQuery, *, feedback: bool = True) -> Reply:
-    """One page of the runs ``query`` matches, as ``POST /runs/query`` answers it (``feedback``: as in :func:`run_body`)."""
+    """One page of the runs ``query`` matches, as ``POST /runs/query`` answers it (``feedback``: as in :func:`run_body`).
+
+    At most ``limit`` runs, and fewer when they are large: the page ends where its JSON would pass the service's
+    ``max_answer_bytes`` (:mod:`._answers`), and ``cursors.next`` goes on from there.
+    """
+    store = service.store
     # One run past the page says whether a next page exists.
-    found = service.store.query_runs(
+    keys = store.query_keys(
         query.where.sql, query.where.params, order=query.order, after=query.after, limit=query.page_size + 1
     )
-    page = found[: query.page_size]
-    usage = service.store.run_usage([q.run["id"] for q in page]) if _wants_usage(query.select) else None
-    body = page_body(found, query, usage)
-    if feedback and (query.select is None or "feedback_stats" in query.select):
-        _add_feedback_stats(service, body["runs"])
-    if query.select is None or "s3_urls" in query.select:
-        # The SDK downloads a run's attachments from s3_urls (selected by default), without its key.
-        links = attachment_urls(request, service, [run["id"] for run in body["runs"]])
-        for run in body["runs"]:
-            if run["id"] in links:
-                run["s3_urls"] = s3_urls(links[run["id"]])
-    return Reply(200, body)
+    more = len(keys) > query.page_size
+    keys = keys[: query.page_size]
+    ids = [key.run_id for key in keys]
+    usage = store.run_usage(ids) if _wants_usage(query.select) else {}
+    stats = _feedback_stats(service, ids) if feedback and (query.select is None or "feedback_stats" in query.select) else None
+    # The SDK downloads a run's attachments from s3_urls (selected by default), without its key.
+    links = attachment_urls(request, service, ids) if query.select is None or "s3_urls" in query.select else {}
+
+    def shape(key: RunKey, run: dict[str, Any]) -> dict[str, Any]:
+        body = api_run(run, key.project_id, query.select, usage.get(key.run_id))
+        if stats is not None:
+            body["feedback_stats"] = stats.get(key.run_id)
+        if key.run_id in links:
+            body["s3_urls"] = s3_urls(links[key.run_id])
+        return body
+
+    page = RunPage(service.answers, request)
+    last, cut = fill(page, keys, store.load_run, shape)
+    following = encode_cursor(query.order, last.position) if (more or cut) and last is not None else None
+    return Reply(200, page.body("runs", {"cursors": {"next": following}}))
 
 
 def run_changes(request: Request, service: Service) -> Reply:
@@ -204,10 +291,18 @@ def run_changes(request: Request, service: Service) -> Reply:
         if store.wait(changed, min(0.5, max(0.0, remaining))) or remaining <= 0:
             break
     found, version, more = store.changes(query.trace_id, after, query.limit)
-    usage = store.run_usage([q.run["id"] for q in found])
-    runs = [api_run(q.run, q.project_id, CHANGE_FIELDS, usage.get(q.run["id"])) for q in found]
+    usage = store.run_usage([key.run_id for key, _ in found])
+    written = dict((key.run_id, number) for key, number in found)
+    page = RunPage(service.answers, request)
+    last, cut = fill(
+        page, [key for key, _ in found], store.load_run,
+        lambda key, run: api_run(run, key.project_id, CHANGE_FIELDS, usage.get(key.run_id)),
+    )
+    if cut:
+        # The page ended before every changed run: the next look goes on after the last one answered.
+        version, more = (written[last.run_id] if last is not None else after), True
     live = is_live(store.rows, query.trace_id, service.live_window_s, time.time())
-    return Reply(200, {"runs": runs, "cursor": cursor(store.store_id, version), "more": more, "live": live})
+    return Reply(200, page.body("runs", {"cursor": cursor(store.store_id, version), "more": more, "live": live}))
 
 
 def run_charts(request: Request, service: Service) -> Reply:
@@ -220,11 +315,16 @@ def _wants_usage(select: frozenset[str] | None) -> bool:
     return select is None or bool(select & USAGE_SELECTS)
 
 
+def _feedback_stats(service: Service, run_ids: list[str]) -> dict[str, Any]:
+    """Each run's ``feedback_stats`` (missing: null, no feedback), from the feedback kept for it."""
+    found = service.store.feedback_of_runs(run_ids)
+    return {run_id: feedback_stats(items) for run_id, items in found.items()}
+
+
 def _add_feedback_stats(service: Service, runs: list[dict[str, Any]]) -> None:
-    """Each run's ``feedback_stats`` (null without feedback), from the feedback kept for it."""
-    found = service.store.feedback_of_runs([run["id"] for run in runs])
+    stats = _feedback_stats(service, [run["id"] for run in runs])
     for run in runs:
-        run["feedback_stats"] = feedback_stats(found[run["id"]]) if run["id"] in found else None
+        run["feedback_stats"] = stats.get(run["id"])
 
 
 def stats(request: Request, service: Service) -> Reply:
@@ -247,8 +347,12 @@ def list_projects(request: Request, service: Service) -> Reply:
     )
     counts = store.project_stats([p["id"] for p in projects]) if query.include_stats else {}
     tenant = _tenant_id(service)
-    body: list[Any] = [api_project(p, tenant, counts.get(p["id"]), include_stats=query.include_stats) for p in projects]
-    return Reply(200, body)
+    listed = (api_project(p, tenant, counts.get(p["id"]), include_stats=query.include_stats) for p in projects)
+    return Reply(200, bounded_list(listed, service.answers, what="project", how=_FEWER.format(what="projects")))
+
+
+# A list paged by offset is never cut short: the SDK stops at a short page.
+_FEWER = "ask for fewer {what} at a time (a smaller limit, then the next offset)"
 
 
 def read_project(request: Request, service: Service) -> Reply:
@@ -306,7 +410,8 @@ def list_feedback(request: Request, service: Service) -> Reply:
         runs=wanted.runs, traces=wanted.traces, keys=wanted.keys, sources=wanted.sources, sessions=wanted.sessions,
         limit=wanted.limit, offset=wanted.offset,
     )
-    return Reply(200, [api_feedback(item) for item in items])
+    listed = (api_feedback(item) for item in items)
+    return Reply(200, bounded_list(listed, service.answers, what="feedback item", how=_FEWER.format(what="items")))
 
 
 def read_feedback(request: Request, service: Service) -> Reply:

@@ -19,7 +19,8 @@ Reading, with the token instead of a key (the dispatcher checks it first: ``Auth
     GET  /public/{token}/r                   the viewer, read-only, on that trace      the link share_run returns
 
 Every public answer is built by the same code as its keyed counterpart (``runs_page``,
-``run_body``, ``stats_of``, ``v2_items``), narrowed to the share's trace, without feedback.
+``one_run``, ``stats_of``, ``one_v2_run``, ``trace_items``), narrowed to the share's trace, without feedback,
+and bounded in bytes as they are (:mod:`._answers`).
 """
 
 from __future__ import annotations
@@ -27,14 +28,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ._handlers import run_body, runs_page, stats_of
-from ._handlers_v2 import trace_items, v2_items
+from ._handlers import one_run, run_body, runs_page, stats_of
+from ._handlers_v2 import one_v2_run, trace_items
 from ._query import QueryError, Where, parse_run_query
 from ._reply import Reply, detail
 from ._routing import Request, Service
 from ._run_stats import parse_stats_query
 from ._shares import NO_SHARE, Share
-from ._store import QueriedRun
 from ._v2 import check_body, one_id, parse_params, selects_of
 from ._validate import canonical_id
 from ._viewer import viewer_reply
@@ -154,27 +154,31 @@ def _in_trace(share: Share) -> Where:
     return Where("r.trace_id = ?", (share.trace_id,))
 
 
-def _run_of_trace(service: Service, share: Share, raw_id: str) -> dict[str, Any] | None:
-    run = _stored(service, raw_id)
-    return run if run is not None and run.get("trace_id") == share.trace_id else None
+def _of_trace(service: Service, share: Share, raw_id: str) -> str | None:
+    """The id of a stored run of the shared trace, or None (a run of another trace is not there for the token)."""
+    run_id = canonical_id(raw_id)
+    if run_id is None:
+        return None
+    found = service.store.rows("SELECT id FROM runs WHERE id = ? AND trace_id = ? AND posted = 1", (run_id, share.trace_id))
+    return run_id if found else None
+
+
+def _public_run(request: Request, service: Service, share: Share, raw_id: str) -> Reply:
+    run_id = _of_trace(service, share, raw_id)
+    found = one_run(request, service, run_id, lambda run: run_body(request, service, run, feedback=False)) if run_id else None
+    return found or _not_found(raw_id)
 
 
 def public_run(request: Request, service: Service) -> Reply:
     """``GET /public/{token}/run``: the run that was shared (v1)."""
     share = _share(request, service)
-    run = _run_of_trace(service, share, share.run_id)
-    if run is None:
-        return _not_found(share.run_id)
-    return Reply(200, run_body(request, service, run, feedback=False))
+    return _public_run(request, service, share, share.run_id)
 
 
 def public_run_of_trace(request: Request, service: Service) -> Reply:
     """``GET /public/{token}/run/{run_id}``: any run of the shared trace (v1); 404 for one of another trace."""
     share = _share(request, service)
-    run = _run_of_trace(service, share, request.params["run_id"])
-    if run is None:
-        return _not_found(request.params["run_id"])
-    return Reply(200, run_body(request, service, run, feedback=False))
+    return _public_run(request, service, share, request.params["run_id"])
 
 
 def _public_body(body: Any) -> Any:
@@ -207,18 +211,20 @@ def public_run_v2(request: Request, service: Service) -> Reply:
     share = _share(request, service)
     params = parse_params(request.query, ("selects", "start_time"), ("selects",))
     selects = selects_of(params.get("selects"), ("query", "selects"))
-    run = _run_of_trace(service, share, request.params["run_id"])
-    if run is None:
-        return _not_found(request.params["run_id"])
-    found = QueriedRun(run, share.project_id, ("", 0))
-    return Reply(200, v2_items(request, service, [found], selects)[0])
+    raw_id = request.params["run_id"]
+    run_id = _of_trace(service, share, raw_id)
+    found = one_v2_run(request, service, run_id, None, selects) if run_id else None
+    return found or _not_found(raw_id)
 
 
 def public_query_v2(request: Request, service: Service) -> Reply:
     """``POST /api/v2/public/{token}/runs/query``: every run of the shared trace in start order, its ``selects``."""
     share = _share(request, service)
     body = check_body(request.body, ("selects",))
-    return trace_items(request, service, _in_trace(share), selects_of(body.get("selects"), ("body", "selects")))
+    return trace_items(
+        request, service, _in_trace(share), selects_of(body.get("selects"), ("body", "selects")),
+        how="page through them with POST /public/{token}/runs/query, or ask for fewer selects",
+    )
 
 
 def shared_page(request: Request, service: Service) -> Reply:

@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from .._version import __version__
+from ._answers import AnswerBounds, AnswerBudget, BUDGET_WAIT_S, Pieces
 from ._connections import READ_CHUNK, Connection, ConnectionLimits, ConnectionSlots, PacedReader, Refuser
 from ._numbers import plain_int
 from ._reply import DROP, Refuse, Reply, detail
@@ -149,10 +150,19 @@ class HttpServer(ThreadingHTTPServer):
     request_queue_size = 1024
 
     def __init__(
-        self, address: tuple[str, int], app: App, request_log: RequestLog, limits: ConnectionLimits | None = None
+        self,
+        address: tuple[str, int],
+        app: App,
+        request_log: RequestLog,
+        limits: ConnectionLimits | None = None,
+        bounds: AnswerBounds | None = None,
+        budget: AnswerBudget | None = None,
     ) -> None:
         self.app = app
         self.request_log = request_log
+        # What one answer may be (the framing refuses any past it) and what all of them may hold at once.
+        self.bounds = bounds if bounds is not None else AnswerBounds()
+        self.budget = budget if budget is not None else AnswerBudget()
         # One thread per connection, up to this many; past it a slow connection is closed
         # for the new one, or a 503 with Retry-After (which clients honour) when none is slow.
         self.slots = ConnectionSlots(limits if limits is not None else ConnectionLimits())
@@ -307,6 +317,26 @@ class Exchange:
         self.headers = headers
         self.client_ip: str = handler.client_address[0] if isinstance(handler.client_address, tuple) else ""
         self.log = log
+        self.held = 0
+        """Bytes of the answer budget this request holds, given back once its answer is sent."""
+
+    def reserve(self, amount: int, stop: threading.Event | None = None) -> bool:
+        """Room in the service's answer budget for ``amount`` more bytes of runs (:class:`~._answers.AnswerBudget`).
+
+        A request that holds some already is told at once whether there is more (its page
+        ends where it is); one that holds none waits up to :data:`~._answers.BUDGET_WAIT_S`.
+        """
+        wait = 0.0 if self.held else BUDGET_WAIT_S
+        if not self._handler.server.budget.take(amount, wait, self.held, stop):
+            return False
+        self.held += amount
+        return True
+
+    def give_back(self, amount: int) -> None:
+        """Return part of what :meth:`reserve` took (an item smaller than its stored size)."""
+        amount = max(0, min(amount, self.held))
+        self.held -= amount
+        self._handler.server.budget.give(amount)
 
     @property
     def local_ip(self) -> str:
@@ -354,7 +384,16 @@ class Exchange:
         return True, None
 
     def read_body(self, limit: int | None) -> bytes:
-        """The body as sent (still encoded): 411 without a length on POST/PATCH/PUT, 413 past ``limit``, 408 too slow."""
+        """The body as sent (still encoded): 411 without a length on POST/PATCH/PUT, 413 past ``limit``, 408 too slow.
+
+        A client that asked ``Expect: 100-continue`` is told to send it only now, when every
+        check that could refuse the request unread (the key first) has passed.
+        """
+        if self._handler.awaits_continue:
+            chunked, length = self._framing()
+            if not chunked and length is not None and limit is not None and length > limit:
+                raise Refuse(413, detail("request body too large", size=length, max_size=limit), close=True)
+            self._handler.send_continue()
         data = self._read_body(limit)
         self._body_done()
         return data
@@ -366,7 +405,12 @@ class Exchange:
         too large to bother with closes the connection instead. Malformed framing
         is a 400 here too, whatever the route.
         """
-        self._discard_body()
+        if self._handler.awaits_continue:
+            self._framing()
+            # Never told to go on, the client may send its body or not: the connection cannot be read after this.
+            self._handler.close_connection = True
+        else:
+            self._discard_body()
         self._body_done()
 
     def _body_done(self) -> None:
@@ -462,6 +506,17 @@ class Exchange:
             raise self._too_slow(exc) from None
 
 
+_oom_said = 0.0
+
+
+def _say_out_of_memory(method: str, path: str) -> None:
+    global _oom_said
+    now = time.monotonic()
+    if now - _oom_said >= 60 or not _oom_said:
+        _oom_said = now
+        logger.warning("out of memory answering %s %s: answered 503 with Retry-After (said once a minute)", method, path[:200])
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # Headers and body leave in two writes; with Nagle on, the body waits for the
@@ -471,6 +526,8 @@ class _Handler(BaseHTTPRequestHandler):
     server: HttpServer
     slot: Connection | None = None
     timeout = ConnectionLimits.idle_timeout_s  # per read, only if a connection had no slot (it always has)
+    awaits_continue = False
+    """The request asked ``Expect: 100-continue`` and has not been told to go on (:meth:`send_continue`)."""
 
     def setup(self) -> None:
         super().setup()
@@ -482,6 +539,20 @@ class _Handler(BaseHTTPRequestHandler):
     def _writing(self) -> None:
         # A read may have left a deadline's last fraction of a second as the socket's timeout.
         self.connection.settimeout(self.server.limits.idle_timeout_s)
+
+    def handle_expect_100(self) -> bool:
+        # The stdlib says "100 Continue" as soon as it has read the head, before anything is checked: an
+        # unauthenticated client was told to send its body. It is said when the body is read (send_continue).
+        self.awaits_continue = True
+        return True
+
+    def send_continue(self) -> None:
+        """Tell a client that asked ``Expect: 100-continue`` to send its body (once per request)."""
+        if self.awaits_continue:
+            self.awaits_continue = False
+            self._writing()
+            self.send_response_only(HTTPStatus.CONTINUE)
+            self.end_headers()
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         logger.debug("%s " + format, self.address_string(), *args)
@@ -525,18 +596,28 @@ class _Handler(BaseHTTPRequestHandler):
         if slot is not None:
             slot.reading_body()
         server.enter()
+        exchange = Exchange(self, parts.path, parts.query, headers, entry)
         try:
             try:
-                reply = server.app(Exchange(self, parts.path, parts.query, headers, entry))
+                reply = server.app(exchange)
             except Refuse as refusal:
                 reply = refusal.reply()
             except (ConnectionError, socket.timeout):
                 reply = DROP
+            except MemoryError:
+                # Out of memory for this request alone: the service stays up, and says so once a minute at most.
+                _say_out_of_memory(self.command, parts.path)
+                reply = Reply(503, detail("the local service has no memory for this request now; try again shortly"),
+                              {"Retry-After": "1"}, close=True)
             except Exception:
                 logger.exception("local service failed on %s %s", self.command, parts.path)
                 reply = Reply(500, detail("internal error in the local service"), close=True)
             if slot is not None:
                 slot.answering()
+            pieces: tuple[bytes, ...] = ()
+            size = 0
+            if reply.status != 0:
+                reply, pieces, size = self._payload(reply)
             # Logged before answering, so a client that has its answer also finds the entry.
             entry["status"] = reply.status
             entry["error"] = _error_text(reply)
@@ -545,24 +626,49 @@ class _Handler(BaseHTTPRequestHandler):
             if reply.status == 0:
                 self._drop()
             else:
-                self._send(reply)
+                self._send(reply, pieces, size)
         except OSError:
             self.close_connection = True  # the client went away mid-answer
         finally:
+            exchange.give_back(exchange.held)
+            if self.awaits_continue:
+                self.awaits_continue = False
+                self.close_connection = True  # the body may still come: the next request cannot be found
             if slot is not None:
                 slot.waiting()
             server.exit()
 
-    def _send(self, reply: Reply) -> None:
+    def _payload(self, reply: Reply) -> tuple[Reply, tuple[bytes, ...], int]:
+        """The answer's bytes (its pieces and their length); a 413 instead of one past the bound of any answer."""
         body = reply.body
-        if isinstance(body, (bytes, bytearray)):
-            payload = bytes(body)
+        if isinstance(body, Pieces):
+            parts, size = body.parts, body.size
         else:
-            payload = b"" if body is None else orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+            if isinstance(body, (bytes, bytearray)):
+                payload = bytes(body)
+            else:
+                payload = b"" if body is None else orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+            parts, size = (payload,), len(payload)
+        limit = self.server.bounds.item_bytes
+        if size <= limit:
+            return reply, parts, size
+        # Every answer is bounded where it is built (._answers); one that is not is refused, not sent.
+        logger.error(
+            "an answer to %s %s was %d bytes, past the %d any answer may be; answered 413 instead",
+            self.command, urlsplit(self.path).path[:200], size, limit,
+        )
+        refusal = detail(
+            f"the answer would be {size} bytes, more than the {limit} one answer may be; ask for less",
+            size=size, max_size=limit,
+        )
+        payload = orjson.dumps(refusal)
+        return Reply(413, refusal, {}, reply.close), (payload,), len(payload)
+
+    def _send(self, reply: Reply, parts: tuple[bytes, ...], size: int) -> None:
         self._writing()
         self.send_response(reply.status)
         self.send_header("Content-Type", reply.content_type)
-        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("Content-Length", str(size))
         for name, value in reply.headers.items():
             self.send_header(name, value)
         if reply.close or self.close_connection:
@@ -570,7 +676,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         self.end_headers()
         if self.command != "HEAD":
-            self.wfile.write(payload)
+            for part in parts:
+                self.wfile.write(part)
         self.wfile.flush()
 
     def _drop(self) -> None:

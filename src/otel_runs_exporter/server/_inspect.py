@@ -16,8 +16,9 @@ in id order, at most ``limit`` (default 10, at most 100): one match is the trace
 several say the prefix is ambiguous. ``runs list`` asks for its traces' shortest
 prefixes this way, so a prefix it prints is one ``runs tree`` takes.
 
-The report is :meth:`RunStore.check <._store.RunStore.check>`'s, each list cut to its
-first :data:`MAX_ITEMS` (``counts`` holds every list's full length).
+The report is :meth:`RunStore.check_report <._store.RunStore.check_report>`'s, each list (and each
+missing parent's children) cut to its first :data:`MAX_ITEMS`, and to what fits in one page of the service's
+``max_answer_bytes`` (``counts`` holds every list's full length).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from ._jsonio import dump
 from ._filter import QueryError
 from ._reply import Reply
 from ._routing import Request, Service
@@ -111,7 +113,17 @@ def trace_ids(request: Request, service: Service) -> Reply:
 
 def check_report(request: Request, service: Service) -> Reply:
     """``GET /runs/check``: the store's consistency report, each list cut to :data:`MAX_ITEMS`, with their counts."""
-    report = service.store.check()
-    answer: dict[str, Any] = {key: items[:MAX_ITEMS] for key, items in report.items()}
-    answer["counts"] = {key: len(items) for key, items in report.items()}
+    report, counts = service.store.check_report(MAX_ITEMS)
+    # Each list's first items, while the answer stays within a page (counts say how many there are in all).
+    room = service.answers.page_bytes - len(dump(counts, large=False)) - 200
+    answer: dict[str, Any] = {}
+    for name, items in report.items():
+        kept = []
+        for item in items:
+            room -= len(dump(item, large=False)) + 1
+            if room < 0:
+                break
+            kept.append(item)
+        answer[name] = kept
+    answer["counts"] = counts
     return Reply(200, answer)

@@ -35,7 +35,7 @@ from ._otlp_decode import JSON, PROTOBUF, Decoded, OtlpSpan, decode
 from ._otlp_hold import OTLP_SCHEME, Key, OtlpHold, Placed
 from ._reply import Reply
 from ._routing import Request, Service
-from ._store import RunStore
+from ._store import RunStore, RunTooLarge
 from ._validate import RunOp, Violation, check_run
 
 __all__ = ["OtlpIngest", "Outcome", "MAX_VALUE_CHARS", "otlp_traces"]
@@ -128,9 +128,16 @@ class OtlpIngest:
                     outcome.rejected.append(_why(span, violations))
                     continue
             accepted.append(op)
-        if accepted:
-            store.apply(accepted)
+        while accepted:
+            try:
+                store.apply(accepted)
+            except RunTooLarge as exc:
+                # One span past what a run may hold: refused alone, as a span that breaks a rule is.
+                outcome.rejected.append(f"span of run {exc.run_id}: {exc.size} bytes stored, more than the {exc.max_size} a run may hold")
+                accepted = [op for op in accepted if op.run_id != exc.run_id]
+                continue
             outcome.stored = [op.run_id for op in accepted]
+            break
         return outcome
 
     def _run_op(self, span: OtlpSpan, ids: RunIds) -> RunOp:
@@ -163,7 +170,7 @@ def _stored_parents(store: RunStore, keys: set[Key]) -> dict[Key, RunIds]:
     for start in range(0, len(wanted), _LOOKUP_CHUNK):
         chunk = wanted[start : start + _LOOKUP_CHUNK]
         where = f"r.id IN ({', '.join('?' * len(chunk))})"
-        for queried in store.query_runs(where, chunk, order="asc", after=None, limit=len(chunk)):
+        for queried in store.load_runs(store.query_keys(where, chunk, order="asc", after=None, limit=len(chunk))):
             run = queried.run
             key = by_run[run["id"]]
             extra = run.get("extra")

@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 import orjson
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
+from ._jsonio import parse
 from ._reply import Refuse, detail
 from ._validate import json_depth_exceeds
 
@@ -199,8 +200,10 @@ def _object(value: Any, what: str) -> dict[str, Any]:
 def decode_json(data: bytes, project: str | None) -> Decoded:
     """An ``ExportTraceServiceRequest`` in OTLP's JSON mapping; no protobuf involved."""
     try:
-        body = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
+        body = parse(data)
+    except RecursionError:
+        raise _broken("JSON nested too deep") from None
+    except ValueError as exc:
         raise _broken(f"not JSON ({exc})") from None
     if json_depth_exceeds(body):
         raise _broken("JSON nested too deep")

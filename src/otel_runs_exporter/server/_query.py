@@ -2,9 +2,10 @@
 
 Pure functions, no I/O: the route hands over the JSON body, gets back a
 :class:`RunQuery` (a WHERE fragment over ``runs AS r`` with its parameters, the
-page size, the order, where the page starts) or a :class:`QueryError`, and after
-the store has run the query, :func:`page_body` shapes the answer the service's
-client reads: ``{"runs": [...], "cursors": {"next": ...}}``.
+page size, the order, where the page starts) or a :class:`QueryError`; :func:`api_run`
+shapes each run the store found and :func:`encode_cursor` the next page's cursor, for the
+answer the service's client reads: ``{"runs": [...], "cursors": {"next": ...}}`` (the
+handler cuts the page by size: :mod:`._answers`).
 
 Body keys (those the SDK's ``Client.list_runs`` sends; a key set to null counts as absent)::
 
@@ -56,7 +57,7 @@ import orjson
 from ._filter import FIELDS, QueryError, Where, parse_filter, search_where
 from ._glance import preview, requested_model
 from ._numbers import SQL_INT_MAX
-from ._store import QueriedRun, sortable_time
+from ._store import sortable_time
 from ._validate import canonical_id
 
 __all__ = [
@@ -69,7 +70,7 @@ __all__ = [
     "parse_filter",
     "parse_run_query",
     "api_run",
-    "page_body",
+    "encode_cursor",
     "flag",
 ]
 
@@ -112,7 +113,7 @@ _BODY_KEYS = (
 
 @dataclass(frozen=True)
 class RunQuery:
-    """A checked ``POST /runs/query`` body, ready for :meth:`RunStore.query_runs`."""
+    """A checked ``POST /runs/query`` body, ready for :meth:`RunStore.query_keys`."""
 
     where: Where
     page_size: int = MAX_PAGE
@@ -284,7 +285,8 @@ def _select(value: Any) -> frozenset[str]:
     return frozenset(value)
 
 
-def _encode_cursor(order: str, position: tuple[str, int]) -> str:
+def encode_cursor(order: str, position: tuple[str, int]) -> str:
+    """The ``cursors.next`` of a page whose last run is at ``position``, for a query in ``order``."""
     return base64.urlsafe_b64encode(orjson.dumps([order, position[0], position[1]])).decode().rstrip("=")
 
 
@@ -387,17 +389,3 @@ def api_run(
         else:
             out[name] = run.get(name)
     return out
-
-
-def page_body(
-    found: Sequence[QueriedRun], query: RunQuery, usage: Mapping[str, Mapping[str, Any]] | None = None
-) -> dict[str, Any]:
-    """The answer to one page: ``found`` holds up to one run more than the page, which says a next page exists;
-    ``usage`` is by run id (:meth:`RunStore.run_usage <._store.RunStore.run_usage>`)."""
-    page = found[: query.page_size]
-    more = len(found) > query.page_size
-    usage = usage or {}
-    return {
-        "runs": [api_run(q.run, q.project_id, query.select, usage.get(q.run["id"])) for q in page],
-        "cursors": {"next": _encode_cursor(query.order, page[-1].position) if more and page else None},
-    }

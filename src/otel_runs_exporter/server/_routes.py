@@ -77,7 +77,6 @@ from ._handlers_v2 import (
 )
 from ._otlp import otlp_traces
 from ._inspect import check_report, trace_ids
-from ._reply import Reply
 from ._routing import (
     ANY_PAGE,
     CONTROL_JSON,

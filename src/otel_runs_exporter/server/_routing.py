@@ -39,15 +39,16 @@ from enum import Enum
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-import orjson
 
 from ._control_common import json_body as control_json_body
+from ._jsonio import parse as parse_json
 from ._multipart import MultipartError, boundary_from_content_type, parse
 from ._origins import Caller
-from ._reply import Refuse, Reply
+from ._reply import Refuse, Reply, detail
 from ._validate import Violation, json_depth_exceeds, too_deep
 
 if TYPE_CHECKING:
+    from ._answers import AnswerBounds
     from ._attachments import AttachmentLinks
     from ._otlp import OtlpIngest
     from ._control import ControlPlane
@@ -175,6 +176,8 @@ class Service(Protocol):
     attachment_links: AttachmentLinks
     otlp: OtlpIngest
     live_window_s: float
+    answers: AnswerBounds
+    batch_items: int
 
     @property
     def store(self) -> RunStore: ...
@@ -210,8 +213,14 @@ class Body:
 def _ingest_json(data: bytes, content_type: str | None) -> Any:
     """JSON for the tracing and read routes: 422 with the runs' rule names, as :mod:`._validate` words them."""
     try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
+        value = parse_json(data)
+    except RecursionError:
+        raise Refuse(422, {"detail": [too_deep(None, ("body",)).as_error()]}) from None
+    except ValueError as exc:  # orjson's JSONDecodeError, json's, a UnicodeDecodeError
+        if str(exc).startswith("Not enough memory"):
+            # orjson's parse buffer (about ten times the body) could not be had now: not the client's mistake.
+            raise Refuse(503, detail("the local service has no memory to read this body now; try again shortly"),
+                         {"Retry-After": "1"}) from None
         raise Refuse(422, {"detail": [Violation(None, "json", f"body is not valid JSON ({exc})").as_error()]}) from None
     if json_depth_exceeds(value):
         raise Refuse(422, {"detail": [too_deep(None, ("body",)).as_error()]})
@@ -307,13 +316,17 @@ class Request:
     the path parameters, ``query`` the query string, ``headers`` lower-case. ``log`` is
     the request's entry in the request log (a handler notes ``run_ids``,
     ``part_names`` and ``fault`` there). ``stopping`` is set when the service shuts
-    down: a handler that waits stops waiting.
+    down: a handler that waits stops waiting. ``reserve`` and ``give_back`` take and
+    return room in the service's answer budget (:meth:`Exchange.reserve <._http_server.Exchange.reserve>`),
+    held until the answer is sent.
     """
 
     def __init__(self, exchange: Exchange, match: Match, data: bytes, stopping: threading.Event) -> None:
         self.method, self.path, self.query = exchange.method, exchange.path, exchange.query
         self.headers: Mapping[str, str] = exchange.headers
         self.log: dict[str, Any] = exchange.log
+        self.reserve: Callable[[int, threading.Event | None], bool] = exchange.reserve
+        self.give_back: Callable[[int], None] = exchange.give_back
         self.route, self.params = match.route_path, match.params
         self.data, self.stopping = data, stopping
         self._body = match.route.body if match.route is not None else NO_BODY

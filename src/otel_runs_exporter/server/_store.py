@@ -15,13 +15,23 @@ merged in Python, and a filter on ``error`` must see what the patch said.
 
 The schema and the merge rules are in :mod:`._store_schema`; projects (rows of
 their own, created or derived from the runs that name them) in :mod:`._store_projects`.
+
+What a run may hold is bounded: its post and patches together at most
+``max_run_bytes`` of JSON (:class:`RunTooLarge` past it, nothing of the request
+stored), each run's size kept in a column, so a read knows what a run weighs before
+it loads it (:meth:`RunStore.query_keys`, :meth:`RunStore.load_run`). A database file,
+its ``-wal`` and ``-shm`` and the directories the store makes for it are private to
+the user (0600, 0700): they hold every prompt. A full disk or a database another
+process holds locked is :func:`unavailable`'s to answer (503), not a 500.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -35,6 +45,7 @@ from .._cost import PriceTable
 from . import _store_feedback as store_feedback
 from . import _store_search as store_search
 from ._ingest import Attachment
+from ._jsonio import LARGE, dump
 from ._shares import SCHEMA as SHARES_SCHEMA
 from ._shares import ShareTable
 from ._store_projects import (
@@ -60,6 +71,7 @@ from ._store_schema import (
     add_columns,
     dumps,
     index_values,
+    loads,
     merge_into,
     merge_run,
     reprice,
@@ -70,6 +82,11 @@ from ._validate import RunOp, Violation, parent_cycles
 
 __all__ = [
     "RunStore",
+    "RunKey",
+    "RunTooLarge",
+    "Unavailable",
+    "unavailable",
+    "BUSY_TIMEOUT_S",
     "ApplyResult",
     "QueriedRun",
     "RunSummary",
@@ -81,6 +98,104 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_S = 2.0
+"""How long a write waits for a lock another process holds on the database before its 503 (every request waits
+behind it: one connection serves them all)."""
+
+
+class RunTooLarge(Exception):
+    """A run whose post and patches together would be more JSON than a run may hold; nothing of the request is stored."""
+
+    def __init__(self, run_id: str, size: int, max_size: int) -> None:
+        super().__init__(run_id, size, max_size)
+        self.run_id, self.size, self.max_size = run_id, size, max_size
+
+    def __str__(self) -> str:
+        return (
+            f"run {self.run_id} would be stored as {self.size} bytes of JSON (its post and patches together), "
+            f"more than the {self.max_size} a run may hold; nothing in this request was stored"
+        )
+
+
+class RunKey(NamedTuple):
+    """One run found by :meth:`RunStore.query_keys`: its id, project, where a next page starts, and its stored bytes."""
+
+    run_id: str
+    project_id: str | None
+    position: tuple[str, int]
+    size: int
+
+
+class Unavailable(NamedTuple):
+    """Why the database cannot answer now, for a 503: ``reason`` for the log and the answer, ``retry_after`` seconds."""
+
+    reason: str
+    retry_after: int
+
+
+# SQLite's primary result codes (the low byte of an extended one) that clear up by themselves: a full disk (or an
+# I/O error writing to it), a lock another process holds.
+_FULL, _BUSY, _LOCKED, _IOERR = 13, 5, 6, 10
+
+
+def unavailable(exc: BaseException) -> Unavailable | None:
+    """The 503 a database error deserves, or None for one that is not the database's state (a bug: a 500).
+
+    >>> unavailable(sqlite3.OperationalError("database or disk is full")).reason
+    'the disk holding the runs database is full'
+    """
+    if not isinstance(exc, sqlite3.Error):
+        return None
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    text = str(exc)
+    if primary == _FULL or "database or disk is full" in text:
+        return Unavailable("the disk holding the runs database is full", 10)
+    if primary in (_BUSY, _LOCKED) or "database is locked" in text:
+        return Unavailable("the runs database is locked by another process", 1)
+    if primary == _IOERR or "disk I/O error" in text:
+        return Unavailable(f"the runs database cannot be written ({text})", 10)
+    return None
+
+
+def _private_file(path: Path) -> None:
+    """Make the directories and the empty database file the store is about to open, private to the user.
+
+    SQLite gives the ``-wal`` and ``-shm`` files the database file's mode, so they are private too. What
+    exists already is left as it is (a warning says when others can read it).
+    """
+    missing = []
+    parent = path.parent
+    while not parent.exists():
+        missing.append(parent)
+        parent = parent.parent
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        mode = path.stat().st_mode
+        if stat.S_ISREG(mode) and mode & (stat.S_IRGRP | stat.S_IROTH):
+            logger.warning(
+                "runs database %s can be read by other users of this machine (mode %o): it holds every prompt "
+                "and output; chmod 600 it (and its -wal and -shm files)", path, stat.S_IMODE(mode),
+            )
+
+
+def _sized_json(value: Any, large: bool) -> tuple[str, int]:
+    """``value`` as the JSON text the store keeps, and its length in bytes (``large``: :func:`._jsonio.dump`)."""
+    data = dump(value, large)
+    return data.decode(), len(data)
+
+
+def _rollback(db: sqlite3.Connection) -> None:
+    # SQLite rolls back by itself on a full disk; a second ROLLBACK would bury that error under its own.
+    if db.in_transaction:
+        db.execute("ROLLBACK")
 
 
 def _violation(row: Sequence[Any]) -> dict[str, Any]:
@@ -114,20 +229,31 @@ class RunStore:
     >>> store.close()
     """
 
-    def __init__(self, path: str | Path = ":memory:", *, create: bool = True, prices: PriceTable | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path = ":memory:",
+        *,
+        create: bool = True,
+        prices: PriceTable | None = None,
+        max_run_bytes: int | None = None,
+    ) -> None:
         self.path = str(path)
         # Given a table, the stored costs follow it; without one, new runs get the shipped table's and old ones keep theirs.
         self.prices = prices if prices is not None else PriceTable.load()
+        self.max_run_bytes = max_run_bytes
+        """A run's post and patches together at most this much JSON (None: no limit): :class:`RunTooLarge`."""
         if self.path != ":memory:":
             db_path = Path(self.path)
             if not create and not db_path.exists():
                 raise FileNotFoundError(f"no runs database at {self.path}")
-            db_path.parent.mkdir(parents=True, exist_ok=True)
+            _private_file(db_path)
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._conn: sqlite3.Connection | None = sqlite3.connect(
-            self.path, check_same_thread=False, isolation_level=None, timeout=10.0
+            self.path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_S
         )
+        self._unavailable: str | None = None
+        self._note_lock = threading.Lock()
         with self._lock:
             conn = self._conn
             if self.path != ":memory:":
@@ -141,6 +267,12 @@ class RunStore:
             # Before the schema script, whose indexes name the columns an older table lacks.
             reindex = add_columns(conn, "runs", INDEX_COLUMNS)
             add_columns(conn, "runs", (("changed", "INTEGER"),))
+            if add_columns(conn, "runs", (("size", "INTEGER"),)):
+                # Written before runs had a size: each is read once, here, by SQLite alone.
+                conn.execute(
+                    "UPDATE runs SET size = length(CAST(COALESCE(post_data, '') AS BLOB))"
+                    " + length(CAST(COALESCE(patch_data, '') AS BLOB))"
+                )
             refill = add_columns(conn, "feedback", FEEDBACK_COLUMNS)
             conn.executescript(SCHEMA + SHARES_SCHEMA)
             if reindex:
@@ -192,7 +324,7 @@ class RunStore:
         try:
             for run_id, posted, post_data, patch_data in rows:
                 merged = merge_run(
-                    orjson.loads(post_data) if post_data else None, orjson.loads(patch_data) if patch_data else None
+                    loads(post_data) if post_data else None, loads(patch_data) if patch_data else None
                 )
                 project_id = project_for_run(db, merged) if posted else None
                 db.execute(
@@ -201,17 +333,39 @@ class RunStore:
                 )
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            _rollback(db)
             raise
+
+    def note_unavailable(self, reason: str) -> None:
+        """Say once (until a write succeeds again) why requests are answered 503: one line, no traceback."""
+        with self._note_lock:
+            if self._unavailable == reason:
+                return
+            self._unavailable = reason
+        logger.warning("%s: writes are answered 503 with Retry-After until it clears", reason)
+
+    def _noted_recovery(self) -> None:
+        with self._note_lock:
+            if self._unavailable is None:
+                return
+            self._unavailable = None
+        logger.info("the runs database %s takes writes again", self.path)
 
     # --- writes -----------------------------------------------------------------
 
     def apply(
-        self, ops: Iterable[RunOp], feedback: Iterable[Mapping[str, Any]] = (), attachments: Iterable[Attachment] = ()
+        self,
+        ops: Iterable[RunOp],
+        feedback: Iterable[Mapping[str, Any]] = (),
+        attachments: Iterable[Attachment] = (),
+        *,
+        large: bool = False,
     ) -> ApplyResult:
         """Store one request's posts, patches, feedback and attachments in one transaction (all or nothing).
 
-        An attachment sent again under the same name replaces the earlier one.
+        An attachment sent again under the same name replaces the earlier one. ``large``: the request was
+        more than :data:`._jsonio.LARGE` of JSON, so its runs are written with care (:func:`._jsonio.dump`).
+        :class:`RunTooLarge` for a run that would be more than ``max_run_bytes``.
         """
         result = ApplyResult()
         now = time.time()
@@ -220,7 +374,7 @@ class RunStore:
             db.execute("BEGIN IMMEDIATE")
             try:
                 for op in ops:
-                    self._apply_one(db, op, now, result)
+                    self._apply_one(db, op, now, result, large)
                 store_feedback.insert(db, feedback)
                 for attachment in attachments:
                     db.execute(
@@ -229,30 +383,41 @@ class RunStore:
                     )
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                _rollback(db)
                 raise
             self._changed.notify_all()
+        if self._unavailable is not None:
+            self._noted_recovery()
         return result
 
-    def _apply_one(self, db: sqlite3.Connection, op: RunOp, now: float, result: ApplyResult) -> None:
+    def _apply_one(self, db: sqlite3.Connection, op: RunOp, now: float, result: ApplyResult, large: bool) -> None:
         row = db.execute(
-            "SELECT posted, patched, post_data, patch_data, project_id FROM runs WHERE id = ?", (op.run_id,)
+            "SELECT posted, patched, post_data, patch_data, project_id, size FROM runs WHERE id = ?", (op.run_id,)
         ).fetchone()
         posted, patched = (bool(row[0]), bool(row[1])) if row is not None else (False, False)
         post_data: str | None = row[2] if row is not None else None
-        patch = orjson.loads(row[3]) if row is not None and row[3] else None
+        patch_data: str | None = row[3] if row is not None else None
+        patch = loads(patch_data) if patch_data else None
+        patch_bytes = len(patch_data.encode()) if patch_data else 0
+        large = large or (row is not None and (row[5] or 0) > LARGE)
         if op.kind == "post":
             if posted:
                 # A retry of a post whose answer was lost: keep the first, count the rest.
                 db.execute("UPDATE runs SET extra_posts = extra_posts + 1 WHERE id = ?", (op.run_id,))
                 result.duplicates.append(op.run_id)
                 return
-            post, posted, post_data = op.data, True, dumps(op.data)
-            result.posted.append(op.run_id)
+            post: dict[str, Any] | None = op.data
+            posted = True
+            post_data, post_bytes = _sized_json(op.data, large)
         else:
-            post = orjson.loads(post_data) if post_data else None
+            post = loads(post_data) if post_data else None
+            post_bytes = (row[5] or 0) - patch_bytes if row is not None else 0
             patch, patched = merge_into(patch or {}, op.data), True
-            result.patched.append(op.run_id)
+            patch_data, patch_bytes = _sized_json(patch, large)
+        size = post_bytes + patch_bytes
+        if self.max_run_bytes is not None and size > self.max_run_bytes:
+            raise RunTooLarge(op.run_id, size, self.max_run_bytes)
+        (result.posted if op.kind == "post" else result.patched).append(op.run_id)
         merged = merge_run(post, patch)
         # The project is settled when the post arrives (a patch that came first may help name it);
         # later patches do not move a run to another project.
@@ -267,22 +432,22 @@ class RunStore:
             int(posted),
             int(patched),
             post_data,
-            dumps(patch) if patch is not None else None,
-            *index_values(merged, project_id, self.prices),
+            patch_data,
+            *index_values(merged, project_id, self.prices, large),
         )
         self.version += 1  # the changes feed (changes()) finds what changed after a client's last look by it
         if row is None:
             self._seq += 1
             db.execute(
                 "INSERT INTO runs (trace_id, parent_run_id, dotted_order, posted, patched, post_data, patch_data,"
-                f" {RUN_INDEX_NAMES}, changed, id, first_seen, seq) VALUES ({', '.join('?' * (len(values) + 4))})",
-                (*values, self.version, op.run_id, now, self._seq),
+                f" {RUN_INDEX_NAMES}, changed, size, id, first_seen, seq) VALUES ({', '.join('?' * (len(values) + 5))})",
+                (*values, self.version, size, op.run_id, now, self._seq),
             )
         else:
             db.execute(
                 "UPDATE runs SET trace_id = ?, parent_run_id = ?, dotted_order = ?, posted = ?, patched = ?,"
-                f" post_data = ?, patch_data = ?, {RUN_INDEX_SET}, changed = ? WHERE id = ?",
-                (*values, self.version, op.run_id),
+                f" post_data = ?, patch_data = ?, {RUN_INDEX_SET}, changed = ?, size = ? WHERE id = ?",
+                (*values, self.version, size, op.run_id),
             )
 
     def record_violations(self, violations: Iterable[Violation], *, path: str, accepted: bool) -> None:
@@ -320,7 +485,7 @@ class RunStore:
         out = []
         for run_id, posted, patched, _extra, post_data, patch_data in rows:
             run = merge_run(
-                orjson.loads(post_data) if post_data else None, orjson.loads(patch_data) if patch_data else None
+                loads(post_data) if post_data else None, loads(patch_data) if patch_data else None
             )
             run["id"] = run_id
             run["_posted"] = bool(posted)
@@ -376,7 +541,7 @@ class RunStore:
         with self._lock:
             return self._db.execute(sql, [*args, limit]).fetchall()
 
-    def query_runs(
+    def query_keys(
         self,
         where: str,
         params: Sequence[Any],
@@ -384,8 +549,9 @@ class RunStore:
         order: Literal["asc", "desc"],
         after: tuple[str, int] | None,
         limit: int,
-    ) -> list[QueriedRun]:
-        """Posted runs matching a WHERE fragment over ``runs AS r``, by start time then arrival, ``limit`` at most.
+    ) -> list[RunKey]:
+        """Posted runs matching a WHERE fragment over ``runs AS r``, by start time then arrival, ``limit`` at most:
+        their keys and sizes, nothing of their JSON (:meth:`load_run` reads a run when its answer has room for it).
 
         ``where`` comes from :mod:`._query`, built from a fixed set of column
         expressions with every value bound as a parameter. ``after`` is the
@@ -393,17 +559,31 @@ class RunStore:
         that arrive between pages neither repeat nor shift what comes next.
         """
         sql = (
-            "SELECT r.id, r.post_data, r.patch_data, r.project_id, COALESCE(r.start_time, ''), r.seq"
+            "SELECT r.id, r.project_id, COALESCE(r.start_time, ''), r.seq, COALESCE(r.size, 0)"
             f" FROM runs AS r WHERE r.posted = 1 AND ({where})"
         )
         rows = self._page(sql, list(params), ("COALESCE(r.start_time, '')", "r.seq"), order, after, limit)
+        return [RunKey(run_id, project_id, (start, seq), size) for run_id, project_id, start, seq, size in rows]
+
+    def load_run(self, run_id: str) -> dict[str, Any] | None:
+        """One posted run, merged, with its ``id``; None if it is not (or no longer) stored."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT post_data, patch_data FROM runs WHERE id = ? AND posted = 1", (run_id,)
+            ).fetchone()
+        if row is None:
+            return None
+        run = merge_run(loads(row[0]) if row[0] else None, loads(row[1]) if row[1] else None)
+        run["id"] = run_id
+        return run
+
+    def load_runs(self, keys: Iterable[RunKey]) -> list[QueriedRun]:
+        """The runs of ``keys`` (:meth:`query_keys`), each loaded: for a few at a time (a read route pages by size)."""
         out = []
-        for run_id, post_data, patch_data, project_id, start, seq in rows:
-            run = merge_run(
-                orjson.loads(post_data) if post_data else None, orjson.loads(patch_data) if patch_data else None
-            )
-            run["id"] = run_id
-            out.append(QueriedRun(run, project_id, (start, seq)))
+        for key in keys:
+            run = self.load_run(key.run_id)
+            if run is not None:
+                out.append(QueriedRun(run, key.project_id, key.position))
         return out
 
     def summarize(self, where: str, params: Sequence[Any]) -> RunSummary:
@@ -443,6 +623,15 @@ class RunStore:
             for run_id in roots:
                 out[run_id]["trace"] = totals.get(run_id)
         return out
+
+    def run_key(self, run_id: str) -> RunKey | None:
+        """One posted run's key and size (:meth:`query_keys`), or None."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT project_id, COALESCE(start_time, ''), seq, COALESCE(size, 0) FROM runs WHERE id = ? AND posted = 1",
+                (run_id,),
+            ).fetchone()
+        return RunKey(run_id, row[0], (row[1], row[2]), row[3]) if row is not None else None
 
     def project_of_run(self, run_id: str) -> str | None:
         """The id of the project a posted run belongs to, or None."""
@@ -524,7 +713,7 @@ class RunStore:
                 )
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                _rollback(db)
                 raise
         return found
 
@@ -574,7 +763,7 @@ class RunStore:
                 kept = store_feedback.get(db, item["id"])
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                _rollback(db)
                 raise
             self._changed.notify_all()
         assert kept is not None
@@ -613,30 +802,54 @@ class RunStore:
         Also lists violations a lenient service accepted, since those runs are stored
         but would have been refused by the real service.
         """
-        rows = self._rows()
-        posted = {r["id"] for r in rows if r["_posted"]}
-        report: dict[str, list[Any]] = {
-            "patched_not_posted": [],
-            "never_completed": [],
-            "missing_parents": [],
-            "parent_cycles": [],
-            "accepted_violations": [],
-        }
-        missing: dict[str, list[str]] = {}
-        for run in rows:
-            if not run["_posted"]:
-                report["patched_not_posted"].append(run["id"])
-                continue
-            if run.get("end_time") is None:
-                report["never_completed"].append(run["id"])
-            parent = run.get("parent_run_id")
-            if parent and parent not in posted:
-                missing.setdefault(parent, []).append(run["id"])
-        report["missing_parents"] = [{"parent_run_id": p, "children": c} for p, c in missing.items()]
-        parents = {run["id"]: run.get("parent_run_id") for run in rows if run["_posted"]}
-        report["parent_cycles"] = [{"run_ids": cycle} for cycle in parent_cycles(parents)]
-        report["accepted_violations"] = [v for v in self.violations() if v["accepted"]]
-        return report
+        return self.check_report()[0]
+
+    def check_report(self, limit: int | None = None) -> tuple[dict[str, list[Any]], dict[str, int]]:
+        """:meth:`check`'s lists, each cut to its first ``limit`` items (a parent's children too), and each list's
+        whole length; from the index columns, so no run's JSON is read but that of a run with no end time."""
+        cap = -1 if limit is None else limit  # SQLite: a negative LIMIT is none
+        # A run's end time, as merged, when its index column has none (an end time it could not read: --lenient).
+        ended = (
+            "(r.end_time IS NOT NULL OR COALESCE(json_extract(r.patch_data, '$.end_time'),"
+            " json_extract(r.post_data, '$.end_time')) IS NOT NULL)"
+        )
+        missing = (
+            "FROM runs AS r WHERE r.posted = 1 AND r.parent_run_id IS NOT NULL AND r.parent_run_id != ''"
+            " AND NOT EXISTS (SELECT 1 FROM runs AS p WHERE p.id = r.parent_run_id AND p.posted = 1)"
+        )
+        report: dict[str, list[Any]] = {}
+        counts: dict[str, int] = {}
+        with self._lock:
+            db = self._db
+            for name, where in (("patched_not_posted", "r.posted = 0"), ("never_completed", f"r.posted = 1 AND NOT {ended}")):
+                report[name] = [row[0] for row in db.execute(f"SELECT r.id FROM runs AS r WHERE {where} ORDER BY r.seq LIMIT ?", (cap,))]
+                counts[name] = db.execute(f"SELECT COUNT(*) FROM runs AS r WHERE {where}").fetchone()[0]
+            children: dict[str, list[str]] = {}
+            for parent, child in db.execute(f"SELECT r.parent_run_id, r.id {missing} ORDER BY r.seq"):
+                if parent not in children and limit is not None and len(children) >= limit:
+                    continue
+                found = children.setdefault(parent, [])
+                if limit is None or len(found) < limit:
+                    found.append(child)
+            counts["missing_parents"] = db.execute(f"SELECT COUNT(DISTINCT r.parent_run_id) {missing}").fetchone()[0]
+            parents = {
+                row[0]: row[1]
+                for row in db.execute(
+                    "SELECT id, parent_run_id FROM runs WHERE posted = 1 AND parent_run_id IS NOT NULL ORDER BY seq"
+                )
+            }
+            accepted = db.execute(
+                "SELECT run_id, rule, msg, loc, path, accepted, at FROM violations WHERE accepted = 1 ORDER BY seq LIMIT ?",
+                (cap,),
+            ).fetchall()
+            counts["accepted_violations"] = db.execute("SELECT COUNT(*) FROM violations WHERE accepted = 1").fetchone()[0]
+        report["missing_parents"] = [{"parent_run_id": p, "children": c} for p, c in children.items()]
+        cycles = [{"run_ids": cycle} for cycle in parent_cycles(parents)]
+        report["parent_cycles"] = cycles if limit is None else cycles[:limit]
+        counts["parent_cycles"] = len(cycles)
+        report["accepted_violations"] = [_violation(row) for row in accepted]
+        order = ("patched_not_posted", "never_completed", "missing_parents", "parent_cycles", "accepted_violations")
+        return {name: report[name] for name in order}, {name: counts[name] for name in order}
 
     # --- attachments, project deletion, threads, violations by run ----------------------
 
@@ -686,7 +899,7 @@ class RunStore:
                 db.execute("DELETE FROM projects WHERE id = ?", (project_id,))
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                _rollback(db)
                 raise
             self._changed.notify_all()
         return int(deleted)
@@ -736,14 +949,17 @@ class RunStore:
             ).fetchall()
         return [tuple(row) for row in rows]
 
-    def run_violations(self, *, run_id: str | None = None, trace_id: str | None = None) -> list[dict[str, Any]]:
-        """The violations recorded for one run, or for the runs of one trace, oldest first."""
+    def run_violations(
+        self, *, run_id: str | None = None, trace_id: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """The violations recorded for one run, or for the runs of one trace, oldest first (the first ``limit``)."""
         key: str | None = run_id if run_id is not None else trace_id
         where = "run_id = ?" if run_id is not None else "run_id IN (SELECT id FROM runs WHERE trace_id = ?)"
-        args = (key,)
+        args = (key, -1 if limit is None else limit)
         with self._lock:
             rows = self._db.execute(
-                f"SELECT run_id, rule, msg, loc, path, accepted, at FROM violations WHERE {where} ORDER BY seq", args
+                f"SELECT run_id, rule, msg, loc, path, accepted, at FROM violations WHERE {where} ORDER BY seq LIMIT ?",
+                args,
             ).fetchall()
         return [_violation(r) for r in rows]
 
@@ -752,24 +968,21 @@ class RunStore:
         with self._lock:
             return [tuple(row) for row in self._db.execute(sql, list(params))]
 
-    def changes(self, trace_id: str, after: int, limit: int) -> tuple[list[QueriedRun], int, bool]:
+    def changes(self, trace_id: str, after: int, limit: int) -> tuple[list[tuple[RunKey, int]], int, bool]:
         """The posted runs of a trace stored or changed after write number ``after``, in the order they changed, at
-        most ``limit``; with the write number to ask after next, and whether more are waiting."""
+        most ``limit``, each with its write number (:meth:`load_run` reads it); with the write number to ask after
+        next when all of them are answered, and whether more are waiting."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT r.id, r.post_data, r.patch_data, r.project_id, COALESCE(r.start_time, ''), r.seq, r.changed"
+                "SELECT r.id, r.project_id, COALESCE(r.start_time, ''), r.seq, COALESCE(r.size, 0), r.changed"
                 " FROM runs AS r WHERE r.trace_id = ? AND r.changed > ? AND r.posted = 1 ORDER BY r.changed LIMIT ?",
                 (trace_id, after, limit + 1),
             ).fetchall()
             version = self.version
         more = len(rows) > limit
         rows = rows[:limit]
-        found = []
-        for run_id, post_data, patch_data, project_id, start, seq, _ in rows:
-            run = merge_run(orjson.loads(post_data) if post_data else None, orjson.loads(patch_data) if patch_data else None)
-            run["id"] = run_id
-            found.append(QueriedRun(run, project_id, (start, seq)))
-        return found, (rows[-1][6] if more else max(version, after)), more
+        found = [(RunKey(run_id, project_id, (start, seq), size), changed) for run_id, project_id, start, seq, size, changed in rows]
+        return found, (rows[-1][5] if more else max(version, after)), more
 
     def changed_since(self, trace_id: str, after: int) -> bool:
         """Whether a run of the trace was stored or changed after write number ``after`` (cheap: an index)."""

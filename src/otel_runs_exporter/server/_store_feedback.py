@@ -27,7 +27,7 @@ def _row(item: Mapping[str, Any]) -> tuple[Any, ...]:
     source = item.get("feedback_source")
     return (
         canonical_id(item.get("run_id")) or item.get("run_id"),
-        dumps(dict(item)),
+        dumps(dict(item), large=True),
         canonical_id(item.get("id")),
         canonical_id(item.get("trace_id")),
         canonical_id(item.get("session_id")),

@@ -100,7 +100,7 @@ def insert_project(
             project_id,
             name,
             description,
-            dumps(dict(extra)) if extra is not None else None,
+            dumps(dict(extra), large=True) if extra is not None else None,
             reference_dataset_id,
             start_time,
             end_time,
@@ -161,7 +161,7 @@ def create_project(
             )
         updates = {
             "description": description,
-            "extra": dumps(dict(extra)) if extra is not None else None,
+            "extra": dumps(dict(extra), large=True) if extra is not None else None,
             "reference_dataset_id": reference_dataset_id,
             "end_time": end_time,
         }

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from .._cost import Cost, PriceTable, Usage, usage_of
+from ._jsonio import dump, loads
 from ._validate import canonical_id, parse_timestamp
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "INDEX_COLUMNS",
     "FEEDBACK_COLUMNS",
     "add_columns",
+    "loads",
     "RUN_INDEX_SET",
     "RUN_INDEX_NAMES",
     "ApplyResult",
@@ -108,11 +110,12 @@ CREATE TABLE IF NOT EXISTS runs (
     completion_cost REAL,
     total_cost REAL,
     priced_as TEXT,
-    changed INTEGER
+    changed INTEGER,
+    size INTEGER
 );
 CREATE INDEX IF NOT EXISTS runs_by_trace ON runs (trace_id, dotted_order);
 CREATE INDEX IF NOT EXISTS runs_by_project ON runs (project_id, start_time);
--- A project's traces newest first (the viewer's list, runs list): its roots in the order query_runs sorts by, so a
+-- A project's traces newest first (the viewer's list, runs list): its roots in the order query_keys sorts by, so a
 -- page of them is read off the index, and a filter on their trees stops at the page instead of sorting every root.
 CREATE INDEX IF NOT EXISTS runs_roots_by_project ON runs (project_id, COALESCE(start_time, ''), seq)
     WHERE parent_run_id IS NULL;
@@ -120,7 +123,7 @@ CREATE INDEX IF NOT EXISTS runs_roots_by_project ON runs (project_id, COALESCE(s
 CREATE INDEX IF NOT EXISTS runs_changes ON runs (trace_id, changed);
 -- The search index (_store_search) names runs by seq.
 CREATE INDEX IF NOT EXISTS runs_by_seq ON runs (seq);
--- Exactly the order query_runs sorts by, so a trace's pages (the viewer reads a 10,000-run
+-- Exactly the order query_keys sorts by, so a trace's pages (the viewer reads a 10,000-run
 -- trace 100 at a time) come off the index instead of sorting the whole trace for each page.
 CREATE INDEX IF NOT EXISTS runs_by_trace_start ON runs (trace_id, COALESCE(start_time, ''), seq);
 CREATE TABLE IF NOT EXISTS projects (
@@ -265,7 +268,7 @@ class ApplyResult:
 
 
 class QueriedRun:
-    """One run found by :meth:`RunStore.query_runs`: the merged run, its project, and where a next page starts."""
+    """One run loaded by :meth:`RunStore.load_runs`: the merged run, its project, and where a next page starts."""
 
     run: dict[str, Any]
     project_id: str | None
@@ -306,16 +309,22 @@ def usage_totals(row: Sequence[Any]) -> dict[str, Any]:
     return out
 
 
-def dumps(value: Any) -> str:
-    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+def dumps(value: Any, large: bool = False) -> str:
+    """``value`` as the JSON text the store keeps; ``large`` when it may hold more than :data:`._jsonio.LARGE`."""
+    return dump(value, large).decode()
+
+
 
 
 def now_iso() -> str:
     return _sortable(datetime.now(timezone.utc)) or ""
 
 
-def index_values(merged: Mapping[str, Any], project_id: str | None, prices: PriceTable) -> tuple[Any, ...]:
-    """The values of ``INDEX_COLUMNS`` for one merged run, in that order, its cost at ``prices``."""
+def index_values(
+    merged: Mapping[str, Any], project_id: str | None, prices: PriceTable, large: bool = False
+) -> tuple[Any, ...]:
+    """The values of ``INDEX_COLUMNS`` for one merged run, in that order, its cost at ``prices`` (``large``: as
+    :func:`dumps`)."""
     begun, ended = parse_timestamp(merged.get("start_time")), parse_timestamp(merged.get("end_time"))
     latency = (ended - begun).total_seconds() if begun is not None and ended is not None else None
     name, run_type, error = merged.get("name"), merged.get("run_type"), merged.get("error")
@@ -331,9 +340,9 @@ def index_values(merged: Mapping[str, Any], project_id: str | None, prices: Pric
         _sortable(ended),
         latency,
         # A lenient service may hold an error that is not text; a filter still sees that there is one.
-        None if error is None else error if isinstance(error, str) else dumps(error),
-        dumps(tags) if isinstance(tags, list) else None,
-        dumps(metadata) if isinstance(metadata, dict) else None,
+        None if error is None else error if isinstance(error, str) else dumps(error, large),
+        dumps(tags, large) if isinstance(tags, list) else None,
+        dumps(metadata, large) if isinstance(metadata, dict) else None,
         canonical_id(merged.get("reference_example_id")),
         *usage_values(usage, prices.cost(usage)),
     )

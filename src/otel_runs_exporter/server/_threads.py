@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ._filter import FIELDS, QueryError, Where, parse_filter
-from ._v2 import check_body, one_id, page_of, parse_params, preview, selects_of, time_window
+from ._v2 import check_body, one_id, page_of, parse_params, selects_of, time_window
 
 __all__ = [
     "thread_key",
@@ -320,28 +320,31 @@ def thread_summary(
     first_start: str,
     last_start: str,
     *,
-    first: Mapping[str, Any] | None,
-    last: Mapping[str, Any] | None,
-    last_failed: Mapping[str, Any] | None,
+    first_trace_id: str | None,
+    last_trace_id: str | None,
+    first_inputs: str | None,
+    last_outputs: str | None,
+    last_error: str | None,
     errors: int,
     latency_p50: float | None,
     latency_p99: float | None,
     total_tokens: int,
     total_cost: float | None = None,
 ) -> dict[str, Any]:
-    """One item of ``/threads/query``: what the SDK's ``Thread`` holds, from the thread's roots."""
+    """One item of ``/threads/query``: what the SDK's ``Thread`` holds, from the thread's roots (the texts are
+    :func:`._v2.preview`'s of the first turn's inputs, the last turn's outputs and the last failed turn's error)."""
     return {
         "thread_id": thread_id,
         "count": count,
         "min_start_time": first_start or None,
         "max_start_time": last_start or None,
         "start_time": last_start or None,
-        "first_trace_id": first.get("trace_id") if first else None,
-        "last_trace_id": last.get("trace_id") if last else None,
-        "trace_id": last.get("trace_id") if last else None,
-        "first_inputs": preview(first.get("inputs")) if first else None,
-        "last_outputs": preview(last.get("outputs")) if last else None,
-        "last_error": preview(str(last_failed["error"])) if last_failed and last_failed.get("error") is not None else None,
+        "first_trace_id": first_trace_id,
+        "last_trace_id": last_trace_id,
+        "trace_id": last_trace_id,
+        "first_inputs": first_inputs,
+        "last_outputs": last_outputs,
+        "last_error": last_error,
         "num_errored_turns": errors,
         "latency_p50": latency_p50,
         "latency_p99": latency_p99,

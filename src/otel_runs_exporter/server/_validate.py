@@ -58,8 +58,6 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Literal
 from uuid import UUID
 
-import orjson
-
 from .._convert import RUN_TYPES
 from .._ids import (
     DottedOrderError,
@@ -67,6 +65,7 @@ from .._ids import (
     canonical_uuid,
     parse_dotted_order,
 )
+from ._jsonio import parse
 from ._multipart import Part
 from ._numbers import plain_int
 
@@ -312,8 +311,10 @@ def too_deep(run_id: str | None, loc: Loc) -> Violation:
 def check_part_json(part: Part, run_id: str | None, loc: Loc) -> tuple[Any, list[Violation]]:
     """A JSON part holds exactly one JSON value, nested at most MAX_JSON_DEPTH deep."""
     try:
-        value = orjson.loads(part.content)
-    except orjson.JSONDecodeError as exc:
+        value = parse(part.content)
+    except RecursionError:
+        return None, [too_deep(run_id, loc)]
+    except ValueError as exc:
         return None, [Violation(run_id, "part_json", f"part is not valid JSON ({exc})", loc)]
     if json_depth_exceeds(value):
         return None, [too_deep(run_id, loc)]
