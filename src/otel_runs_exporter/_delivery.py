@@ -115,7 +115,9 @@ class Delivery:
         self._spool_may_have_files = self.spool is not None
         self._replayed = 0  # runs replayed from the spool since it was last found empty
         self._exit_began: float | None = None
-        self._maintained = self._clock.now()  # the spool looked at its directory as it opened
+        # None: due at the worker's first wake (its exit at the latest), so that a process, however short it
+        # lives, closes the runs a dead one left open; the spool took its claims back as it opened.
+        self._maintained: float | None = None
 
     def __len__(self) -> int:
         return len(self._backlog)
@@ -378,7 +380,7 @@ class Delivery:
         if self.journal is not None:
             self.journal.touch()
         now = self._clock.now()
-        if now - self._maintained < _MAINTAIN_EVERY_S:
+        if self._maintained is not None and now - self._maintained < _MAINTAIN_EVERY_S:
             return None
         self._maintained = now
         if spool.recover():
