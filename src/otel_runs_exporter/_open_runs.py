@@ -133,10 +133,14 @@ class OpenRuns:
 
     def close_all(self) -> list[EncodedRun]:
         """At exit, once: the patches that close every run still open, created in the ledger as
-        ``closed_at_exit`` (empty when ``close_open_runs_at_exit`` is off)."""
-        if self._closed or not self._settings.close_open_runs_at_exit:
+        ``closed_at_exit``. Empty when ``close_open_runs_at_exit`` is off: they are then only counted for
+        the exit line, which says how many were left running."""
+        if self._closed:
             return []
         self._closed = True
+        if not self._settings.close_open_runs_at_exit:
+            self._ledger.left_open_at_exit(len(self))
+            return []
         entries = [*self._released.values(), *self._counted.values()]
         end_ns = time.time_ns()
         limit = self._settings.max_value_chars

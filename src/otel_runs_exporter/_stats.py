@@ -201,6 +201,7 @@ class Ledger:
         self._spool_dropped: dict[str, int] = {}
         self._gave_up: str | None = None  # the reason, once give_up() has run
         self._closed_at_exit = 0
+        self._left_open_at_exit = 0  # for the exit line only: no run moved
         self._open_runs_released = 0
 
     # --- runs entering ---------------------------------------------------------
@@ -251,26 +252,36 @@ class Ledger:
                 self._dropped[reason] = self._dropped.get(reason, 0) + n
                 self._queued = 0
             self._gave_up = reason
-            closed = self._closed_at_exit
+            closed, left = self._closed_at_exit, self._left_open_at_exit
         stopped = "shutdown interrupted" if interrupted else "shutdown"
-        # Runs whose spans had not ended, closed now: said whatever else the line says.
-        open_ones = f"{n_runs(closed)} still open (their spans had not ended) closed with an error saying so" if closed else ""
+        # Runs whose spans had not ended, closed now or left running on purpose: said whatever else the line says.
+        if closed:
+            open_ones = f"{n_runs(closed)} still open (their spans had not ended) closed with an error saying so"
+        elif left:
+            open_ones = (
+                f"{n_runs(left)} still open (their spans had not ended) left running at the service "
+                "(OTEL_EXPORTER_RUNS_CLOSE_OPEN_RUNS_AT_EXIT is false)"
+            )
+        else:
+            open_ones = ""
         if n or (interrupted and not spooled):
             kept = f"; {n_runs(spooled)} written to the spool at {spool_dir}" if spooled else ""
             logger.warning(
                 "%s: gave up %s that could not be delivered in %.1f s%s%s%s",
-                stopped, n_runs(n), waited_s, note if n else "", kept, f"; {open_ones}" if closed else "",
+                stopped, n_runs(n), waited_s, note if n else "", kept, f"; {open_ones}" if open_ones else "",
             )
         elif spooled:
             # The spool keeps them: why they could not be sent now, and no hint about keeping them.
             logger.warning(
                 "%s: %s could not be delivered in %.1f s%s; written to the spool at %s for the next process to send%s",
-                stopped, n_runs(spooled), waited_s, note.split(";", 1)[0], spool_dir, f"; {open_ones}" if closed else "",
+                stopped, n_runs(spooled), waited_s, note.split(";", 1)[0], spool_dir, f"; {open_ones}" if open_ones else "",
             )
         elif closed:
             logger.warning(
                 "%s: %s (set OTEL_EXPORTER_RUNS_CLOSE_OPEN_RUNS_AT_EXIT=false to leave them running)", stopped, open_ones
             )
+        elif left:
+            logger.warning("%s: %s", stopped, open_ones)
         return n
 
     def record(self, outcome: Outcome) -> None:
@@ -312,6 +323,12 @@ class Ledger:
                 self._closed_at_exit += runs
                 self._created += runs
                 self._queued += runs
+
+    def left_open_at_exit(self, runs: int) -> None:
+        """Runs still open at exit, left running at the service (``close_open_runs_at_exit`` off): said in the
+        exit line; no run moves (each was never created, as a run is at its end)."""
+        with self._lock:
+            self._left_open_at_exit += runs
 
     def open_runs_released(self, runs: int) -> None:
         """Open runs past the never-ended bound: no longer counted against the byte cap."""
