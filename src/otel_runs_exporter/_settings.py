@@ -790,7 +790,9 @@ _DECLS: dict[str, _Decl] = {
         _bool,
         "Processor path: at a normal exit, each run still open (its span never ended) is closed with the "
         "exit time and an error saying the process ended before its span did, counted in "
-        "stats().closed_at_exit and said in the exit line. false: such runs stay running at the service.",
+        "stats().closed_at_exit and said in the exit line. false: such runs stay running at the service, and "
+        "the exit line says how many. (A kill -9 runs no exit: with a spool, the next process closes its open runs, "
+        "whatever this says; docs/delivery.md, \"Open runs\".)",
         kind=TUNING,
     ),
     "open_runs_max": _Decl(

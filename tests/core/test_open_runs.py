@@ -155,10 +155,11 @@ sys.stdin.read()  # until killed (or until the test ends: the pipe closes)
 
 # Runs in its own process, after the first was killed: short-lived, sharing the spool.
 LATER = """
-import logging
+import atexit, logging
 logging.basicConfig()
 from opentelemetry import trace
-from otel_runs_exporter import configure
+from otel_runs_exporter import configure, get_processor
+atexit.register(lambda: print("STATS", get_processor().stats()))
 configure()
 with trace.get_tracer(__name__).start_as_current_span("later"):
     pass
@@ -199,9 +200,10 @@ def test_open_runs_are_closed_once_their_process_is_proven_dead_and_never_while_
     # A later process, however short-lived, finds the list of a process proven dead (its lock is free) and
     # closes those runs; ours lives, so ours stays open.
     later = _script(LATER, env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    _, err = later.communicate(timeout=30)
+    out, err = later.communicate(timeout=30)
     assert later.returncode == 0, err
     assert re.search(rf"closing 2 runs left open by pid {other.pid}, which ended without closing them", err), err
+    assert "replayed=2," in out and "created=1," in out, out  # the closing patches went through the spool
     runs = _by_name(service.wait_for_runs(4, timeout=10))
     assert set(runs) == {"their-root", "their-child", "their-ended", "later"}
     for name in ("their-root", "their-child"):
