@@ -310,3 +310,24 @@ def test_a_second_sigterm_during_the_exit_flush_ends_the_process_at_once(process
     assert "exiting" in ended.out  # the first SIGTERM began the normal exit, whose flush waits a minute
     assert ended.returncode == -signal.SIGTERM, ended.err
     assert ended.after_signal_s < 3, ended.after_signal_s
+
+
+@pytest.mark.long
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork and forkserver")
+def test_pools_of_many_short_tasks_on_both_paths_and_every_start_method_store_every_run(service, tmp_path):
+    """The module's pools at the issue's size (1,200 tasks, 4 workers), on both paths, for each start method."""
+    tasks, workers = 1200, 4
+    pool_app = tmp_path / "pool_app.py"
+    pool_app.write_text(textwrap.dedent(POOL_APP))
+    ended_in: dict[str, dict[str, float]] = {}
+    for path in ("processor", "exporter"):  # three at a time: a spawn pool of 4 is 5 interpreters
+        running = {f"{path}-{m}": _pool(pool_app, service, path, m, tasks, workers) for m in ("fork", "forkserver", "spawn")}
+        for case, r in running.items():
+            ended = r.wait()
+            assert ended.returncode == 0, ended.err
+            ended_in[case] = json.loads(ended.out)
+    found = Processes(service, {})
+    expected = {"with": tasks, "close": tasks, "process": PROCESS_SPANS}
+    assert {case: found.stored(case) for case in ended_in} == {case: expected for case in ended_in}
+    assert service.duplicate_posts() == {}
+    print("seconds each pool took to end:", json.dumps(ended_in))
