@@ -254,9 +254,11 @@ def test_every_run_a_multiprocessing_child_made_arrives_however_it_ends(processe
     span and returns, nothing flushes. Before: 0 of the fork pool's runs arrived, with no line and no count."""
     ended = processes[case]
     assert ended.returncode == 0, ended.err
-    assert processes.stored(case) == {"with": TASKS, "close": TASKS, "process": PROCESS_SPANS}
+    stored = processes.stored(case)
+    print(case, "stored", stored, "seconds each pool took to end", ended.out.strip())  # figures, with -s
+    assert stored == {"with": TASKS, "close": TASKS, "process": PROCESS_SPANS}
     assert "Traceback" not in ended.err, ended.err
-    json.loads(ended.out)  # the script ran to its end (how long each pool took to end is printed there)
+    json.loads(ended.out)  # the script ran to its end
 
 
 def test_no_run_is_sent_twice_nor_breaks_a_rule(processes):
@@ -269,6 +271,7 @@ def test_no_run_is_sent_twice_nor_breaks_a_rule(processes):
 @pytest.mark.skipif(os.name != "posix", reason="SIGTERM")
 def test_sigterm_when_asked_ends_through_the_normal_exit_its_runs_sent_and_its_status_143(processes):
     ended = processes["asked"]
+    print("asked: ended", round(ended.after_signal_s, 2), "s after SIGTERM")
     # 143 = 128 + 15, what a shell, Docker or Kubernetes reports for SIGTERM; the process leaves through
     # SystemExit so that every exit hook runs (see the README for why not by the signal itself).
     assert ended.returncode == 143, ended.err
@@ -307,6 +310,7 @@ def test_sigterm_asked_outside_the_main_thread_installs_nothing_and_says_so_once
 @pytest.mark.skipif(os.name != "posix", reason="SIGTERM")
 def test_a_second_sigterm_during_the_exit_flush_ends_the_process_at_once(processes):
     ended = processes["twice"]
+    print("twice: ended", round(ended.after_signal_s, 2), "s after the second SIGTERM")
     assert "exiting" in ended.out  # the first SIGTERM began the normal exit, whose flush waits a minute
     assert ended.returncode == -signal.SIGTERM, ended.err
     assert ended.after_signal_s < 3, ended.after_signal_s
