@@ -44,6 +44,7 @@ import json, multiprocessing as mp, sys, time
 from opentelemetry import trace
 
 PATH, METHOD, TASKS, PROCESS_SPANS, WORKERS = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+BUSY = sys.argv[6:] == ["busy"]
 if PATH == "processor":
     from otel_runs_exporter import configure
     configure()
@@ -67,6 +68,16 @@ def several(prefix, n):
         work(f"{prefix}/{i}")
 
 
+def keep(event):
+    global started
+    started = event
+
+
+def busy():
+    started.set()
+    time.sleep(60)
+
+
 if __name__ == "__main__":
     ctx = mp.get_context(METHOD)
     ended = {}
@@ -84,6 +95,13 @@ if __name__ == "__main__":
     child.start()
     child.join()
     assert child.exitcode == 0, child.exitcode
+    if BUSY:  # a worker in the middle of a task is still ended at once by terminate(), as it promises
+        event = ctx.Event()
+        with ctx.Pool(1, initializer=keep, initargs=(event,)) as pool:
+            pool.apply_async(busy)
+            assert event.wait(30)
+            began = time.monotonic()
+        ended["busy"] = time.monotonic() - began
     print(json.dumps(ended), flush=True)
 '''
 
@@ -189,8 +207,10 @@ def _env(service: LocalService, project: str, **more: str) -> dict[str, str]:
     return env
 
 
-def _pool(script: Path, service: LocalService, path: str, method: str, tasks: int = TASKS, workers: int = 2) -> Running:
-    args = [sys.executable, str(script), path, method, str(tasks), str(PROCESS_SPANS), str(workers)]
+def _pool(
+    script: Path, service: LocalService, path: str, method: str, tasks: int = TASKS, workers: int = 2, busy: bool = False
+) -> Running:
+    args = [sys.executable, str(script), path, method, str(tasks), str(PROCESS_SPANS), str(workers)] + ["busy"] * busy
     return Running(args, _env(service, f"{path}-{method}"))
 
 
@@ -217,7 +237,7 @@ def processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Processes]:
     with LocalService(strict=True) as svc:
         running: dict[str, Running] = {}
         if hasattr(os, "fork"):
-            running["processor-fork"] = _pool(pool_app, svc, "processor", "fork")
+            running["processor-fork"] = _pool(pool_app, svc, "processor", "fork", busy=True)
             running["exporter-fork"] = _pool(pool_app, svc, "exporter", "fork")
             running["processor-forkserver"] = _pool(pool_app, svc, "processor", "forkserver")
         running["processor-spawn"] = _pool(pool_app, svc, "processor", "spawn")
@@ -258,7 +278,8 @@ def test_every_run_a_multiprocessing_child_made_arrives_however_it_ends(processe
     print(case, "stored", stored, "seconds each pool took to end", ended.out.strip())  # figures, with -s
     assert stored == {"with": TASKS, "close": TASKS, "process": PROCESS_SPANS}
     assert "Traceback" not in ended.err, ended.err
-    json.loads(ended.out)  # the script ran to its end
+    ended_in = json.loads(ended.out)  # the script ran to its end
+    assert ended_in.get("busy", 0) < 30  # a busy worker was not waited for (its task sleeps a minute)
 
 
 def test_no_run_is_sent_twice_nor_breaks_a_rule(processes):
@@ -325,11 +346,12 @@ def test_pools_of_many_short_tasks_on_both_paths_and_every_start_method_store_ev
     pool_app.write_text(textwrap.dedent(POOL_APP))
     ended_in: dict[str, dict[str, float]] = {}
     for path in ("processor", "exporter"):  # three at a time: a spawn pool of 4 is 5 interpreters
-        running = {f"{path}-{m}": _pool(pool_app, service, path, m, tasks, workers) for m in ("fork", "forkserver", "spawn")}
+        running = {f"{path}-{m}": _pool(pool_app, service, path, m, tasks, workers, busy=True) for m in ("fork", "forkserver", "spawn")}
         for case, r in running.items():
             ended = r.wait()
             assert ended.returncode == 0, ended.err
             ended_in[case] = json.loads(ended.out)
+            assert ended_in[case]["busy"] < 30
     found = Processes(service, {})
     expected = {"with": tasks, "close": tasks, "process": PROCESS_SPANS}
     assert {case: found.stored(case) for case in ended_in} == {case: expected for case in ended_in}
