@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -30,6 +29,8 @@ from typing import Iterator
 import pytest
 
 from otel_runs_exporter.server import LocalService
+
+from core.helpers import closed_port
 
 pytestmark = pytest.mark.heavy(seconds=4)
 
@@ -221,19 +222,13 @@ def _sigterm(script: Path, service: LocalService, case: str, signal_after: tuple
     )
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]  # closed again on leaving: nothing listens there
-
-
 @pytest.fixture(scope="module")
 def processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Processes]:
     where = tmp_path_factory.mktemp("process_end")
     pool_app, sigterm_app = where / "pool_app.py", where / "sigterm_app.py"
     pool_app.write_text(textwrap.dedent(POOL_APP))
     sigterm_app.write_text(textwrap.dedent(SIGTERM_APP))
-    closed = f"http://127.0.0.1:{_closed_port()}"
+    closed = f"http://127.0.0.1:{closed_port()}"
     with LocalService(strict=True) as svc:
         running: dict[str, Running] = {}
         if hasattr(os, "fork"):
