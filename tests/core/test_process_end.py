@@ -9,7 +9,7 @@ the normal exit.
 
 The processes run side by side (started together by a module fixture, each test
 waiting for its own), each under its own project at one local service of the
-module, so the module costs about its slowest process: the spawn pool.
+module, so the module costs about its slowest process.
 """
 
 from __future__ import annotations
