@@ -144,7 +144,8 @@ def _install_sigterm_handler(*, asked: bool) -> None:
         return
     if current is not signal.SIG_DFL:
         if asked:
-            _once.info(
+            _once.log(
+                logging.INFO,
                 "sigterm_taken",
                 "OTEL_EXPORTER_RUNS_HANDLE_SIGTERM is set, but the app handles SIGTERM itself (%r); left as it is",
                 current,

@@ -1,7 +1,8 @@
-"""Small helpers for the core tests: a provider wired to the local service."""
+"""Small helpers for the core tests: a provider wired to the local service, a port where nothing listens."""
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
@@ -45,3 +46,10 @@ def tree(runs: list[dict[str, Any]]) -> list[tuple[int, str]]:
     """(depth, name) in dotted_order: the shape of a trace, independent of ids and times."""
     ordered = sorted(runs, key=lambda r: r["dotted_order"])
     return [(r["dotted_order"].count("."), r["name"]) for r in ordered]
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens at: a connection there is refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])  # closed again on leaving

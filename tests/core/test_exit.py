@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import textwrap
@@ -30,6 +29,8 @@ import pytest
 from otel_runs_exporter._spool import deserialize
 from otel_runs_exporter.server import LocalService
 from otel_runs_exporter.server._faults import FaultConfig
+
+from core.helpers import closed_port
 
 pytestmark = pytest.mark.heavy(seconds=4)
 
@@ -91,12 +92,6 @@ class Running:
         return Exited(out, err, self.proc.returncode, self._ended - float(main_ended.group(1)))
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]  # closed again on leaving: nothing listens there
-
-
 def _env(**more: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LANGSMITH_", "LANGCHAIN_"))}
     env.update(OTEL_EXPORTER_RUNS_API_KEY=KEY, PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", **more)
@@ -126,7 +121,7 @@ class Exits:
 
 @pytest.fixture(scope="module")
 def exits(tmp_path_factory: pytest.TempPathFactory, slow_service: LocalService) -> Iterator[Exits]:
-    closed = f"http://127.0.0.1:{_closed_port()}"
+    closed = f"http://127.0.0.1:{closed_port()}"
     spool = tmp_path_factory.mktemp("spool")
     instrument = shutil.which("opentelemetry-instrument", path=str(BIN))
     assert instrument, "opentelemetry-instrument is installed with opentelemetry-instrumentation"
