@@ -88,7 +88,7 @@ def seal(runs: Sequence[EncodedRun], boundary: str, codec: Codec) -> SealedBatch
     """The batch ``runs`` as one compressed multipart body."""
     content_type, body = multipart_body(runs, boundary)
     used = content_type.split("boundary=", 1)[1]  # another one if the first occurred in a payload
-    data = codec.compress(body)
+    data = codec.compress_runs(body, len(runs))
     completes = bytes(1 if r.completes else 0 for r in runs)
     return SealedBatch(data, codec, used, completes, len(body), len(data) + len(completes) + _OVERHEAD)
 

@@ -320,7 +320,7 @@ class Transport:
         else:
             body = batch.body()
             if wire is not None:
-                body = wire.compress(body)
+                body = wire.compress_runs(body, batch.ops)
                 headers["Content-Encoding"] = wire.name
         try:
             resp = self._http.request_bounded(
@@ -523,7 +523,7 @@ class Transport:
         headers = {"Content-Type": content_type}
         wire = self._codec
         if wire is not None:
-            body = wire.compress(body)
+            body = wire.compress_runs(body, 1)  # one run a request on this path
             headers["Content-Encoding"] = wire.name
         return self._http.request_bounded(method, path, deadline, body=body, headers=headers, paced=self._paced)
 

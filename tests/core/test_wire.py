@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -14,7 +15,7 @@ from core.test_transport import KEY, make_runs
 from otel_runs_exporter._clock import FakeClock
 from otel_runs_exporter._codec import codec, memory_codec
 from otel_runs_exporter._delivery import Delivery
-from otel_runs_exporter._encode import encode_run
+from otel_runs_exporter._encode import encode_run, multipart_body
 from otel_runs_exporter._seal import seal, split_multipart
 from otel_runs_exporter._settings import resolve
 from otel_runs_exporter._stats import Ledger
@@ -220,6 +221,27 @@ def test_past_the_byte_cap_sealing_makes_room_before_anything_is_dropped(service
 
 def test_memory_codec_is_zstd_when_installed():
     assert memory_codec().name == "zstd"
+
+
+def test_a_batch_of_large_runs_is_compressed_for_large_runs_and_opens_the_same():
+    # Runs averaging 16 KiB or more take the compressor with the smaller hash table
+    # (_codec's comment says why); either way the body opens to the same runs.
+    rng = random.Random(7)
+    words = ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(2, 9))) for _ in range(2000)]
+    text = lambda n: " ".join(rng.choice(words) for _ in range(n))
+    zstd = codec("zstd")
+    assert zstd is not None and zstd.compress_large is not None
+    large = [encode_run("post", {"id": f"r{i}", "dotted_order": f"d{i}", "inputs": {"doc": text(4000)}}) for i in range(8)]
+    small = [encode_run("post", {"id": f"s{i}", "dotted_order": f"e{i}", "inputs": {"q": text(20)}}) for i in range(8)]
+    for runs, takes_large in ((large, True), (small, False)):
+        body = multipart_body(runs, "b0")[1]
+        chosen = zstd.compress_runs(body, len(runs))
+        assert chosen == (zstd.compress_large(body) if takes_large else zstd.compress(body))
+        if takes_large:
+            assert chosen != zstd.compress(body)  # the two compressors do differ on such a body
+        sealed = seal(runs, "b0", zstd)
+        assert sealed.data == chosen and sealed.body() == body
+        assert [r.parts for r in sealed.open()] == [r.parts for r in runs]
 
 
 def test_a_batch_refused_for_our_rate_goes_back_open_and_rides_with_what_came_since(service):

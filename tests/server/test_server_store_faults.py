@@ -46,6 +46,27 @@ def test_the_database_its_wal_and_shm_and_the_directories_made_for_it_are_privat
     assert stat.S_IMODE(there.stat().st_mode) == 0o755  # a directory that was there is left as it was
 
 
+def test_an_existing_database_others_can_read_is_left_as_it_is_and_said_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A database the user made is not chmod-ed behind their back; a file that is no database is refused
+    with its own error, not warned about (the demo's test says how it is refused)."""
+    from otel_runs_exporter.server._store import RunStore
+
+    made = tmp_path / "made.db"
+    RunStore(str(made)).close()
+    os.chmod(made, 0o644)
+    empty = tmp_path / "empty.db"  # SQLite makes a database of an empty file: others could read it too
+    empty.touch(mode=0o644)
+    os.chmod(empty, 0o644)
+    with caplog.at_level("WARNING", logger="otel_runs_exporter"):
+        for path in (made, empty):
+            RunStore(str(path)).close()
+            assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    said = [r.getMessage() for r in caplog.records if "can be read by other users" in r.getMessage()]
+    assert len(said) == 2 and str(made) in said[0] and "mode 644" in said[0] and str(empty) in said[1]
+
+
 def test_otel_runs_demo_db_makes_a_private_database(tmp_path: Path) -> None:
     db = tmp_path / "demo" / "runs.db"
     done = subprocess.run([sys.executable, "-m", "otel_runs_exporter.cli", "demo", "--db", str(db)],

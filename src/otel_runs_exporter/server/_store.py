@@ -17,41 +17,48 @@ The schema and the merge rules are in :mod:`._store_schema`; projects (rows of
 their own, created or derived from the runs that name them) in :mod:`._store_projects`.
 
 What a run may hold is bounded: its post and patches together at most
-``max_run_bytes`` of JSON (:class:`RunTooLarge` past it, nothing of the request
-stored), each run's size kept in a column, so a read knows what a run weighs before
-it loads it (:meth:`RunStore.query_keys`, :meth:`RunStore.load_run`). A database file,
-its ``-wal`` and ``-shm`` and the directories the store makes for it are private to
-the user (0600, 0700): they hold every prompt. A full disk or a database another
-process holds locked is :func:`unavailable`'s to answer (503), not a 500.
+``max_run_bytes`` of JSON (:class:`RunTooLarge` past it), each run's size kept in a
+column, so a read knows what a run weighs before it loads it (:meth:`RunStore.query_keys`).
+Private files, a full disk and a lock are :mod:`._store_disk`'s; the consistency report
+is :mod:`._store_check`'s.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 import sqlite3
-import stat
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 import orjson
 
 from .._cost import PriceTable
+from . import _store_check as store_check
 from . import _store_feedback as store_feedback
 from . import _store_search as store_search
 from ._ingest import Attachment
-from ._jsonio import LARGE, dump
+from ._jsonio import LARGE
 from ._shares import SCHEMA as SHARES_SCHEMA
 from ._shares import ShareTable
+from ._store_disk import (
+    BUSY_TIMEOUT_S,
+    RunTooLarge,
+    Unavailable,
+    private_file,
+    sized_json,
+    transaction,
+    unavailable,
+)
 from ._store_projects import (
     PROJECT_COLUMNS,
     ProjectExists,
     create_project,
+    delete_project,
+    list_projects,
     project_for_run,
     project_id_for_name,
     project_row,
@@ -63,10 +70,10 @@ from ._store_schema import (
     RUN_INDEX_SET,
     SCHEMA,
     SCHEMA_VERSION,
-    ApplyResult,
-    QueriedRun,
     USAGE_FIELDS,
     USAGE_SUMS,
+    ApplyResult,
+    QueriedRun,
     RunSummary,
     add_columns,
     dumps,
@@ -78,44 +85,14 @@ from ._store_schema import (
     sortable_time,
     usage_totals,
 )
-from ._validate import RunOp, Violation, parent_cycles
+from ._validate import RunOp, Violation
 
 __all__ = [
-    "RunStore",
-    "RunKey",
-    "RunTooLarge",
-    "Unavailable",
-    "unavailable",
-    "BUSY_TIMEOUT_S",
-    "ApplyResult",
-    "QueriedRun",
-    "RunSummary",
-    "ProjectExists",
-    "ThreadRow",
-    "merge_run",
-    "project_id_for_name",
-    "sortable_time",
+    "RunStore", "RunKey", "RunTooLarge", "Unavailable", "unavailable", "BUSY_TIMEOUT_S", "ApplyResult", "QueriedRun",
+    "RunSummary", "ProjectExists", "ThreadRow", "merge_run", "project_id_for_name", "sortable_time",
 ]
 
 logger = logging.getLogger(__name__)
-
-BUSY_TIMEOUT_S = 2.0
-"""How long a write waits for a lock another process holds on the database before its 503 (every request waits
-behind it: one connection serves them all)."""
-
-
-class RunTooLarge(Exception):
-    """A run whose post and patches together would be more JSON than a run may hold; nothing of the request is stored."""
-
-    def __init__(self, run_id: str, size: int, max_size: int) -> None:
-        super().__init__(run_id, size, max_size)
-        self.run_id, self.size, self.max_size = run_id, size, max_size
-
-    def __str__(self) -> str:
-        return (
-            f"run {self.run_id} would be stored as {self.size} bytes of JSON (its post and patches together), "
-            f"more than the {self.max_size} a run may hold; nothing in this request was stored"
-        )
 
 
 class RunKey(NamedTuple):
@@ -125,90 +102,6 @@ class RunKey(NamedTuple):
     project_id: str | None
     position: tuple[str, int]
     size: int
-
-
-class Unavailable(NamedTuple):
-    """Why the database cannot answer now, for a 503: ``reason`` for the log and the answer, ``retry_after`` seconds."""
-
-    reason: str
-    retry_after: int
-
-
-# SQLite's primary result codes (the low byte of an extended one) that clear up by themselves: a full disk (or an
-# I/O error writing to it), a lock another process holds.
-_FULL, _BUSY, _LOCKED, _IOERR = 13, 5, 6, 10
-
-
-def unavailable(exc: BaseException) -> Unavailable | None:
-    """The 503 a database error deserves, or None for one that is not the database's state (a bug: a 500).
-
-    >>> unavailable(sqlite3.OperationalError("database or disk is full")).reason
-    'the disk holding the runs database is full'
-    """
-    if not isinstance(exc, sqlite3.Error):
-        return None
-    code = getattr(exc, "sqlite_errorcode", None)
-    primary = code & 0xFF if isinstance(code, int) else None
-    text = str(exc)
-    if primary == _FULL or "database or disk is full" in text:
-        return Unavailable("the disk holding the runs database is full", 10)
-    if primary in (_BUSY, _LOCKED) or "database is locked" in text:
-        return Unavailable("the runs database is locked by another process", 1)
-    if primary == _IOERR or "disk I/O error" in text:
-        return Unavailable(f"the runs database cannot be written ({text})", 10)
-    return None
-
-
-def _private_file(path: Path) -> None:
-    """Make the directories and the empty database file the store is about to open, private to the user.
-
-    SQLite gives the ``-wal`` and ``-shm`` files the database file's mode, so they are private too. What
-    exists already is left as it is (a warning says when others can read it).
-    """
-    missing = []
-    parent = path.parent
-    while not parent.exists():
-        missing.append(parent)
-        parent = parent.parent
-    for directory in reversed(missing):
-        try:
-            directory.mkdir(mode=0o700)
-        except FileExistsError:
-            pass
-    try:
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-    except FileExistsError:
-        mode = path.stat().st_mode
-        if stat.S_ISREG(mode) and mode & (stat.S_IRGRP | stat.S_IROTH):
-            logger.warning(
-                "runs database %s can be read by other users of this machine (mode %o): it holds every prompt "
-                "and output; chmod 600 it (and its -wal and -shm files)", path, stat.S_IMODE(mode),
-            )
-
-
-def _sized_json(value: Any, large: bool) -> tuple[str, int]:
-    """``value`` as the JSON text the store keeps, and its length in bytes (``large``: :func:`._jsonio.dump`)."""
-    data = dump(value, large)
-    return data.decode(), len(data)
-
-
-def _rollback(db: sqlite3.Connection) -> None:
-    # SQLite rolls back by itself on a full disk; a second ROLLBACK would bury that error under its own.
-    if db.in_transaction:
-        db.execute("ROLLBACK")
-
-
-def _violation(row: Sequence[Any]) -> dict[str, Any]:
-    """A ``violations`` row (run_id, rule, msg, loc, path, accepted, at) as the service shows it."""
-    return {
-        "run_id": row[0],
-        "rule": row[1],
-        "msg": row[2],
-        "loc": orjson.loads(row[3]),
-        "path": row[4],
-        "accepted": bool(row[5]),
-        "at": datetime.fromtimestamp(row[6], tz=timezone.utc).isoformat(),
-    }
 
 
 class ThreadRow(NamedTuple):
@@ -246,7 +139,7 @@ class RunStore:
             db_path = Path(self.path)
             if not create and not db_path.exists():
                 raise FileNotFoundError(f"no runs database at {self.path}")
-            _private_file(db_path)
+            private_file(db_path)
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._conn: sqlite3.Connection | None = sqlite3.connect(
@@ -320,8 +213,7 @@ class RunStore:
     def _reindex_all(self, db: sqlite3.Connection) -> None:
         """Fill the index columns and derive the projects of every stored run (upgrade from version 1)."""
         rows = db.execute("SELECT id, posted, post_data, patch_data FROM runs ORDER BY seq").fetchall()
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(db):
             for run_id, posted, post_data, patch_data in rows:
                 merged = merge_run(
                     loads(post_data) if post_data else None, loads(patch_data) if patch_data else None
@@ -331,10 +223,6 @@ class RunStore:
                     f"UPDATE runs SET {RUN_INDEX_SET} WHERE id = ?",
                     (*index_values(merged, project_id, self.prices), run_id),
                 )
-            db.execute("COMMIT")
-        except BaseException:
-            _rollback(db)
-            raise
 
     def note_unavailable(self, reason: str) -> None:
         """Say once (until a write succeeds again) why requests are answered 503: one line, no traceback."""
@@ -370,9 +258,7 @@ class RunStore:
         result = ApplyResult()
         now = time.time()
         with self._lock:
-            db = self._db
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with transaction(self._db) as db:
                 for op in ops:
                     self._apply_one(db, op, now, result, large)
                 store_feedback.insert(db, feedback)
@@ -381,10 +267,6 @@ class RunStore:
                         "INSERT OR REPLACE INTO attachments (run_id, name, content_type, data) VALUES (?, ?, ?, ?)",
                         (attachment.run_id, attachment.name, attachment.content_type, attachment.data),
                     )
-                db.execute("COMMIT")
-            except BaseException:
-                _rollback(db)
-                raise
             self._changed.notify_all()
         if self._unavailable is not None:
             self._noted_recovery()
@@ -408,12 +290,12 @@ class RunStore:
                 return
             post: dict[str, Any] | None = op.data
             posted = True
-            post_data, post_bytes = _sized_json(op.data, large)
+            post_data, post_bytes = sized_json(op.data, large)
         else:
             post = loads(post_data) if post_data else None
             post_bytes = (row[5] or 0) - patch_bytes if row is not None else 0
             patch, patched = merge_into(patch or {}, op.data), True
-            patch_data, patch_bytes = _sized_json(patch, large)
+            patch_data, patch_bytes = sized_json(patch, large)
         size = post_bytes + patch_bytes
         if self.max_run_bytes is not None and size > self.max_run_bytes:
             raise RunTooLarge(op.run_id, size, self.max_run_bytes)
@@ -651,24 +533,8 @@ class RunStore:
         offset: int = 0,
     ) -> list[dict[str, Any]]:
         """Projects, newest first; every given filter must hold (``name_contains`` ignores ASCII case)."""
-        clauses: list[str] = []
-        args: list[Any] = []
-        if ids is not None:
-            clauses.append(f"id IN ({', '.join('?' * len(ids))})" if ids else "0")
-            args += ids
-        if name is not None:
-            clauses.append("name = ?")
-            args.append(name)
-        if name_contains is not None:
-            clauses.append("instr(lower(name), lower(?)) > 0")
-            args.append(name_contains)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         with self._lock:
-            rows = self._db.execute(
-                f"SELECT {PROJECT_COLUMNS} FROM projects {where} ORDER BY seq DESC LIMIT ? OFFSET ?",
-                (*args, limit, offset),
-            ).fetchall()
-        return [project_row(r) for r in rows]
+            return list_projects(self._db, ids=ids, name=name, name_contains=name_contains, limit=limit, offset=offset)
 
     def project(self, project_id: str) -> dict[str, Any] | None:
         """One project by id, or None."""
@@ -703,19 +569,11 @@ class RunStore:
         ``upsert`` is off: a project derived from ingested runs counts as existing,
         as it does on the service.
         """
-        with self._lock:
-            db = self._db
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                found = create_project(
-                    db, name=name, project_id=project_id, description=description, extra=extra,
-                    reference_dataset_id=reference_dataset_id, start_time=start_time, end_time=end_time, upsert=upsert,
-                )
-                db.execute("COMMIT")
-            except BaseException:
-                _rollback(db)
-                raise
-        return found
+        with self._lock, transaction(self._db) as db:
+            return create_project(
+                db, name=name, project_id=project_id, description=description, extra=extra,
+                reference_dataset_id=reference_dataset_id, start_time=start_time, end_time=end_time, upsert=upsert,
+            )
 
     def count(self, *, completed: bool = False) -> int:
         """Number of posted runs (with an end_time when ``completed``)."""
@@ -745,7 +603,7 @@ class RunStore:
             rows = self._db.execute(
                 "SELECT run_id, rule, msg, loc, path, accepted, at FROM violations ORDER BY seq"
             ).fetchall()
-        return [_violation(r) for r in rows]
+        return [store_check.violation(r) for r in rows]
 
     def feedback(self) -> list[dict[str, Any]]:
         """Every feedback item, oldest first, as kept (from multipart parts and ``POST /feedback``)."""
@@ -756,15 +614,9 @@ class RunStore:
     def add_feedback(self, item: Mapping[str, Any]) -> dict[str, Any]:
         """Keep one item checked by :mod:`._feedback`; the item kept under its id (the first, for a retry)."""
         with self._lock:
-            db = self._db
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with transaction(self._db) as db:
                 store_feedback.insert(db, [item])
                 kept = store_feedback.get(db, item["id"])
-                db.execute("COMMIT")
-            except BaseException:
-                _rollback(db)
-                raise
             self._changed.notify_all()
         assert kept is not None
         return kept
@@ -796,60 +648,14 @@ class RunStore:
             return store_feedback.of_runs(self._db, run_ids)
 
     def check(self) -> dict[str, list[Any]]:
-        """Consistency report: runs patched but never posted, never completed, parents that never arrived,
-        and runs that are their own ancestors (``parent_cycles``, each loop's run ids in parent order).
-
-        Also lists violations a lenient service accepted, since those runs are stored
-        but would have been refused by the real service.
-        """
+        """The consistency report (:mod:`._store_check`): runs patched but never posted, never completed, parents
+        that never arrived, runs that are their own ancestors, and the violations a lenient service accepted."""
         return self.check_report()[0]
 
     def check_report(self, limit: int | None = None) -> tuple[dict[str, list[Any]], dict[str, int]]:
-        """:meth:`check`'s lists, each cut to its first ``limit`` items (a parent's children too), and each list's
-        whole length; from the index columns, so no run's JSON is read but that of a run with no end time."""
-        cap = -1 if limit is None else limit  # SQLite: a negative LIMIT is none
-        # A run's end time, as merged, when its index column has none (an end time it could not read: --lenient).
-        ended = (
-            "(r.end_time IS NOT NULL OR COALESCE(json_extract(r.patch_data, '$.end_time'),"
-            " json_extract(r.post_data, '$.end_time')) IS NOT NULL)"
-        )
-        missing = (
-            "FROM runs AS r WHERE r.posted = 1 AND r.parent_run_id IS NOT NULL AND r.parent_run_id != ''"
-            " AND NOT EXISTS (SELECT 1 FROM runs AS p WHERE p.id = r.parent_run_id AND p.posted = 1)"
-        )
-        report: dict[str, list[Any]] = {}
-        counts: dict[str, int] = {}
+        """:meth:`check`'s lists, each cut to its first ``limit`` items, and each list's whole length (:mod:`._store_check`)."""
         with self._lock:
-            db = self._db
-            for name, where in (("patched_not_posted", "r.posted = 0"), ("never_completed", f"r.posted = 1 AND NOT {ended}")):
-                report[name] = [row[0] for row in db.execute(f"SELECT r.id FROM runs AS r WHERE {where} ORDER BY r.seq LIMIT ?", (cap,))]
-                counts[name] = db.execute(f"SELECT COUNT(*) FROM runs AS r WHERE {where}").fetchone()[0]
-            children: dict[str, list[str]] = {}
-            for parent, child in db.execute(f"SELECT r.parent_run_id, r.id {missing} ORDER BY r.seq"):
-                if parent not in children and limit is not None and len(children) >= limit:
-                    continue
-                found = children.setdefault(parent, [])
-                if limit is None or len(found) < limit:
-                    found.append(child)
-            counts["missing_parents"] = db.execute(f"SELECT COUNT(DISTINCT r.parent_run_id) {missing}").fetchone()[0]
-            parents = {
-                row[0]: row[1]
-                for row in db.execute(
-                    "SELECT id, parent_run_id FROM runs WHERE posted = 1 AND parent_run_id IS NOT NULL ORDER BY seq"
-                )
-            }
-            accepted = db.execute(
-                "SELECT run_id, rule, msg, loc, path, accepted, at FROM violations WHERE accepted = 1 ORDER BY seq LIMIT ?",
-                (cap,),
-            ).fetchall()
-            counts["accepted_violations"] = db.execute("SELECT COUNT(*) FROM violations WHERE accepted = 1").fetchone()[0]
-        report["missing_parents"] = [{"parent_run_id": p, "children": c} for p, c in children.items()]
-        cycles = [{"run_ids": cycle} for cycle in parent_cycles(parents)]
-        report["parent_cycles"] = cycles if limit is None else cycles[:limit]
-        counts["parent_cycles"] = len(cycles)
-        report["accepted_violations"] = [_violation(row) for row in accepted]
-        order = ("patched_not_posted", "never_completed", "missing_parents", "parent_cycles", "accepted_violations")
-        return {name: report[name] for name in order}, {name: counts[name] for name in order}
+            return store_check.report(self._db, limit)
 
     # --- attachments, project deletion, threads, violations by run ----------------------
 
@@ -874,35 +680,14 @@ class RunStore:
         return (row[0], bytes(row[1])) if row else None
 
     def delete_project(self, project_id: str) -> int | None:
-        """Delete a project, its runs, their feedback, attachments, violations and shares; the number of runs, or None.
-
-        None when there is no such project. Feedback names its run as the client wrote
-        the id (32-hex or hyphenated), so ids are compared without hyphens.
-        """
-        runs_of = "SELECT id FROM runs WHERE project_id = ?"
+        """Delete a project, its runs, their feedback, attachments, violations and shares; the number of runs, or None
+        when there is no such project."""
         with self._lock:
-            db = self._db
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                if db.execute("SELECT 1 FROM projects WHERE id = ?", (project_id,)).fetchone() is None:
-                    db.execute("ROLLBACK")
-                    return None
-                db.execute(
-                    "DELETE FROM feedback WHERE replace(lower(run_id), '-', '') IN"
-                    f" (SELECT replace(id, '-', '') FROM ({runs_of}))",
-                    (project_id,),
-                )
-                db.execute(f"DELETE FROM attachments WHERE run_id IN ({runs_of})", (project_id,))
-                db.execute(f"DELETE FROM violations WHERE run_id IN ({runs_of})", (project_id,))
-                deleted = db.execute("DELETE FROM runs WHERE project_id = ?", (project_id,)).rowcount
-                db.execute("DELETE FROM shares WHERE project_id = ?", (project_id,))
-                db.execute("DELETE FROM projects WHERE id = ?", (project_id,))
-                db.execute("COMMIT")
-            except BaseException:
-                _rollback(db)
-                raise
-            self._changed.notify_all()
-        return int(deleted)
+            with transaction(self._db) as db:
+                deleted = delete_project(db, project_id)
+            if deleted is not None:
+                self._changed.notify_all()
+        return deleted
 
     def threads(
         self,
@@ -961,7 +746,7 @@ class RunStore:
                 f"SELECT run_id, rule, msg, loc, path, accepted, at FROM violations WHERE {where} ORDER BY seq LIMIT ?",
                 args,
             ).fetchall()
-        return [_violation(r) for r in rows]
+        return [store_check.violation(r) for r in rows]
 
     def rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         """The rows of a whole SELECT a read module built from fixed expressions (:mod:`._charts`), values bound."""

@@ -24,6 +24,8 @@ from ._validate import canonical_id
 
 __all__ = [
     "ProjectExists",
+    "delete_project",
+    "list_projects",
     "PROJECT_COLUMNS",
     "create_project",
     "insert_project",
@@ -187,3 +189,51 @@ def create_project(
     )
     row = db.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE id = ?", (new_id,)).fetchone()
     return project_row(row), True
+
+
+def delete_project(db: sqlite3.Connection, project_id: str) -> int | None:
+    """Delete a project, its runs, their feedback, attachments, violations and shares (inside the store's write
+    transaction); the number of runs, or None when there is no such project. Feedback names its run as the client
+    wrote the id (32-hex or hyphenated), so ids are compared without hyphens."""
+    if db.execute("SELECT 1 FROM projects WHERE id = ?", (project_id,)).fetchone() is None:
+        return None
+    runs_of = "SELECT id FROM runs WHERE project_id = ?"
+    db.execute(
+        "DELETE FROM feedback WHERE replace(lower(run_id), '-', '') IN"
+        f" (SELECT replace(id, '-', '') FROM ({runs_of}))",
+        (project_id,),
+    )
+    db.execute(f"DELETE FROM attachments WHERE run_id IN ({runs_of})", (project_id,))
+    db.execute(f"DELETE FROM violations WHERE run_id IN ({runs_of})", (project_id,))
+    deleted = db.execute("DELETE FROM runs WHERE project_id = ?", (project_id,)).rowcount
+    db.execute("DELETE FROM shares WHERE project_id = ?", (project_id,))
+    db.execute("DELETE FROM projects WHERE id = ?", (project_id,))
+    return int(deleted)
+
+
+def list_projects(
+    db: sqlite3.Connection,
+    *,
+    ids: Sequence[str] | None,
+    name: str | None,
+    name_contains: str | None,
+    limit: int,
+    offset: int,
+) -> list[dict[str, Any]]:
+    """Projects, newest first; every given filter must hold (``name_contains`` ignores ASCII case)."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    if ids is not None:
+        clauses.append(f"id IN ({', '.join('?' * len(ids))})" if ids else "0")
+        args += ids
+    if name is not None:
+        clauses.append("name = ?")
+        args.append(name)
+    if name_contains is not None:
+        clauses.append("instr(lower(name), lower(?)) > 0")
+        args.append(name_contains)
+    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    rows = db.execute(
+        f"SELECT {PROJECT_COLUMNS} FROM projects {where} ORDER BY seq DESC LIMIT ? OFFSET ?", (*args, limit, offset)
+    ).fetchall()
+    return [project_row(r) for r in rows]
