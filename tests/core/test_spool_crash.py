@@ -207,3 +207,57 @@ def test_outage_under_steady_load_keeps_past_due_runs_on_disk_and_a_kill_9_loses
 @pytest.mark.long
 def test_a_long_outage_under_steady_load_with_a_kill_9(service, tmp_path):
     _outage_under_load(service, tmp_path, run_s=float(os.environ.get("OTEL_RUNS_CRASH_OUTAGE_S", "20")), timeout_s=2.0)
+
+
+# --- item 2: the byte cap spills to the spool -------------------------------------------------
+
+
+def _fill_past_the_byte_cap(tmp_path: Path, caplog, **settings: object):
+    """600 runs of ~2.2 kB (random text: sealing cannot shrink them much) past a 200 kB cap while nothing
+    listens, with an export timeout (30 s) the test never reaches: only the byte cap sends them to disk."""
+    import base64
+    import random
+
+    sock, nowhere = _closed_port()
+    rng = random.Random(7)
+    with sock, caplog.at_level(logging.WARNING, logger="otel_runs_exporter"):
+        provider, processor = processor_provider(
+            nowhere, spool_dir=str(tmp_path), export_timeout_s=30.0, max_queue_bytes=200_000,
+            max_export_batch_size=20, retry_backoff=(0.2, 0.4), api_key=KEY, **settings,
+        )
+        tracer = provider.get_tracer("cap")
+        for i in range(600):
+            with tracer.start_as_current_span(f"cap-{i}", attributes={"input.value": base64.b64encode(rng.randbytes(1500)).decode()}):
+                pass
+            if i % 20 == 19:
+                time.sleep(0.005)  # a busy app, not one loop: the worker gets its turns
+        time.sleep(0.3)
+        stats = processor.stats()
+    return stats, processor
+
+
+def test_at_the_byte_cap_during_an_outage_the_oldest_batches_go_to_the_spool_not_dropped(tmp_path, caplog):
+    # Before issue 38 (and with the spill reverted): 472 of these 600 dropped as queue_bytes_full,
+    # the spool empty: it was written only at the export timeout.
+    stats, _ = _fill_past_the_byte_cap(tmp_path, caplog)
+    print("byte cap, spool with room:", {"created": stats.created, "spooled": stats.spooled, "queued": stats.queued,
+                                        "dropped": dict(stats.dropped)})
+    assert stats.created == 600 and stats.dropped == {}
+    assert stats.spooled + stats.queued == 600 and stats.spooled >= 400
+    assert _on_disk(tmp_path) == stats.spooled  # each spooled run in a whole file
+    said = [r.getMessage() for r in caplog.records if "go to the spool" in r.getMessage()]
+    assert len(said) <= 1  # the spill says so once (the half-cap rule writes quietly, as the deadline's does)
+
+
+def test_at_the_byte_cap_a_spool_without_room_counts_every_run_it_could_not_keep_and_says_so_once(tmp_path, caplog):
+    stats, _ = _fill_past_the_byte_cap(tmp_path, caplog, spool_max_bytes=120_000)
+    lost = stats.dropped_total + sum(stats.spool_dropped.values())
+    figures = {"created": stats.created, "spooled": stats.spooled, "queued": stats.queued, "on_disk": _on_disk(tmp_path),
+               "dropped": dict(stats.dropped), "spool_dropped": dict(stats.spool_dropped)}
+    print("byte cap, spool without room:", figures)
+    assert stats.created == 600 and lost > 0
+    # Every run is somewhere or counted once: the ledger's identity, and the spool's side of it.
+    assert stats.created == stats.delivered + stats.dropped_total + stats.spooled + stats.queued, figures
+    assert stats.spooled - sum(stats.spool_dropped.values()) == _on_disk(tmp_path), figures
+    full = [r.getMessage() for r in caplog.records if "spool is full" in r.getMessage()]
+    assert len(full) == 1, full  # one line for the reason, not one per file (before: one per file, 24 here)
