@@ -29,7 +29,12 @@ from pathlib import Path
 import pytest
 
 from core.helpers import processor_provider
+from core.test_delivery import _incompressible_runs
 from core.test_spool import _real_runs
+from otel_runs_exporter._clock import FakeClock
+from otel_runs_exporter._delivery import Delivery
+from otel_runs_exporter._settings import resolve
+from otel_runs_exporter._transport import Transport
 from otel_runs_exporter._spool import Spool, deserialize
 from otel_runs_exporter._spool_format import runs_in_name
 
@@ -261,3 +266,30 @@ def test_at_the_byte_cap_a_spool_without_room_counts_every_run_it_could_not_keep
     assert stats.spooled - sum(stats.spool_dropped.values()) == _on_disk(tmp_path), figures
     full = [r.getMessage() for r in caplog.records if "spool is full" in r.getMessage()]
     assert len(full) == 1, full  # one line for the reason, not one per file (before: one per file, 24 here)
+
+
+def test_a_run_added_past_the_cap_makes_room_by_spooling_the_oldest_batch_while_the_spool_has_room(service, tmp_path):
+    """``Delivery.add`` on its own (the exporter path adds from ``export()``): past the cap the oldest sealed
+    batch goes to the spool, never by evicting the spool's own files; once the spool is full, the run is
+    refused (the caller counts it as queue_bytes_full)."""
+    service.faults.update(outage=True, retry_after=None)
+    runs = _incompressible_runs(30)  # ~3 kB each, 10 to a batch
+    cap = 12 * max(r.size for r in runs)
+    settings = resolve({"endpoint": service.url, "api_key": KEY, "export_timeout_s": 5.0, "max_export_batch_size": 10,
+                        "max_queue_bytes": cap, "spool_dir": str(tmp_path), "spool_max_bytes": 2 * cap}, env={})
+    wake = threading.Event()
+    wake.set()  # new work cuts each retry wait short: the batch stays in memory, sealed
+    clock = FakeClock()
+    delivery = Delivery(settings, Transport(settings, clock=clock, wake=wake))
+    assert all(delivery.add(run) for run in runs[:10])
+    assert delivery.send_next(clock.now() + 5).interrupted and delivery.sealing
+    accepted = [delivery.add(run) for run in runs[10:]]
+    spilled = delivery.take_spooled()
+    assert all(accepted) and spilled is not None and spilled.spooled  # room made on disk, nothing refused
+    assert [r.run_id for r in spilled.spooled] == [r.run_id for r in runs[: len(spilled.spooled)]]  # oldest first
+    assert delivery.bytes_held <= cap and _on_disk(tmp_path) == len(spilled.spooled)
+    # The spool at its own cap: nothing of it is evicted for the byte cap's sake; new runs are refused.
+    more = _incompressible_runs(80)[30:]
+    refused = sum(1 for run in more if not delivery.add(run))
+    assert refused > 0 and delivery.take_spooled() is not None
+    assert delivery.bytes_held <= cap and not delivery.spool.take_losses()  # no spool_full: no file was dropped
