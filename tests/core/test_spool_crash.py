@@ -467,3 +467,45 @@ def test_write_ahead_files_go_once_answered_and_a_clean_run_leaves_the_spool_emp
     assert stats.spooled == 0 and stats.delivered == 30
     provider.shutdown()
     assert list(tmp_path.iterdir()) == []  # its lock and list of open runs go with a clean end
+
+
+# --- item 3: replay marks each request ---------------------------------------------------------
+
+
+def test_a_replayer_killed_midway_sends_again_at_most_the_request_it_was_waiting_on(service, tmp_path):
+    """One spool file of 30 runs, replayed 3 to a request (10 requests), each answer 0.15 s away; the
+    replayer is killed with SIGKILL once 4 requests were answered. Before issue 38 the file was marked
+    done only as a whole: the next process sent it all again (the issue's 6,000 duplicate posts)."""
+    spool = tmp_path / "spool"
+    spool.mkdir(mode=0o700)
+    runs = _real_runs(30, "mid-")
+    assert Spool(str(spool), 10**9).write(runs) == [] and len(list(spool.glob("*.spool"))) == 1
+    service.faults.update(rate_slow=1.0, slow_seconds=0.15)
+    env = _env(service.url, spool, OTEL_BSP_MAX_EXPORT_BATCH_SIZE="3", OTEL_BSP_EXPORT_TIMEOUT="30000")
+    replayer = subprocess.Popen(
+        [sys.executable, "-c", "from otel_runs_exporter import RunsSpanProcessor; RunsSpanProcessor().force_flush(30000)"],
+        env=env, stderr=subprocess.PIPE, text=True,
+    )
+
+    def answered() -> int:
+        return sum(1 for r in service.requests() if r["path"] == "/runs/multipart" and r["status"] == 202)
+
+    try:
+        assert _wait_for(lambda: answered() >= 4, timeout=20), (answered(), replayer.poll())
+        replayer.send_signal(signal.SIGKILL)
+        replayer.wait(10)
+    finally:
+        if replayer.poll() is None:
+            replayer.kill()
+            replayer.wait(10)
+    time.sleep(0.3)  # the request the replayer died waiting on is answered (and stored) all the same
+    first = answered()
+    service.faults.clear()
+    stats = _replay(service, spool, max_export_batch_size=3)
+    dups = sum(service.duplicate_posts().values())
+    print("replay killed midway:", {"answered_before_the_kill": first, "replayed_after": stats.replayed,
+                                    "stored": len(_stored(service, "mid-")), "duplicate_posts": dups})
+    assert len(_stored(service, "mid-")) == 30
+    assert dups <= 3  # one request's runs at most
+    assert stats.replayed + 3 * first - dups == 30
+    assert list(spool.glob("*.spool")) + list(spool.glob(".progress-*")) == []
