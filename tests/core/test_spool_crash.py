@@ -509,3 +509,83 @@ def test_a_replayer_killed_midway_sends_again_at_most_the_request_it_was_waiting
     assert dups <= 3  # one request's runs at most
     assert stats.replayed + 3 * first - dups == 30
     assert list(spool.glob("*.spool")) + list(spool.glob(".progress-*")) == []
+
+
+# --- bad input: the spool's disk, other versions' files ------------------------------------------
+
+_DISK_REFUSES = """
+    import json, logging, resource, sys, time
+    logging.basicConfig()
+    from opentelemetry.sdk.trace import TracerProvider
+    from otel_runs_exporter import RunsSpanProcessor
+    processor = RunsSpanProcessor(retry_backoff=(0.2, 0.4))
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("full")
+    # From now on no file of this process may pass 15 kB: a write past it is cut short (EFBIG), as a disk
+    # that fills mid-write cuts it (ENOSPC). Small batches (~10 kB a file) fit, large ones (~30 kB) do not.
+    resource.setrlimit(resource.RLIMIT_FSIZE, (15000, 15000))
+    for size, first in ((1, 0), (2000, 50)):
+        for i in range(first, first + 50):
+            with tracer.start_as_current_span(f"full-{i}", attributes={"input.value": "y" * size}):
+                pass
+        time.sleep(0.8)  # past the export timeout: to the spool
+    s = processor.stats()
+    print(json.dumps({"spooled": s.spooled, "queued": s.queued}), flush=True)
+    provider.shutdown()
+    s = processor.stats()
+    print(json.dumps({"created": s.created, "spooled": s.spooled, "queued": s.queued, "dropped": dict(s.dropped)}))
+    """
+
+
+def test_a_spool_whose_disk_refuses_mid_write_keeps_whole_files_only_says_so_once_and_counts_the_rest(service, tmp_path):
+    sock, nowhere = _closed_port()
+    spool = tmp_path / "spool"
+    env = _env(nowhere, spool, OTEL_BSP_EXPORT_TIMEOUT="300", OTEL_BSP_MAX_EXPORT_BATCH_SIZE="10")
+    with sock:
+        proc = subprocess.run([sys.executable, "-c", textwrap.dedent(_DISK_REFUSES)], env=env, capture_output=True,
+                              text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    during, end = (json.loads(line) for line in proc.stdout.splitlines())
+    print("disk refuses:", during, end)
+    files = [p for p in spool.iterdir() if p.name.endswith(".spool")]
+    assert [p.name for p in files if p.name.startswith(".")] == []  # no unfinished write left behind
+    kept = sum(len(deserialize(p.read_bytes())) for p in files)  # each file whole
+    assert during["spooled"] == kept == 50 and end["created"] == 100
+    assert end["dropped"] == {"shutdown": 50} and end["spooled"] + 50 == 100 and end["queued"] == 0
+    refused = [line for line in proc.stderr.splitlines() if "could not write" in line]
+    assert len(refused) == 1 and "File too large" in refused[0], proc.stderr  # said once
+    (line,) = [line for line in proc.stderr.splitlines() if "shutdown:" in line]
+    assert "gave up 50 runs" in line and "the spool" in line and "File too large" in line, line  # and why, at exit
+    stats = _replay(service, spool)
+    assert stats.replayed == 50 and stats.spool_dropped == {} and len(_stored(service, "full-")) == 50
+
+
+def _of_format(data: bytes, version: object) -> bytes:
+    header, _, parts = data.partition(b"\n")
+    return header.replace(b'{"v":1,', b'{"v":' + json.dumps(version).encode() + b",", 1) + b"\n" + parts
+
+
+def test_spool_and_write_ahead_files_of_another_version_are_set_aside_with_the_reason_and_counted(service, tmp_path, caplog):
+    spool = tmp_path / "spool"
+    spool.mkdir(mode=0o700)
+    data = Spool(str(tmp_path / "elsewhere"), 10**9).write(_real_runs(3, "other-")) or next(
+        (tmp_path / "elsewhere").glob("*.spool")).read_bytes()
+    planted = {
+        "00000000000000000001-1-0badf00d-n3-c3.spool": _of_format(data, 2),  # a newer version's
+        "00000000000000000002-1-0badf00e-n3-c3.spool": _of_format(data, 0),  # an older one's
+        "00000000000000000003-1-0badf00f-n3-c3.spool": _of_format(data, "2.0"),  # a format no version wrote
+        # Written ahead by a newer version's process that died (its token holds no lock): returned, then set aside.
+        "00000000000000000004-1-0badf010-n3-c3.spool.wal-1.00000000": _of_format(data, 2),
+    }
+    for name, content in planted.items():
+        (spool / name).write_bytes(content)
+        (spool / name).chmod(0o600)
+    assert Spool(str(spool), 10**9).write(_real_runs(2, "ours-")) == []
+    with caplog.at_level(logging.WARNING, logger="otel_runs_exporter"):
+        stats = _replay(service, spool)
+    assert stats.replayed == 2 and sorted(_stored(service, "")) == ["ours-0", "ours-1"]
+    assert stats.spool_dropped == {"spool_version": 12}  # the runs each name holds, counted under the reason
+    assert len(list(spool.glob("*.bad"))) == 4 and not list(spool.glob("*.spool")) and not list(spool.glob("*.wal-*"))
+    said = [r.getMessage() for r in caplog.records if "set aside" in r.getMessage()]
+    assert len(said) == 1 and "written by a newer version (format 2; this version reads format 1)" in said[0], said
