@@ -13,6 +13,7 @@ versions are marked ``long`` (``-m long``, their own CI step).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -35,6 +36,7 @@ from otel_runs_exporter._clock import FakeClock
 from otel_runs_exporter._delivery import Delivery
 from otel_runs_exporter._settings import resolve
 from otel_runs_exporter._transport import Transport
+from server.test_server_slow_clients import wait_until
 from otel_runs_exporter._spool import Spool, deserialize
 from otel_runs_exporter._spool_format import runs_in_name
 
@@ -141,6 +143,17 @@ class Stream:
         assert self.ended_at is not None
         missing = [t for name, t in self.made.items() if name not in stored]
         return len(missing), (self.ended_at - min(missing)) if missing else 0.0
+
+
+@contextlib.contextmanager
+def _killed_at_the_end(proc: subprocess.Popen):
+    """The block's process, killed with SIGKILL when the block ends (as planned, or when it fails)."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
 
 
 def _on_disk(spool: Path) -> int:
@@ -408,15 +421,6 @@ _HUNG = """
     """
 
 
-def _wait_for(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
 def test_write_ahead_keeps_the_batch_in_flight_for_the_next_process_and_no_other_process_takes_it_meanwhile(
     service, tmp_path
 ):
@@ -428,9 +432,9 @@ def test_write_ahead_keeps_the_batch_in_flight_for_the_next_process_and_no_other
     env = _env(hole.url, spool, OTEL_EXPORTER_RUNS_SPOOL_WRITE_AHEAD="true", OTEL_EXPORTER_RUNS_HIDE_INPUTS="true",
                OTEL_EXPORTER_RUNS_COMPRESSION="gzip", OTEL_EXPORTER_RUNS_TIMEOUT="60")
     child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(_HUNG)], env=env, stdout=subprocess.PIPE, text=True)
-    try:
+    with _killed_at_the_end(child), contextlib.closing(hole):
         assert child.stdout is not None and child.stdout.readline().strip() == "made"
-        assert _wait_for(lambda: hole.received > 0 and list(spool.glob("*.wal-*"))), (hole.received, list(spool.iterdir()))
+        assert wait_until(lambda: hole.received > 0 and bool(list(spool.glob("*.wal-*"))), 10), (hole.received, list(spool.iterdir()))
         (held,) = spool.glob("*.wal-*")
         assert stat.S_IMODE(held.stat().st_mode) == 0o600 and stat.S_IMODE(spool.stat().st_mode) == 0o700
         data = held.read_bytes()
@@ -438,13 +442,7 @@ def test_write_ahead_keeps_the_batch_in_flight_for_the_next_process_and_no_other
         # Another process on the same spool while the owner lives (a pre-fork sibling): not its file to send.
         sibling = _replay(service, spool)
         assert sibling.replayed == 0 and _stored(service, "hung-") == set() and held.exists()
-        child.send_signal(signal.SIGKILL)
-        child.wait(10)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait(10)
-        hole.close()
+    assert child.returncode == -signal.SIGKILL
     after = _replay(service, spool)  # the next process: the owner is dead, its file is replayed once
     assert after.replayed == 20 and len(_stored(service, "hung-")) == 20 and service.duplicate_posts() == {}
     assert [p.name for p in spool.iterdir() if not p.name.startswith(".tmp-")] == []
@@ -459,7 +457,7 @@ def test_write_ahead_files_go_once_answered_and_a_clean_run_leaves_the_spool_emp
         with tracer.start_as_current_span(f"clean-{i}", attributes={"input.value": "a secret prompt"}):
             pass
     seen: list[Path] = []
-    assert _wait_for(lambda: bool(seen.extend(tmp_path.glob("*.wal-*")) or seen))
+    assert wait_until(lambda: bool(seen.extend(tmp_path.glob("*.wal-*")) or seen), 10)
     assert stat.S_IMODE(seen[0].stat().st_mode) == 0o600 and b"a secret prompt" not in seen[0].read_bytes()
     assert processor.force_flush(10_000)
     assert len(service.wait_for_runs(30)) == 30 and service.duplicate_posts() == {}
@@ -491,14 +489,9 @@ def test_a_replayer_killed_midway_sends_again_at_most_the_request_it_was_waiting
     def answered() -> int:
         return sum(1 for r in service.requests() if r["path"] == "/runs/multipart" and r["status"] == 202)
 
-    try:
-        assert _wait_for(lambda: answered() >= 4, timeout=20), (answered(), replayer.poll())
-        replayer.send_signal(signal.SIGKILL)
-        replayer.wait(10)
-    finally:
-        if replayer.poll() is None:
-            replayer.kill()
-            replayer.wait(10)
+    with _killed_at_the_end(replayer):
+        assert wait_until(lambda: answered() >= 4, 20), (answered(), replayer.poll())
+    assert replayer.returncode == -signal.SIGKILL
     time.sleep(0.2)  # the request the replayer died waiting on is answered (and stored) all the same
     first = answered()
     service.faults.clear()
