@@ -249,7 +249,9 @@ def _fill_past_the_byte_cap(tmp_path: Path, caplog, **settings: object):
             with tracer.start_as_current_span(f"cap-{i}", attributes={"input.value": base64.b64encode(rng.randbytes(1500)).decode()}):
                 pass
             if i % 20 == 19:
-                time.sleep(0.005)  # a busy app, not one loop: the worker gets its turns
+                # An app that leaves the worker its turns: spans not yet converted hold ~1.6 kB each of the
+                # cap and no spool can take them (a loaded machine's lagging worker dropped them, rightly).
+                wait_until(lambda: not processor._worker._queue, 2)
         time.sleep(0.2)
         stats = processor.stats()
     return stats, processor
