@@ -42,7 +42,7 @@ from otel_runs_exporter._spool_format import runs_in_name
 
 KEY = "sk-crash-test-key-never-on-disk"
 
-pytestmark = pytest.mark.heavy(seconds=8)
+pytestmark = pytest.mark.heavy(seconds=6)
 
 
 # --- helpers ---------------------------------------------------------------------------
@@ -70,11 +70,11 @@ def _env(endpoint: str, spool: Path, **more: str) -> dict[str, str]:
 # A steady stream of spans (``rate`` a second), each end reported as "<i> <monotonic time>";
 # with ``exit_after`` the process leaves through os._exit after that many seconds (no hook runs).
 _STREAM = """
-    import os, sys, time
+    import ast, os, sys, time
     from opentelemetry.sdk.trace import TracerProvider
     from otel_runs_exporter import RunsSpanProcessor
     prefix, rate, exit_after = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
-    processor = RunsSpanProcessor(**eval(sys.argv[4]))
+    processor = RunsSpanProcessor(**ast.literal_eval(sys.argv[4]))
     provider = TracerProvider()
     provider.add_span_processor(processor)
     tracer = provider.get_tracer("stream")
