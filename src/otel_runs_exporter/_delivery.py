@@ -434,7 +434,7 @@ class Delivery:
 
     def exit_note(self) -> str:
         """What the shutdown line adds to the runs it gave up: why the service could not be reached, and how to
-        keep them next time."""
+        keep them next time (or why the spool did not)."""
         note = ""
         cause = self.transport.unreachable
         if cause is not None and cause.startswith("connection refused"):
@@ -447,6 +447,9 @@ class Delivery:
             note = f" ({cause})"
         if self.spool is None:
             note += f"; set {ev.OTEL_EXPORTER_RUNS_SPOOL_DIR} to keep undelivered runs for the next process to send"
+        elif self.spool_refused is not None:
+            # Else the line blames only the service, and a spool that was configured seems ignored.
+            note += f"; the spool at {self.spool.dir} could not keep them ({self.spool_refused})"
         return note
 
     # --- internals -----------------------------------------------------------------

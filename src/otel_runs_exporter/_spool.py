@@ -299,7 +299,14 @@ class Spool:
                 continue  # not a file (a directory named like one): replay sets it aside
             total -= size
             self._lose("spool_full", dropped)
-            logger.warning("the spool is full (%d bytes); dropped its oldest file with %s", self._max_bytes, n_runs(dropped))
+            # One line for the reason (an outage fills it a file at a time): the count is in stats().
+            _rl.warning(
+                "spool_full",
+                "the spool is full (%d bytes); dropped its oldest file with %s, and drops the oldest to make room "
+                "from now on (counted as spool_full in stats().spool_dropped)",
+                self._max_bytes,
+                n_runs(dropped),
+            )
         return True
 
     def _fsync_dir(self) -> None:
