@@ -376,7 +376,7 @@ class Transport:
     def _send_multipart(self, runs: list[EncodedRun], deadline: float, result: SendResult) -> None:
         content_type, body = multipart_body(runs, self._boundary)
         try:
-            resp = self._request("POST", "/runs/multipart", body, content_type, deadline)
+            resp = self._request("POST", "/runs/multipart", body, content_type, deadline, runs=len(runs))
         except RetryLater as later:
             result.retry.extend(runs)
             result.interrupted |= later.interrupted
@@ -441,7 +441,7 @@ class Transport:
             else:
                 method, path = "PATCH", f"/runs/{run.run_id}"
             try:
-                resp = self._request(method, path, basic_body(run), "application/json", deadline)
+                resp = self._request(method, path, basic_body(run), "application/json", deadline, runs=1)
             except RetryLater as later:
                 result.retry.extend(ordered[index:])
                 result.interrupted |= later.interrupted
@@ -519,11 +519,11 @@ class Transport:
             )
             result.drop(f"http_{status}", runs)
 
-    def _request(self, method: str, path: str, body: bytes, content_type: str, deadline: float) -> Answer:
+    def _request(self, method: str, path: str, body: bytes, content_type: str, deadline: float, *, runs: int) -> Answer:
         headers = {"Content-Type": content_type}
         wire = self._codec
         if wire is not None:
-            body = wire.compress_runs(body, 1)  # one run a request on this path
+            body = wire.compress_runs(body, runs)
             headers["Content-Encoding"] = wire.name
         return self._http.request_bounded(method, path, deadline, body=body, headers=headers, paced=self._paced)
 

@@ -6,6 +6,7 @@ import random
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import orjson
 import pytest
@@ -54,6 +55,7 @@ class _Plain(BaseHTTPRequestHandler):
     info: dict | None = {"version": "x"}
     refuse_zstd = False
     seen: list = []
+    bodies: list = []
 
     def log_message(self, *args):
         pass
@@ -66,7 +68,7 @@ class _Plain(BaseHTTPRequestHandler):
             self._answer(200, orjson.dumps(self.info))
 
     def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        type(self).bodies.append(self.rfile.read(int(self.headers.get("Content-Length", 0))))
         encoding = self.headers.get("Content-Encoding")
         type(self).seen.append(("POST", self.path, encoding))
         self._answer(415 if encoding and self.refuse_zstd else 202, b"{}")
@@ -80,7 +82,7 @@ class _Plain(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def plain():
-    _Plain.seen = []
+    _Plain.seen, _Plain.bodies = [], []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Plain)
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -95,6 +97,28 @@ def test_auto_sends_plain_bodies_when_info_does_not_offer_zstd(plain, info):
     for trace in (1, 2):
         assert len(t.send(make_runs(2, trace=trace), time.monotonic() + 5).delivered) == 2
     assert _Plain.seen == [("GET", "/info", None), ("POST", "/runs/multipart", None), ("POST", "/runs/multipart", None)]
+
+
+def _words(seed: int) -> Any:
+    rng = random.Random(seed)
+    vocabulary = ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(2, 9))) for _ in range(2000)]
+    return lambda n: " ".join(rng.choice(vocabulary) for _ in range(n))
+
+
+def test_a_request_is_compressed_for_the_size_of_its_runs(plain):
+    # The multipart path too (it once passed one run for the whole body, so a batch of small
+    # runs took the large runs' compressor): what the service receives is what each would make.
+    _Plain.info, _Plain.refuse_zstd = {"instance_flags": {"zstd_compression_enabled": True}}, False
+    text, zstd = _words(3), codec("zstd")
+    assert zstd is not None and zstd.compress_large is not None
+    t = Transport(_settings(plain))
+    small = [encode_run("post", {"id": f"s{i}", "dotted_order": f"d{i}", "inputs": {"q": text(30)}}) for i in range(300)]
+    large = [encode_run("post", {"id": f"l{i}", "dotted_order": f"e{i}", "inputs": {"doc": text(4000)}}) for i in range(6)]
+    for runs in (small, large):
+        assert len(t.send(runs, time.monotonic() + 5).delivered) == len(runs)
+    (small_body, large_body) = _Plain.bodies
+    assert small_body == zstd.compress(zstd.decompress(small_body)) != zstd.compress_large(zstd.decompress(small_body))
+    assert large_body == zstd.compress_large(zstd.decompress(large_body)) != zstd.compress(zstd.decompress(large_body))
 
 
 def test_auto_stops_compressing_when_the_advertised_zstd_is_refused(plain):
@@ -226,10 +250,7 @@ def test_memory_codec_is_zstd_when_installed():
 def test_a_batch_of_large_runs_is_compressed_for_large_runs_and_opens_the_same():
     # Runs averaging 16 KiB or more take the compressor with the smaller hash table
     # (_codec's comment says why); either way the body opens to the same runs.
-    rng = random.Random(7)
-    words = ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(2, 9))) for _ in range(2000)]
-    text = lambda n: " ".join(rng.choice(words) for _ in range(n))
-    zstd = codec("zstd")
+    text, zstd = _words(7), codec("zstd")
     assert zstd is not None and zstd.compress_large is not None
     large = [encode_run("post", {"id": f"r{i}", "dotted_order": f"d{i}", "inputs": {"doc": text(4000)}}) for i in range(8)]
     small = [encode_run("post", {"id": f"s{i}", "dotted_order": f"e{i}", "inputs": {"q": text(20)}}) for i in range(8)]
