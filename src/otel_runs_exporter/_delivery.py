@@ -50,6 +50,7 @@ from ._seal import SealedBatch, seal
 from ._settings import Settings
 from ._journal import Journal, close_dead_owners_runs, done_closing
 from ._spool import Spool
+from ._spool_format import groups
 from ._stats import Outcome, completing
 from ._transport import SendResult, Transport
 
@@ -520,20 +521,7 @@ class Delivery:
         mode, which sends a request per operation), so replay can mark each one answered."""
         if self.transport.mode == "basic":
             return [[run] for run in runs]
-        max_items = self._settings.max_export_batch_size
-        max_bytes = self._settings.max_batch_bytes
-        requests: list[list[EncodedRun]] = []
-        request: list[EncodedRun] = []
-        size = 0
-        for run in runs:
-            if request and (len(request) >= max_items or size + run.size > max_bytes):
-                requests.append(request)
-                request, size = [], 0
-            request.append(run)
-            size += run.size
-        if request:
-            requests.append(request)
-        return requests
+        return groups(runs, self._settings.max_batch_bytes, self._settings.max_export_batch_size)
 
     def _forget(self, wal: Path) -> None:
         assert self.spool is not None

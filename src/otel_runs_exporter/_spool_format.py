@@ -102,13 +102,14 @@ def deserialize(data: bytes) -> list[EncodedRun]:
     return runs
 
 
-def groups(runs: list[EncodedRun], batch_bytes: int) -> list[list[EncodedRun]]:
-    """``runs`` in order, cut into groups of at most ``batch_bytes`` (a larger run alone)."""
+def groups(runs: list[EncodedRun], batch_bytes: int, max_items: int = 0) -> list[list[EncodedRun]]:
+    """``runs`` in order, cut into groups of at most ``batch_bytes`` and, when given, ``max_items`` runs (a larger
+    run alone): a spool file's batches, and the requests a replay sends."""
     groups: list[list[EncodedRun]] = []
     group: list[EncodedRun] = []
     size = 0
     for run in runs:
-        if group and size + run.size > batch_bytes:
+        if group and (size + run.size > batch_bytes or 0 < max_items <= len(group)):
             groups.append(group)
             group, size = [], 0
         group.append(run)
