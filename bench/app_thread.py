@@ -1,0 +1,128 @@
+"""Where the application thread's time goes with our processor: its hooks, the worker, the collector.
+
+The producer of ``bench/run.py``'s throughput phase (flat out, one thread) traces
+``--traces`` trees; each span's start + end is timed on the app thread, and so are
+our ``on_start`` and ``on_end`` inside it. Each case runs in a fresh process
+against ``bench/sink.py``, interleaved over ``--rounds``:
+
+* ``floor``: the SDK alone; ``otlp``: the SDK's batch processor and OTLP exporter;
+* ``ours``: our processor, as users get it;
+* ``ours, worker idle``: the same with the worker woken only at the end (a schedule
+  delay and batch size past the run), so what remains over ``floor`` is our hooks;
+* ``ours, gc off``: the collector disabled while the spans are made.
+
+    python bench/app_thread.py                      # ~1 min; --workload genai-shallow-1, --rounds N
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+CASES = {
+    "floor": ("floor", {}, False),
+    "otlp": ("otlp", {}, False),
+    "ours": ("ours-processor", {}, False),
+    "ours, worker idle": (
+        "ours-processor", {"OTEL_BSP_SCHEDULE_DELAY": "600000", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "100000"}, False
+    ),
+    "ours, gc off": ("ours-processor", {}, True),
+}
+
+
+def _child(contender: str, workload: str, traces: int, gc_off: bool) -> None:
+    sys.path.insert(0, HERE)
+    from contenders import Tracing, _trace_many
+    from workloads import Workload, variants
+
+    sink = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "sink.py"), "--port", "0"], stdout=subprocess.PIPE, text=True
+    )
+    assert sink.stdout is not None
+    url = sink.stdout.readline().strip().split()[-1]
+    wl = Workload.parse(workload)
+    t = Tracing(contender, url, "throughput", traces * wl.spans_per_trace * 2, None)
+    hooks: dict[str, list[int]] = {"on_start": [], "on_end": []}
+    if t.processor is not None and contender == "ours-processor":
+        _time_hooks(t, hooks)
+    pool = variants(wl.payload)
+    _trace_many(t, wl.shape, pool, 0, 200, None)  # warm up
+    for times in hooks.values():
+        times.clear()
+    if gc_off:
+        gc.disable()
+    spans: list[int] = []
+    _trace_many(t, wl.shape, pool, 200, traces, spans)
+    gc.enable()
+    line = {"app": _p50_us(spans), **{name: _p50_us(times) for name, times in hooks.items() if times}}
+    print(json.dumps(line), flush=True)
+    sink.kill()
+    os._exit(0)  # the worker may hold a minute's schedule delay: its delivery is not what is measured
+
+
+def _time_hooks(t: Any, hooks: dict[str, list[int]]) -> None:
+    """Wrap our processor's hooks in the SDK's processor tuple, timing each call."""
+    processor, clock = t.processor, time.perf_counter_ns
+    on_start, on_end = processor.on_start, processor.on_end
+
+    def timed_start(span: Any, parent_context: Any = None) -> None:
+        began = clock()
+        on_start(span, parent_context)
+        hooks["on_start"].append(clock() - began)
+
+    def timed_end(span: Any) -> None:
+        began = clock()
+        on_end(span)
+        hooks["on_end"].append(clock() - began)
+
+    processor.on_start, processor.on_end = timed_start, timed_end
+
+
+def _p50_us(values: list[int]) -> float:
+    return statistics.median(values) / 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workload", default="small-shallow-1")
+    parser.add_argument("--traces", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        contender, gc_off, _ = args.child
+        _child(contender, args.workload, args.traces, gc_off == "1")
+        return
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in CASES}
+    for _ in range(args.rounds):
+        for name, (contender, env, gc_off) in CASES.items():
+            out = subprocess.run(
+                [sys.executable, __file__, "--workload", args.workload, "--traces", str(args.traces),
+                 "--child", contender, "1" if gc_off else "0", "-"],
+                env={**os.environ, **env}, capture_output=True, text=True, check=True,
+            ).stdout
+            results[name].append(json.loads(out.strip().splitlines()[-1]))
+    print(f"{args.workload}, {args.rounds} interleaved rounds, load average {os.getloadavg()[0]:.2f}; p50 in µs, "
+          "spread over rounds (median)")
+    floor = statistics.median(r["app"] for r in results["floor"])
+    for name, rounds in results.items():
+        cells = []
+        for key in ("app", "on_start", "on_end"):
+            values = [r[key] for r in rounds if key in r]
+            if values:
+                cells.append(f"{key} {min(values):.1f}-{max(values):.1f} ({statistics.median(values):.1f})")
+        added = statistics.median(r["app"] for r in rounds) - floor
+        print(f"  {name:18s} added {added:+5.1f}   " + "   ".join(cells))
+
+
+if __name__ == "__main__":
+    main()
