@@ -148,6 +148,23 @@ def assert_tool_round_trip(first: Mapped, second: Mapped, reply: str) -> None:
     assert second.outputs["messages"] == [{"role": "assistant", "content": reply}]
 
 
+def assert_chat_run(m, api, *, details: bool, requested: bool = True) -> None:
+    """A chat call of MESSAGES read as the llm run it was: the messages in, the assistant's reply, its
+    finish reason and usage out; with ``requested``, the model asked for and the one that answered."""
+    assert m.run_type == "llm"
+    assert m.inputs == {"messages": MESSAGES}
+    assert m.outputs == {
+        "messages": [{"role": "assistant", "content": api.reply_text}],
+        "finish_reason": "stop",
+        "usage_metadata": expected_usage(api, details=details),
+    }
+    if requested:
+        assert m.metadata["ls_model_name"] == MODEL
+        assert m.metadata["response_model"] == f"{MODEL}-fake-0001"  # the response's, beside the requested one
+        assert m.metadata["ls_provider"] == "openai"
+        assert m.invocation_params == {"model": MODEL, "temperature": 0.2, "max_tokens": 50}
+
+
 # ---------------------------------------------------------------------------
 # openinference-instrumentation-openai
 # ---------------------------------------------------------------------------
@@ -168,18 +185,8 @@ def openinference(provider: TracerProvider) -> Iterator[None]:
 def test_openinference_chat(api, client, exporter):
     client.chat.completions.create(model=MODEL, messages=MESSAGES, temperature=0.2, max_tokens=50)
     m = mapped(only_span(exporter))
-    assert m.run_type == "llm"
-    assert m.inputs == {"messages": MESSAGES}
-    assert m.outputs == {
-        "messages": [{"role": "assistant", "content": api.reply_text}],
-        "finish_reason": "stop",
-        "usage_metadata": expected_usage(api, details=True),
-    }
     # llm.model_name is the response's model; the requested one is in llm.invocation_parameters.
-    assert m.metadata["ls_model_name"] == MODEL
-    assert m.metadata["response_model"] == f"{MODEL}-fake-0001"
-    assert m.metadata["ls_provider"] == "openai"
-    assert m.invocation_params == {"model": MODEL, "temperature": 0.2, "max_tokens": 50}
+    assert_chat_run(m, api, details=True)
     assert "input.value" in m.consumed and "output.value" in m.consumed
 
 
@@ -276,19 +283,7 @@ def test_openai_v2_chat(api, client, exporter):
     client.chat.completions.create(model=MODEL, messages=MESSAGES, temperature=0.2, max_tokens=50)
     span = only_span(exporter)
     assert isinstance(span.attributes["gen_ai.input.messages"], str)  # JSON of GenAI "parts" messages
-    m = mapped(span)
-    assert m.run_type == "llm"
-    assert m.inputs == {"messages": MESSAGES}
-    assert m.outputs == {
-        "messages": [{"role": "assistant", "content": api.reply_text}],
-        "finish_reason": "stop",
-        "usage_metadata": expected_usage(api, details=False),
-    }
-    assert m.metadata["ls_model_name"] == MODEL
-    assert m.metadata["response_model"] == f"{MODEL}-fake-0001"
-    assert m.metadata["ls_provider"] == "openai"
-    assert m.invocation_params == {"model": MODEL, "temperature": 0.2, "max_tokens": 50}
-    assert m.metadata["response_model"] == f"{MODEL}-fake-0001"  # the response's, beside the requested one
+    assert_chat_run(mapped(span), api, details=False)
 
 
 @pytest.mark.usefixtures("openai_v2")
@@ -298,13 +293,7 @@ def test_openai_v2_chat_streaming(api, client, exporter):
     )
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == api.reply_text
     m = mapped(only_span(exporter))
-    assert m.run_type == "llm"
-    assert m.inputs == {"messages": MESSAGES}
-    assert m.outputs == {
-        "messages": [{"role": "assistant", "content": api.reply_text}],
-        "finish_reason": "stop",
-        "usage_metadata": expected_usage(api, details=False),
-    }
+    assert_chat_run(m, api, details=False, requested=False)
     assert m.first_token_time_ns is None  # openai-v2 marks no first token on the span
 
 
