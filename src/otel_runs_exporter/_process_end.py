@@ -68,6 +68,7 @@ class _State:
     opted_in = False  # OTEL_EXPORTER_RUNS_HANDLE_SIGTERM was asked for by one of ours
     ending = False  # the exit sequence has begun: a SIGTERM now lets it finish (it is bounded)
     finalizer: Any = None  # ours, in multiprocessing's registry (which a child's bootstrap may clear)
+    end_limit_s = 0.0  # the longest export timeout of ours, and a second: how long the child's end may take
     after_fork_registered = False
 
     def _before_fork(self) -> None:
@@ -83,6 +84,7 @@ def watch(settings: Settings) -> None:
     """Called as a processor or an exporter of ours is made (it is in ``_registry`` by then)."""
     if settings.disabled:
         return
+    _state.end_limit_s = max(_state.end_limit_s, settings.export_timeout_s + 1.0)
     if settings.handle_sigterm:
         _state.opted_in = True
         _install_sigterm_handler(asked=True)
@@ -115,11 +117,28 @@ def _arm() -> None:
 
 
 def _end_of_process() -> None:
-    """What ``atexit`` would have done for ours: the global SDK provider shut down, then each sender."""
+    """What ``atexit`` would have done for ours: the global SDK provider shut down, then each sender.
+
+    In a thread of its own, waited for at most the longest export timeout of ours and a second (what the
+    normal exit gives a service that answers): a lock another thread of the parent held at the fork stays
+    held in the child for ever, the SDK's among them, which no fork hook of ours renews, and a pool's
+    ``terminate()`` waits for its workers to end."""
     _state.ending = True
     senders = _registry.senders()
     if not senders:
         return
+    ender = threading.Thread(target=_end_senders, args=(senders,), name="otel-runs-exporter-exit", daemon=True)
+    ender.start()
+    ender.join(_state.end_limit_s)
+    if ender.is_alive():
+        logger.warning(
+            "the exporter of this process (pid %d) had not ended %.1f s after the process began to exit; "
+            "what it still held is given up",
+            os.getpid(), _state.end_limit_s,
+        )
+
+
+def _end_senders(senders: list[Any]) -> None:
     try:
         provider = trace.get_tracer_provider()
         if isinstance(provider, TracerProvider):

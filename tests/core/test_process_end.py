@@ -350,3 +350,49 @@ def test_pools_of_many_short_tasks_on_both_paths_and_every_start_method_store_ev
     assert {case: found.stored(case) for case in ended_in} == {case: expected for case in ended_in}
     assert service.duplicate_posts() == {}
     print("seconds each pool took to end:", json.dumps(ended_in))
+
+
+STUCK_CHILD_APP = """
+import multiprocessing as mp, threading, time
+from opentelemetry import trace
+from otel_runs_exporter import configure, _registry
+
+configure()
+held = threading.Lock()
+
+class StuckAtItsEnd:
+    # Stands for a lock another thread of the parent held at the fork: in the child it is held for ever.
+    def shutdown(self):
+        with held:
+            pass
+
+stuck = StuckAtItsEnd()
+_registry.add_sender(stuck)
+
+def task(i):
+    with trace.get_tracer("app").start_as_current_span(f"t{i}"):
+        pass
+    return i
+
+if __name__ == "__main__":
+    held.acquire()  # held across the fork, so every child inherits it held
+    began = time.monotonic()
+    with mp.get_context("fork").Pool(2) as pool:
+        assert pool.map(task, range(4)) == [0, 1, 2, 3]
+    print("POOL_ENDED_S", round(time.monotonic() - began, 2), flush=True)
+"""
+
+
+def test_a_child_whose_end_is_stuck_does_not_hold_its_pool_for_ever(tmp_path: Path) -> None:
+    # Before the child's end was bounded, the pool's terminate() joined a worker stuck in its finalizer
+    # for ever (seen once in CI under load as a 90 s hang of test_rel_process's fork pool).
+    app = tmp_path / "stuck_child.py"
+    app.write_text(STUCK_CHILD_APP)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LANGSMITH_"))}
+    env.update(OTEL_EXPORTER_RUNS_ENDPOINT=f"http://127.0.0.1:{closed_port()}", OTEL_BSP_EXPORT_TIMEOUT="500",
+               OTEL_EXPORTER_RUNS_EXIT_BUDGET="200")
+    done = subprocess.run([sys.executable, str(app)], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    ended_s = float(done.stdout.split("POOL_ENDED_S")[1].split()[0])
+    assert ended_s < 20, done.stdout  # each child waits the export timeout (0.5 s) and a second, at once
+    assert done.stderr.count("had not ended 1.5 s after the process began to exit") >= 1, done.stderr[-2000:]
