@@ -16,6 +16,7 @@ import orjson
 
 from .._cost import Cost, PriceTable, Usage, usage_of
 from ._jsonio import dump, loads
+from ._store_disk import transaction
 from ._validate import canonical_id, parse_timestamp
 
 __all__ = [
@@ -397,14 +398,9 @@ def reprice(db: sqlite3.Connection, prices: PriceTable) -> int | None:
         usage = Usage(tuple(orjson.loads(models)), provider, prompt, completion, None, cache or 0, reasoning or 0)
         cost = prices.cost(usage)
         updates.append((*((cost.input, cost.output, cost.total, cost.priced_as) if cost else (None,) * 4), seq))
-    db.execute("BEGIN IMMEDIATE")
-    try:
+    with transaction(db):
         db.executemany(
             "UPDATE runs SET prompt_cost = ?, completion_cost = ?, total_cost = ?, priced_as = ? WHERE seq = ?", updates
         )
         db.execute("INSERT OR REPLACE INTO store_meta (key, value) VALUES ('prices', ?)", (fingerprint,))
-        db.execute("COMMIT")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
     return len(updates)

@@ -21,6 +21,8 @@ import logging
 import sqlite3
 from functools import lru_cache
 
+from ._store_disk import transaction
+
 __all__ = ["available", "setup", "match", "MIN_CHARS", "TEXT"]
 
 logger = logging.getLogger(__name__)
@@ -95,8 +97,7 @@ def setup(db: sqlite3.Connection, path: str) -> bool:
     fresh = not _exists(db, "table", "runs_fts")
     if not (fresh or stale) and all(_exists(db, "trigger", name) for name in _TRIGGERS):
         return True
-    db.execute("BEGIN IMMEDIATE")
-    try:
+    with transaction(db):
         db.execute(
             "CREATE VIRTUAL TABLE IF NOT EXISTS runs_fts"
             " USING fts5(body, content='', tokenize='trigram', detail=none, columnsize=0)"
@@ -109,10 +110,6 @@ def setup(db: sqlite3.Connection, path: str) -> bool:
             "INSERT INTO runs_fts (rowid, body) SELECT r.seq, " + TEXT.format(t="r") + " FROM runs AS r"
         ).rowcount
         db.execute("DROP TABLE IF EXISTS runs_fts_stale")
-        db.execute("COMMIT")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
     if count:
         logger.info("search index of %s built: %d runs", path, count)
     return True
