@@ -22,7 +22,13 @@ exit. Three other ends are covered here, and one is not:
   running, is therefore ended through its normal exit instead (SystemExit, so
   the finalizer above delivers); a worker in the middle of a task ends at once
   by the signal, as ``terminate()`` promises. Only while SIGTERM has its default
-  handler.
+  handler. Python runs a signal's handler in the main thread only, between two
+  steps of its own; a signal that comes just before the main thread blocks in a
+  C call (a worker waiting on the pool's queue lock, which ``terminate()`` holds)
+  is noted and never acted on, and the pool waited for that worker for ever. So
+  a child also sets Python's wakeup fd (when the app has not) and a thread of
+  ours reads it: a SIGTERM the main thread has not acted on within a second is
+  acted on from that thread (the flush, then ``os._exit``).
 * **SIGTERM**, the way containers and process managers stop an app
   (``OTEL_EXPORTER_RUNS_HANDLE_SIGTERM``, off by default): installed from the
   main thread, only while SIGTERM has its default handler, a handler that only
@@ -40,6 +46,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from types import FrameType
 from typing import Any
 
@@ -47,7 +54,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
 from . import _registry
-from ._fork import prepare_in_parent
+from ._fork import prepare_in_parent, renew_in_child
 from ._logging import RateLimitedLog
 from ._settings import Settings
 
@@ -60,6 +67,9 @@ _once = RateLimitedLog(logger, interval_s=3600.0)
 # children and joins the others; ours flushes while everything it needs still works.
 _EXIT_PRIORITY = 5
 _TERM_STATUS = 128 + signal.SIGTERM
+# How long the main thread has to act on a SIGTERM before the watcher does: far longer than a main
+# thread that can run Python needs, even on a loaded machine, so it acts only for one stuck in C.
+_STUCK_AFTER_S = 1.0
 
 
 class _State:
@@ -70,14 +80,33 @@ class _State:
     finalizer: Any = None  # ours, in multiprocessing's registry (which a child's bootstrap may clear)
     end_limit_s = 0.0  # the longest export timeout of ours, and a second: how long the child's end may take
     after_fork_registered = False
+    # Taken by whichever acts on a SIGTERM first, the handler in the main thread or the watcher.
+    sigterm_claim = threading.Lock()
+    wakeup: tuple[int, int] | None = None  # the pipe whose write end is Python's wakeup fd, in this process
 
     def _before_fork(self) -> None:
         # multiprocessing imported after ours was made: register now, before its child needs it.
         _register_after_fork()
 
+    def _after_fork_in_child(self) -> None:
+        # The watcher did not follow the fork; a signal to the child must not wake the parent's.
+        self.sigterm_claim = threading.Lock()
+        if self.wakeup is not None:
+            read_fd, write_fd = self.wakeup
+            self.wakeup = None
+            try:
+                if signal.set_wakeup_fd(-1) != write_fd:
+                    signal.set_wakeup_fd(write_fd)  # not ours any more: left as the app set it (the pipe stays open)
+                else:
+                    os.close(read_fd)
+                    os.close(write_fd)
+            except (ValueError, OSError):
+                pass
+
 
 _state = _State()
 prepare_in_parent(_state)
+renew_in_child(_state)
 
 
 def watch(settings: Settings) -> None:
@@ -90,10 +119,12 @@ def watch(settings: Settings) -> None:
         _install_sigterm_handler(asked=True)
     _register_after_fork()
     mp = sys.modules.get("multiprocessing")
-    if mp is not None and (mp.parent_process() is not None or "__mp_main__" in sys.modules):
+    if mp is not None and (mp.parent_process() is not None or getattr(mp.current_process(), "_inheriting", False)):
         # Made inside a running child (a pool initializer, a task: multiprocessing cleared its finalizers
         # already), or as a spawn child imports the app's main module (spawn clears nothing and runs no
-        # after-fork hooks). In a forkserver's own process this arms too, harmlessly: its children re-arm.
+        # after-fork hooks; ``_inheriting`` is multiprocessing's own mark for that import, where
+        # ``__mp_main__`` is no mark: it is in every process that imported multiprocessing). In a
+        # forkserver's own process this arms too, harmlessly: its children re-arm.
         _arm()
 
 
@@ -113,7 +144,8 @@ def _arm() -> None:
 
     if _state.finalizer is None or not _state.finalizer.still_active():
         _state.finalizer = util.Finalize(None, _end_of_process, exitpriority=_EXIT_PRIORITY)
-    _install_sigterm_handler(asked=_state.opted_in)
+    if _install_sigterm_handler(asked=_state.opted_in):
+        _watch_for_missed_sigterm()
 
 
 def _end_of_process() -> None:
@@ -149,7 +181,8 @@ def _end_senders(senders: list[Any]) -> None:
         logger.debug("could not end the exporter at the end of the process", exc_info=True)
 
 
-def _install_sigterm_handler(*, asked: bool) -> None:
+def _install_sigterm_handler(*, asked: bool) -> bool:
+    """Ours installed (or already there); False where the app's handler or the thread leaves it out."""
     if threading.current_thread() is not threading.main_thread():
         if asked:
             _once.warning(
@@ -157,10 +190,10 @@ def _install_sigterm_handler(*, asked: bool) -> None:
                 "OTEL_EXPORTER_RUNS_HANDLE_SIGTERM is set, but the exporter was made outside the main thread, "
                 "where Python lets no handler be installed; SIGTERM is left as it is",
             )
-        return
+        return False
     current = signal.getsignal(signal.SIGTERM)
     if current is _on_sigterm:
-        return
+        return True
     if current is not signal.SIG_DFL:
         if asked:
             _once.log(
@@ -169,8 +202,58 @@ def _install_sigterm_handler(*, asked: bool) -> None:
                 "OTEL_EXPORTER_RUNS_HANDLE_SIGTERM is set, but the app handles SIGTERM itself (%r); left as it is",
                 current,
             )
-        return
+        return False
     signal.signal(signal.SIGTERM, _on_sigterm)
+    return True
+
+
+def _watch_for_missed_sigterm() -> None:
+    """Python's wakeup fd, a pipe read by a thread of ours: see the module's docstring. From the main
+    thread (Python's rule for both); left out where the app has a wakeup fd of its own (an event loop)."""
+    if _state.wakeup is not None:
+        return
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)  # Python's own rule for a wakeup fd: a full pipe never blocks a signal
+    try:
+        previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    except (ValueError, OSError):
+        previous = None
+    if previous != -1:
+        if previous is not None:
+            signal.set_wakeup_fd(previous)
+        os.close(read_fd)
+        os.close(write_fd)
+        return
+    _state.wakeup = (read_fd, write_fd)
+    threading.Thread(target=_watch, args=(read_fd,), name="otel-runs-exporter-sigterm", daemon=True).start()
+
+
+def _watch(read_fd: int) -> None:
+    claimed = False
+    while True:
+        try:
+            received = os.read(read_fd, 512)
+        except OSError:
+            return
+        if not received:
+            return
+        if signal.SIGTERM not in received:
+            continue
+        if claimed:
+            os._exit(_TERM_STATUS)  # a second SIGTERM ends the process at once, as the handler would let it
+        time.sleep(_STUCK_AFTER_S)
+        if not _state.sigterm_claim.acquire(blocking=False):
+            continue  # the main thread acted on it
+        claimed = True
+        main = threading.main_thread()
+        where = _multiprocessing_state(sys._current_frames().get(main.ident or 0))
+        logger.debug("SIGTERM not acted on by the main thread of pid %d after %.1f s (%s)", os.getpid(),
+                     _STUCK_AFTER_S, where)
+        if _state.ending or where == _LEAVING:
+            continue  # its exit is under way, and bounded
+        if where == _WAITING or _state.opted_in:
+            _end_of_process()
+        os._exit(_TERM_STATUS)
 
 
 def ending() -> None:
@@ -181,6 +264,8 @@ def ending() -> None:
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+    if not _state.sigterm_claim.acquire(blocking=False):
+        return  # the watcher found the main thread stuck and is ending the process
     where = _multiprocessing_state(frame)
     if _state.ending or where == _LEAVING:
         _state.ending = True  # already on its way out: the bounded flush finishes
@@ -197,7 +282,9 @@ def _multiprocessing_state(frame: FrameType | None) -> str:
     """Where the signal found this process's main thread, read from the frames interrupted:
 
     * ``waiting``: a multiprocessing pool worker between tasks (every frame up to the pool's
-      ``worker`` loop is multiprocessing's own: nothing of the app's runs);
+      ``worker`` loop is multiprocessing's own: nothing of the app's runs), or a child whose
+      target has not begun or has returned (the signal found ``_bootstrap`` or ``run`` itself: its
+      exit, through ``SystemExit``, runs the finalizers; after them ``ending`` is set);
     * ``leaving``: a multiprocessing child in its exit (``util._exit_function``, where its
       finalizers, ours among them, run);
     * ``running``: anything else (the app's code, a process that is not a child).
@@ -206,6 +293,7 @@ def _multiprocessing_state(frame: FrameType | None) -> str:
     if mp is None:
         return _RUNNING
     package = os.path.dirname(mp.__file__) + os.sep
+    innermost = True
     while frame is not None:
         filename, name = frame.f_code.co_filename, frame.f_code.co_name
         if not filename.startswith(package):
@@ -215,6 +303,9 @@ def _multiprocessing_state(frame: FrameType | None) -> str:
         if name == "_exit_function" and filename.endswith("util.py"):
             return _LEAVING
         if name in ("run", "_bootstrap") and filename.endswith("process.py"):
-            return _RUNNING  # a target of multiprocessing's own (a manager's server), or its start
+            # Itself interrupted: no target runs. Below other frames of multiprocessing's: a target
+            # of its own (a manager's server).
+            return _WAITING if innermost else _RUNNING
+        innermost = False
         frame = frame.f_back
     return _RUNNING

@@ -109,6 +109,7 @@ if __name__ == "__main__":
 # Spans made and queued (nothing leaves within the minute-long schedule), then the script waits to be stopped.
 SIGTERM_APP = '''
 import atexit, logging, os, signal, sys, threading, time
+import multiprocessing  # imported before ours, as many apps do: this process is still no child of it
 logging.basicConfig()
 from opentelemetry import trace
 from otel_runs_exporter import RunsSpanExporter, configure
@@ -127,6 +128,8 @@ if CASE == "thread":
     print("handler", "default" if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL else "replaced", flush=True)
 else:
     configure()
+    print("handler", "default" if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL else "replaced",
+          "wakeup", signal.set_wakeup_fd(-1), flush=True)
 atexit.register(lambda: print("exiting", flush=True))  # after configure(): runs before the SDK's flush
 tracer = trace.get_tracer("app")
 for i in range(SPANS):
@@ -299,6 +302,8 @@ def test_sigterm_not_asked_is_left_as_it_was_and_the_runs_are_lost(processes):
     """The default (a malformed value is one ERROR line and the default: tests/core/test_settings.py's
     test_a_malformed_tuning_variable_is_one_error_line_naming_it_and_the_default_and_the_default_is_used)."""
     ended = processes["not_asked"]
+    # Before, ours armed in every process that had imported multiprocessing (``__mp_main__`` is in all).
+    assert "handler default wakeup -1" in ended.out, ended.out
     assert ended.returncode == -signal.SIGTERM, ended.err
     assert "exiting" not in ended.out  # killed by the signal: no exit hook ran
     assert processes.stored("not_asked") == {}
@@ -396,3 +401,77 @@ def test_a_child_whose_end_is_stuck_does_not_hold_its_pool_for_ever(tmp_path: Pa
     ended_s = float(done.stdout.split("POOL_ENDED_S")[1].split()[0])
     assert ended_s < 20, done.stdout  # each child waits the export timeout (0.5 s) and a second, at once
     assert done.stderr.count("had not ended 1.5 s after the process began to exit") >= 1, done.stderr[-2000:]
+
+
+MISSED_SIGTERM_APP = """
+import multiprocessing as mp, os, signal, sys, threading, time
+from opentelemetry import trace
+from otel_runs_exporter import configure
+
+configure()
+tracer = trace.get_tracer("app")
+
+def miss_sigterm():
+    # The main thread stops taking SIGTERM: the signal goes to another thread, and its Python handler,
+    # which only the main thread runs, waits for a main thread blocked in C, as when the signal comes
+    # just before a worker blocks on the pool's queue lock.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+def task(i):
+    with tracer.start_as_current_span(f"missed/{i}"):
+        pass
+    return os.getpid()
+
+def stuck_in_app(ready):
+    miss_sigterm()
+    with tracer.start_as_current_span("child"):
+        pass
+    ready.set()
+    threading.Event().wait()
+
+if __name__ == "__main__":
+    pool = mp.get_context("fork").Pool(1, initializer=miss_sigterm)
+    (pid,) = set(pool.map(task, range(50)))
+    time.sleep(0.2)  # the worker waits for its next task
+    os.kill(pid, signal.SIGTERM)
+    began = time.monotonic()
+    while time.monotonic() - began < 15:
+        try:
+            os.kill(pid, 0)  # until the pool has reaped it
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    print("WORKER_ENDED_S", round(time.monotonic() - began, 2), flush=True)
+    # A plain child running the app's code, stuck the same way: SIGTERM still ends it (by the signal, before).
+    ready = mp.get_context("fork").Event()
+    child = mp.get_context("fork").Process(target=stuck_in_app, args=(ready,))
+    child.start()
+    assert ready.wait(30)
+    began = time.monotonic()
+    child.terminate()
+    child.join(15)
+    print("CHILD_ENDED_S", round(time.monotonic() - began, 2), child.exitcode, flush=True)
+    # The worker held the pool's queue lock when it ended, as a worker ended by the signal would: the pool
+    # can be used no more (terminate() would wait for that lock), so the script leaves without it.
+    for replacement in mp.active_children():
+        replacement.kill()
+    os._exit(0)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork, and pthread_sigmask")
+def test_a_sigterm_the_main_thread_cannot_act_on_still_ends_the_worker_and_its_runs_arrive(service, tmp_path: Path) -> None:
+    # Before, such a worker never ended, and a pool's terminate() waited for it for ever (a 90 s hang in
+    # CI, about one run in thirty of the long pool test on a loaded machine).
+    app = tmp_path / "missed_sigterm.py"
+    app.write_text(MISSED_SIGTERM_APP)
+    done = subprocess.run([sys.executable, str(app)], env=_env(service, "missed"), capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    ended_s = float(done.stdout.split("WORKER_ENDED_S")[1].split()[0])
+    assert ended_s < 10, done.stdout  # the worker's watcher waits a second, then flushes
+    child_s, child_status = done.stdout.split("CHILD_ENDED_S")[1].split()
+    assert float(child_s) < 10 and child_status == "143", done.stdout  # not asked: ended, flushed or not
+    names = [r["name"] for r in service.runs() if r["session_name"] == "missed" and r["name"] != "child"]
+    assert sorted(names) == sorted(f"missed/{i}" for i in range(50))  # the pool worker's, every one
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
