@@ -9,7 +9,11 @@ against ``bench/sink.py``, interleaved over ``--rounds``:
 * ``ours``: our processor, as users get it;
 * ``ours, worker idle``: the same with the worker woken only at the end (a schedule
   delay and batch size past the run), so what remains over ``floor`` is our hooks;
-* ``ours, gc off``: the collector disabled while the spans are made.
+* ``ours, gc off``: the collector disabled while the spans are made;
+* ``floor + no-op`` and ``floor + keep``: the SDK with a processor of two empty hooks,
+  and with one whose ``on_end`` only keeps each span in a list (as a worker that has
+  not converted it yet does): what any processor costs, and what holding ended spans
+  costs the app thread's allocations, with none of our code.
 
     python bench/app_thread.py                      # ~1 min; --workload genai-shallow-1, --rounds N
 """
@@ -36,7 +40,26 @@ CASES = {
         "ours-processor", {"OTEL_BSP_SCHEDULE_DELAY": "600000", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "100000"}, False
     ),
     "ours, gc off": ("ours-processor", {}, True),
+    "floor + no-op": ("floor", {"APP_THREAD_PROCESSOR": "noop"}, False),
+    "floor + keep": ("floor", {"APP_THREAD_PROCESSOR": "keep"}, False),
 }
+
+
+def _control(keep: bool) -> Any:
+    """A processor for the two control cases: two empty hooks, or an ``on_end`` that only keeps the span."""
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    kept: list[Any] = []
+
+    class Control(SpanProcessor):
+        def on_start(self, span: Any, parent_context: Any = None) -> None:
+            pass
+
+        def on_end(self, span: Any) -> None:
+            if keep:
+                kept.append(span)
+
+    return Control()
 
 
 def _child(contender: str, workload: str, traces: int, gc_off: bool) -> None:
@@ -54,6 +77,9 @@ def _child(contender: str, workload: str, traces: int, gc_off: bool) -> None:
     hooks: dict[str, list[int]] = {"on_start": [], "on_end": []}
     if t.processor is not None and contender == "ours-processor":
         _time_hooks(t, hooks)
+    control = os.environ.get("APP_THREAD_PROCESSOR")
+    if contender == "floor" and control:
+        t.provider.add_span_processor(_control(keep=control == "keep"))
     pool = variants(wl.payload)
     _trace_many(t, wl.shape, pool, 0, 200, None)  # warm up
     for times in hooks.values():
