@@ -16,7 +16,9 @@ import pytest
 
 from bench_script import run_bench
 
-pytestmark = pytest.mark.heavy(seconds=12)
+# The long step's (.ci/run): 8 s of real traffic from 4 interpreters, 13 s in all. Its small versions in the default
+# suite are tests/core/test_pacing.py's, the same pacing under a fake clock.
+pytestmark = [pytest.mark.heavy(seconds=12), pytest.mark.long]
 
 
 def test_a_fleet_converges_to_a_shared_limit_without_losing_runs(tmp_path):

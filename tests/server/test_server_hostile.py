@@ -284,8 +284,10 @@ def test_100_concurrent_clients_get_no_resets(svc):
     assert connect_s[int(len(connect_s) * 0.99)] < 1.0  # no multi-second connect delays
 
 
-def test_fuzz_malformed_requests_never_5xx_and_lose_nothing_acknowledged(svc):
-    """A seeded generator of malformed requests for 10 s: no 5xx, RSS bounded, acked runs readable."""
+# The issue asked for 10 s of it: the long step's (.ci/run); the default suite runs the same seeded draws for 3 s.
+@pytest.mark.parametrize("seconds", [3.0, pytest.param(10.0, marks=pytest.mark.long)])
+def test_fuzz_malformed_requests_never_5xx_and_lose_nothing_acknowledged(svc, seconds):
+    """A seeded generator of malformed requests: no 5xx, RSS bounded, acked runs readable."""
     rng = random.Random(1234)
     acked = []
     h = {"x-api-key": KEY, "Content-Type": "application/json"}
@@ -330,7 +332,7 @@ def test_fuzz_malformed_requests_never_5xx_and_lose_nothing_acknowledged(svc):
     ]
     before = _rss_mb()
     statuses: dict[int, int] = {}
-    stop = time.monotonic() + 10.0  # the issue asks for 10 s of it
+    stop = time.monotonic() + seconds
     while time.monotonic() < stop:
         request = b"".join(rng.choice(pieces) for _ in range(rng.randrange(2, 10)))
         status = _status(_raw(svc, request, timeout=2.0))

@@ -338,6 +338,9 @@ BIG_CHILDREN = 99
 BIG_LEAVES = 100  # per child: 1 root + 99 children + 9,900 leaves = 10,000 runs
 
 
+# The long step's (.ci/run): ~12 s. Its small version in the default suite is tests/viewer/test_viewer3.py's
+# 2,000-run trace, paged the same way.
+@pytest.mark.long
 def test_a_10000_run_trace_opens_with_its_root_and_first_children_and_few_rows(page: Any) -> None:
     def work(tracer: Any) -> None:
         with tracer.start_as_current_span("big_trace", attributes={"langsmith.span.kind": "chain"}):
