@@ -475,3 +475,43 @@ def test_a_sigterm_the_main_thread_cannot_act_on_still_ends_the_worker_and_its_r
     names = [r["name"] for r in service.runs() if r["session_name"] == "missed" and r["name"] != "child"]
     assert sorted(names) == sorted(f"missed/{i}" for i in range(50))  # the pool worker's, every one
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
+
+
+def _frames_in(*chain: tuple[str, str]) -> object:
+    """The innermost frame of calls through functions named as ``chain`` says (outermost first), each
+    compiled as if it were in the given file: multiprocessing's own, or the app's."""
+    import multiprocessing
+
+    package = os.path.dirname(multiprocessing.__file__)
+    namespace: dict[str, object] = {"sys": sys}
+    callee = "sys._getframe"
+    for depth, (filename, name) in enumerate(reversed(chain)):
+        path = os.path.join(package, filename) if filename != "app" else "/srv/app.py"
+        exec(compile(f"def {name}():\n    return {callee}()\n", path, "exec"), namespace)
+        namespace[f"call{depth}"] = namespace[name]
+        callee = f"call{depth}"
+    return namespace[callee]()
+
+
+@pytest.mark.parametrize(
+    ("chain", "where"),
+    [
+        # A pool worker between tasks, waiting on the queue's lock: nothing of the app's runs.
+        ((("process.py", "_bootstrap"), ("process.py", "run"), ("pool.py", "worker"), ("queues.py", "get")), "waiting"),
+        # A child's target returned (or not begun): the signal found _bootstrap or run itself. Before, this
+        # was "running", and the child was ended by the signal with its last runs (one pool worker's share).
+        ((("process.py", "_bootstrap"),), "waiting"),
+        ((("process.py", "_bootstrap"), ("process.py", "run")), "waiting"),
+        # The app's code, in a task or a plain child's target.
+        ((("process.py", "_bootstrap"), ("process.py", "run"), ("pool.py", "worker"), ("app", "task")), "running"),
+        ((("process.py", "_bootstrap"), ("process.py", "run"), ("app", "target")), "running"),
+        # A target of multiprocessing's own (a manager's server) below run.
+        ((("process.py", "_bootstrap"), ("process.py", "run"), ("managers.py", "serve_forever")), "running"),
+        # The child's exit, where the finalizers (ours among them) run.
+        ((("process.py", "_bootstrap"), ("util.py", "_exit_function"), ("util.py", "_run_finalizers")), "leaving"),
+    ],
+)
+def test_where_a_signal_finds_a_multiprocessing_child_is_read_from_its_frames(chain, where) -> None:
+    from otel_runs_exporter import _process_end
+
+    assert _process_end._multiprocessing_state(_frames_in(*chain)) == where
