@@ -95,11 +95,11 @@ class _State:
             read_fd, write_fd = self.wakeup
             self.wakeup = None
             try:
-                if signal.set_wakeup_fd(-1) != write_fd:
-                    signal.set_wakeup_fd(write_fd)  # not ours any more: left as the app set it (the pipe stays open)
-                else:
-                    os.close(read_fd)
-                    os.close(write_fd)
+                previous = signal.set_wakeup_fd(-1)
+                if previous != write_fd:
+                    signal.set_wakeup_fd(previous)  # the app's own since: left as it is
+                os.close(read_fd)
+                os.close(write_fd)
             except (ValueError, OSError):
                 pass
 

@@ -515,3 +515,40 @@ def test_where_a_signal_finds_a_multiprocessing_child_is_read_from_its_frames(ch
     from otel_runs_exporter import _process_end
 
     assert _process_end._multiprocessing_state(_frames_in(*chain)) == where
+
+
+WAKEUP_AFTER_FORK_APP = """
+import multiprocessing as mp, os, signal, socket, sys
+
+def child(queue):
+    from otel_runs_exporter import _process_end
+    ours = _process_end._state.wakeup  # armed in this child: the watcher's pipe is the wakeup fd
+    app_r, app_w = socket.socketpair()
+    app_w.setblocking(False)
+    signal.set_wakeup_fd(app_w.fileno())  # then the app takes it (an event loop's signal handlers)
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if signal.set_wakeup_fd(-1) == app_w.fileno() else 1)
+    _, status = os.waitpid(pid, 0)
+    queue.put((ours is not None, os.waitstatus_to_exitcode(status)))
+
+if __name__ == "__main__":
+    from otel_runs_exporter import configure
+    configure()
+    queue = mp.get_context("fork").Queue()
+    p = mp.get_context("fork").Process(target=child, args=(queue,))
+    p.start()
+    print("RESULT", *queue.get(timeout=30), flush=True)
+    p.join()
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_a_fork_leaves_the_apps_own_wakeup_fd_as_it_was(service, tmp_path: Path) -> None:
+    # Before, a child forked after the app had taken the wakeup fd got ours back in its place.
+    app = tmp_path / "wakeup_after_fork.py"
+    app.write_text(WAKEUP_AFTER_FORK_APP)
+    done = subprocess.run([sys.executable, str(app)], env=_env(service, "wakeup"), capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "RESULT True 0" in done.stdout, (done.stdout, done.stderr[-2000:])
