@@ -218,6 +218,15 @@ def _pool(
     return Running(args, _env(service, f"{path}-{method}"))
 
 
+def _run_app(where: Path, source: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``source`` run as a script file (spawn and forkserver import the main module by its path), ended with 0."""
+    app = where / "app.py"
+    app.write_text(source)
+    done = subprocess.run([sys.executable, str(app)], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done
+
+
 def _sigterm(script: Path, service: LocalService, case: str, signal_after: tuple[tuple[str, float], ...], **env: str) -> Running:
     queued = dict(OTEL_BSP_SCHEDULE_DELAY="60000")  # nothing leaves before the signal: the exit must send it
     return Running(
@@ -391,13 +400,10 @@ if __name__ == "__main__":
 def test_a_child_whose_end_is_stuck_does_not_hold_its_pool_for_ever(tmp_path: Path) -> None:
     # Before the child's end was bounded, the pool's terminate() joined a worker stuck in its finalizer
     # for ever (seen once in CI under load as a 90 s hang of test_rel_process's fork pool).
-    app = tmp_path / "stuck_child.py"
-    app.write_text(STUCK_CHILD_APP)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LANGSMITH_"))}
     env.update(OTEL_EXPORTER_RUNS_ENDPOINT=f"http://127.0.0.1:{closed_port()}", OTEL_BSP_EXPORT_TIMEOUT="500",
                OTEL_EXPORTER_RUNS_EXIT_BUDGET="200")
-    done = subprocess.run([sys.executable, str(app)], env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = _run_app(tmp_path, STUCK_CHILD_APP, env)
     ended_s = float(done.stdout.split("POOL_ENDED_S")[1].split()[0])
     assert ended_s < 20, done.stdout  # each child waits the export timeout (0.5 s) and a second, at once
     assert done.stderr.count("had not ended 1.5 s after the process began to exit") >= 1, done.stderr[-2000:]
@@ -463,11 +469,7 @@ if __name__ == "__main__":
 def test_a_sigterm_the_main_thread_cannot_act_on_still_ends_the_worker_and_its_runs_arrive(service, tmp_path: Path) -> None:
     # Before, such a worker never ended, and a pool's terminate() waited for it for ever (a 90 s hang in
     # CI, about one run in thirty of the long pool test on a loaded machine).
-    app = tmp_path / "missed_sigterm.py"
-    app.write_text(MISSED_SIGTERM_APP)
-    done = subprocess.run([sys.executable, str(app)], env=_env(service, "missed"), capture_output=True, text=True,
-                          timeout=60)
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = _run_app(tmp_path, MISSED_SIGTERM_APP, _env(service, "missed"))
     ended_s = float(done.stdout.split("WORKER_ENDED_S")[1].split()[0])
     assert ended_s < 10, done.stdout  # the worker's watcher waits a second, then flushes
     child_s, child_status = done.stdout.split("CHILD_ENDED_S")[1].split()
@@ -546,9 +548,5 @@ if __name__ == "__main__":
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
 def test_a_fork_leaves_the_apps_own_wakeup_fd_as_it_was(service, tmp_path: Path) -> None:
     # Before, a child forked after the app had taken the wakeup fd got ours back in its place.
-    app = tmp_path / "wakeup_after_fork.py"
-    app.write_text(WAKEUP_AFTER_FORK_APP)
-    done = subprocess.run([sys.executable, str(app)], env=_env(service, "wakeup"), capture_output=True, text=True,
-                          timeout=60)
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = _run_app(tmp_path, WAKEUP_AFTER_FORK_APP, _env(service, "wakeup"))
     assert "RESULT True 0" in done.stdout, (done.stdout, done.stderr[-2000:])
