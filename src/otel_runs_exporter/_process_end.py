@@ -249,10 +249,11 @@ def _watch(read_fd: int) -> None:
         where = _multiprocessing_state(sys._current_frames().get(main.ident or 0))
         logger.debug("SIGTERM not acted on by the main thread of pid %d after %.1f s (%s)", os.getpid(),
                      _STUCK_AFTER_S, where)
-        if _state.ending or where == _LEAVING:
-            continue  # its exit is under way, and bounded
-        if where == _WAITING or _state.opted_in:
-            _end_of_process()
+        action = _sigterm_action(where)
+        if action == _FINISH:
+            continue
+        if action == _NORMAL_EXIT:
+            _end_of_process()  # what the normal exit would have run, from here
         os._exit(_TERM_STATUS)
 
 
@@ -266,13 +267,26 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
     if not _state.sigterm_claim.acquire(blocking=False):
         return  # the watcher found the main thread stuck and is ending the process
-    where = _multiprocessing_state(frame)
-    if _state.ending or where == _LEAVING:
-        _state.ending = True  # already on its way out: the bounded flush finishes
-        return
-    if _state.opted_in or where == _WAITING:
+    action = _sigterm_action(_multiprocessing_state(frame))
+    if action == _NORMAL_EXIT:
         raise SystemExit(_TERM_STATUS)
-    os.kill(os.getpid(), signum)  # not asked, and the app is running: ended by the signal, as before
+    if action == _BY_SIGNAL:
+        os.kill(os.getpid(), signum)
+
+
+_FINISH, _NORMAL_EXIT, _BY_SIGNAL = "finish", "normal exit", "by the signal"
+
+
+def _sigterm_action(where: str) -> str:
+    """What a SIGTERM does, acted on by the handler or by the watcher: ``finish`` when the process is
+    already on its way out (the bounded flush finishes); ``normal exit`` when asked, or for a child
+    where nothing of the app's runs; else ``by the signal``, as before (not asked, the app running)."""
+    if _state.ending or where == _LEAVING:
+        _state.ending = True
+        return _FINISH
+    if _state.opted_in or where == _WAITING:
+        return _NORMAL_EXIT
+    return _BY_SIGNAL
 
 
 _WAITING, _LEAVING, _RUNNING = "waiting", "leaving", "running"

@@ -125,11 +125,10 @@ if CASE == "thread":
     made = threading.Thread(target=lambda: (configure(), RunsSpanExporter()))
     made.start()
     made.join()
-    print("handler", "default" if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL else "replaced", flush=True)
 else:
     configure()
-    print("handler", "default" if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL else "replaced",
-          "wakeup", signal.set_wakeup_fd(-1), flush=True)
+print("handler", "default" if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL else "replaced",
+      "wakeup", signal.set_wakeup_fd(-1), flush=True)
 atexit.register(lambda: print("exiting", flush=True))  # after configure(): runs before the SDK's flush
 tracer = trace.get_tracer("app")
 for i in range(SPANS):
