@@ -16,6 +16,7 @@ against ``bench/sink.py``, interleaved over ``--rounds``:
   costs the app thread's allocations, with none of our code.
 
     python bench/app_thread.py                      # ~1 min; --workload genai-shallow-1, --rounds N
+    python bench/app_thread.py --cases floor,otlp,ours --src new=../tree/src   # A/B: "ours" from another tree too
 """
 
 from __future__ import annotations
@@ -122,15 +123,26 @@ def main() -> None:
     parser.add_argument("--workload", default="small-shallow-1")
     parser.add_argument("--traces", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cases", help="comma-separated cases to run (default: all)")
+    parser.add_argument(
+        "--src", action="append", default=[], metavar="LABEL=DIR",
+        help="also run the 'ours' cases importing otel_runs_exporter from DIR (a checkout's src), as LABEL; repeatable",
+    )
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         contender, gc_off, _ = args.child
         _child(contender, args.workload, args.traces, gc_off == "1")
         return
-    results: dict[str, list[dict[str, float]]] = {name: [] for name in CASES}
+    cases = {name: case for name, case in CASES.items() if not args.cases or name in args.cases.split(",")}
+    for spec in args.src:
+        label, _, src = spec.partition("=")
+        for name, (contender, env, gc_off) in list(cases.items()):
+            if contender == "ours-processor":
+                cases[f"{name} @{label}"] = (contender, {**env, "PYTHONPATH": os.path.abspath(src)}, gc_off)
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in cases}
     for _ in range(args.rounds):
-        for name, (contender, env, gc_off) in CASES.items():
+        for name, (contender, env, gc_off) in cases.items():
             out = subprocess.run(
                 [sys.executable, __file__, "--workload", args.workload, "--traces", str(args.traces),
                  "--child", contender, "1" if gc_off else "0", "-"],
@@ -139,7 +151,7 @@ def main() -> None:
             results[name].append(json.loads(out.strip().splitlines()[-1]))
     print(f"{args.workload}, {args.rounds} interleaved rounds, load average {os.getloadavg()[0]:.2f}; p50 in µs, "
           "spread over rounds (median)")
-    floor = statistics.median(r["app"] for r in results["floor"])
+    floor = statistics.median(r["app"] for r in results["floor"]) if results.get("floor") else 0.0
     for name, rounds in results.items():
         cells = []
         for key in ("app", "on_start", "on_end"):
@@ -147,7 +159,7 @@ def main() -> None:
             if values:
                 cells.append(f"{key} {min(values):.1f}-{max(values):.1f} ({statistics.median(values):.1f})")
         added = statistics.median(r["app"] for r in rounds) - floor
-        print(f"  {name:18s} added {added:+5.1f}   " + "   ".join(cells))
+        print(f"  {name:24s} added {added:+5.1f}   " + "   ".join(cells))
 
 
 if __name__ == "__main__":

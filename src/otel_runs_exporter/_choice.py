@@ -268,7 +268,7 @@ class Choice:
         if root:
             self._waiting[node] = _Waiting(span, remote)  # its post waits for a kept descendant
         if not held:
-            return node if root or self._worker.submit("post", span, node) else None
+            return node if root or self._worker.post(span, node) else None
         hold = self._worker.hold
         assert hold is not None  # made with the tail rule, from the same setting
         with self._lock:
@@ -279,7 +279,7 @@ class Choice:
                 self._made[span_id] = node
                 self._apply(hold.start(trace_id, span_id, item, root or parent is None))
                 return None
-            if decided and not root and not self._worker.submit("post", span, node):
+            if decided and not root and not self._worker.post(span, node):
                 return None  # kept meanwhile, and refused at the byte bound (counted there)
         return node
 
@@ -310,7 +310,7 @@ class Choice:
                 if entry.state == _Waiting.WAITING:
                     if self._post_now(entry.span.get_span_context().trace_id):
                         # Refused at the byte bound (counted there), it stays here, so its end is not queued either.
-                        sent = self._worker.submit("post", entry.span, node)
+                        sent = self._worker.post(entry.span, node)
                         entry.state = _Waiting.KEPT if sent else _Waiting.REFUSED
                     else:
                         entry.state = _Waiting.KEPT  # held with its trace: its end is held, or sampled out
@@ -472,11 +472,11 @@ class Choice:
             # Early, as their held children are about to arrive under them; a root still waiting is
             # posted when a kept descendant comes. Their end is the processor's, as any run's.
             self._nodes[span_id] = node
-            if node not in self._waiting and not worker.submit("post", span, node):
+            if node not in self._waiting and not worker.post(span, node):
                 self._refused.add(node)
         # Parents first: a run whose post never went out goes whole, with its end.
         for (span, span_id, _, _), node in sorted(zip(ended, nodes[len(opened):]), key=lambda pair: pair[0][0].start_time or 0):
-            worker.submit("patch", span, node)
+            worker.end(span, node)
             _remember(self._kept_ended, span_id, node)
 
     def handed_on(self, span_id: int, node: RunNode | None) -> tuple[RunNode | None, RunIds | None]:

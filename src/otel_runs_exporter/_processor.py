@@ -20,6 +20,7 @@ from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.trace import TraceFlags
 
 from . import _process_end, _registry, _sdk_bridge
 from ._arguments import SettingsArguments, Unpack
@@ -37,6 +38,7 @@ __all__ = ["RunsSpanProcessor"]
 logger = logging.getLogger(__name__)
 _rl = RateLimitedLog(logger)
 
+_SAMPLED = TraceFlags.SAMPLED
 _RUN_HELPERS = "langsmith.run_helpers"  # the SDK module the bridge reads, never imported here
 _RECENT_MAX = 16_384  # ended spans remembered for children that start after their parent ended
 # Deeper ended runs are remembered apart, fewer of them: each holds its dotted_order, up to
@@ -126,7 +128,7 @@ class RunsSpanProcessor(SpanProcessor):
             return
         try:
             ctx = span.get_span_context()
-            if not ctx.trace_flags.sampled:
+            if not ctx.trace_flags & _SAMPLED:  # the flag itself: ``.sampled`` is a Python property
                 return  # sampling keeps or drops whole traces; never export what was not sampled
             choice = self._choice
             sdk = self._sdk_run() if self._bridge and _RUN_HELPERS in sys.modules else None
@@ -154,7 +156,7 @@ class RunsSpanProcessor(SpanProcessor):
                 return
             # Only a link to the parent here: ids are computed on the worker thread.
             node = RunNode(span, parent_node, remote)
-            if batcher.submit("post", span, node):
+            if batcher.post(span, node):
                 self._open[ctx.span_id] = node
             # else dropped at the byte bound (counted): the span has no run, its children start their own trees
         except Exception:  # noqa: BLE001 - never raise into the application
@@ -199,7 +201,7 @@ class RunsSpanProcessor(SpanProcessor):
                     recent.popitem(last=False)
                 except KeyError:
                     pass
-            batcher.submit("patch", span, node)
+            batcher.end(span, node)
         except Exception:  # noqa: BLE001
             _rl.error("on_end", "could not record the end of span %r", getattr(span, "name", "?"), exc_info=True)
 

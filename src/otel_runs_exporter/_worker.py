@@ -52,7 +52,6 @@ from opentelemetry import context as otel_context
 from ._clock import SYSTEM_CLOCK, Clock, bounded_wait
 from ._convert import (
     ConvertOptions,
-    EndedSpan,
     RunNode,
     early_post_summary,
     log_convert_error,
@@ -88,8 +87,7 @@ _CATCH_UP_BATCHES = 8
 # What one queued span operation holds in memory, estimated: a small SDK span with
 # its ReadableSpan measured ~3.1 KB for its two operations (tracemalloc, SDK 1.45).
 # The estimate keeps the hot path to one multiplication; payload strings are
-# counted exactly once encoded. An end queued while the worker is behind holds an
-# EndedSpan instead (~620 B measured the same way), so the bound errs on the safe side then.
+# counted exactly once encoded.
 _OP_BYTES = 1600
 # What an open run holds besides its dotted_order once its early post is sent: its
 # node, ids and map entry in the processor, its summary here (~470 B measured with
@@ -153,13 +151,15 @@ class Worker:
         # With a spool, this process's open runs are listed beside it for whoever outlives it (_journal).
         self._delivery = Delivery(self._settings, transport, journal=True)
         # Runs whose early post went out and whose end is not converted yet (only the worker
-        # thread writes them; submit() reads what they hold).
+        # thread writes them; post() reads what they hold).
         self._open = OpenRuns(self._settings, self.ledger, self._delivery.journal)
         self._exit = ExitSequence(self._delivery, self.ledger)
         self._pacer = Pacer(self._settings.schedule_delay_s, self._settings.max_schedule_delay_s, clock=self._clock)
         # Queued operations that make a full batch: a span's start and end are two operations
         # that make one run when it ended before conversion, and runs left waiting count too.
         self._wake_at = 2 * self._settings.max_export_batch_size
+        self._max_items = self._settings.max_queue_size
+        self._max_bytes = self._settings.max_queue_bytes
         self._worker: threading.Thread | None = None
 
     def _start_worker(self) -> None:
@@ -175,73 +175,90 @@ class Worker:
 
     # --- application threads -----------------------------------------------------
 
-    def submit(self, kind: str, span: Any, node: RunNode) -> bool:
-        """Queue a span operation; never blocks, never raises.
+    # The two hooks below run on the application thread for every span: each attribute they
+    # read and each call they make is paid in the app's request latency (bench/app_thread.py).
 
-        A run is counted once. A ``post`` refused while the queue is full of
-        items is not counted: its patch carries the whole run later. A ``post``
-        refused at the byte bound is the run dropped (counted, ``queue_bytes_full``):
-        False, and the caller forgets the node, since what open runs hold is part
-        of that bound. A refused ``patch`` (the run's end) is counted.
+    def post(self, span: Any, node: RunNode) -> bool:
+        """Queue a started span's early post; never blocks, never raises.
+
+        False when refused at the byte bound: the run is dropped (counted,
+        ``queue_bytes_full``) and the caller forgets the node, since what open runs
+        hold is part of that bound. A post refused while the queue is full of items
+        is not counted (True): its end carries the whole run later.
         """
-        if self._stopping:
-            if kind == "patch":
-                self.ledger.refuse("after_shutdown")
-            return True
         queue = self._queue
-        settings = self._settings
         waiting = len(queue)
-        if waiting >= settings.max_queue_size:
-            if kind == "patch":
-                self.ledger.refuse("queue_full")
-                self._release(node)
-            _rl.warning(
-                "queue_full",
-                "the run queue is full (%d); dropping new runs (raise OTEL_BSP_MAX_QUEUE_SIZE or check delivery)",
-                settings.max_queue_size,
-            )
+        if waiting >= self._max_items or self._stopping:
+            if not self._stopping:
+                self._warn_queue_full()
             return True
-        held = (waiting + 1) * _OP_BYTES + self._delivery.bytes_held
-        if self.hold is not None:
-            held += self.hold.bytes
-        if kind == "post":
-            # Open runs count against new spans, not against their own ends: converting
-            # an end frees more than it queues.
-            held += self._open.bytes
-        if held > settings.max_queue_bytes:
-            # One budget for memory: spans waiting to be converted (estimated), open runs
-            # (estimated, with their dotted_order) and encoded runs waiting to be sent (exact).
-            self.ledger.refuse("queue_bytes_full")
-            if kind == "patch":
-                self._release(node)
-            _rl.warning(
-                "queue_bytes_full",
-                "runs waiting for delivery or for their end hold about %d bytes, the cap "
-                "(OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES); dropping new runs",
-                settings.max_queue_bytes,
-            )
+        # Open runs count against new spans, not against their own ends: converting an end
+        # frees more than it queues.
+        if self._held_with(waiting) + self._open.bytes > self._max_bytes:
+            self._refuse_at_bytes()
             return False
-        if kind == "patch":
-            if waiting >= self._wake_at:
-                # The worker is a batch or more behind, so this span will wait: let the SDK's
-                # objects go now (~3.1 KB, a dozen objects for the collector to walk) and keep
-                # what conversion reads. Not when the worker keeps up: the copy costs the app
-                # thread ~1.5-2 us, and the span is converted before its size matters.
-                span = EndedSpan(span)
-            if node.ids is None:
-                # Not placed yet: place it by the ended span, so the live one is not kept for that
-                # (the worker clears it once the run is complete, should it be placed meanwhile).
-                node.span = span
-            self.ledger.admit()
-            node.ended = span
-            # Only now may the worker merge the post with the end: the patch is sure to be queued.
-            node.state = RunNode.ENDED
-        else:
-            node.pending = span
+        node.pending = span
         queue.append(node)
         if len(queue) >= self._wake_at and not self._wake.is_set():
             self._wake.set()
         return True
+
+    def end(self, span: Any, node: RunNode) -> None:
+        """Queue an ended span's run; never blocks, never raises. A refused end is counted.
+
+        The span is queued as the SDK gave it. Copying it (an ``EndedSpan``) would let the
+        SDK's objects go sooner when the worker is behind, but costs this thread ~2.7 µs a
+        span, measured as more than what the collector saves (bench/app_thread.py); the byte
+        bound's estimate per queued operation (``_OP_BYTES``) is the SDK's span's.
+        """
+        queue = self._queue
+        waiting = len(queue)
+        if self._stopping:
+            self.ledger.refuse("after_shutdown")
+            return
+        if waiting >= self._max_items:
+            self.ledger.refuse("queue_full")
+            self._release(node)
+            self._warn_queue_full()
+            return
+        if self._held_with(waiting) > self._max_bytes:
+            self._refuse_at_bytes()
+            self._release(node)
+            return
+        if node.ids is None:
+            # Not placed yet: place it by the ended span, so the live one is not kept for that
+            # (the worker clears it once the run is complete, should it be placed meanwhile).
+            node.span = span
+        self.ledger.admit()
+        node.ended = span
+        # Only now may the worker merge the post with the end: the end is sure to be queued.
+        node.state = RunNode.ENDED
+        queue.append(node)
+        if len(queue) >= self._wake_at and not self._wake.is_set():
+            self._wake.set()
+
+    def _held_with(self, waiting: int) -> int:
+        """One budget for memory: spans waiting to be converted (estimated), encoded runs
+        waiting to be sent (exact) and traces held for sampling; the post adds open runs."""
+        held = (waiting + 1) * _OP_BYTES + self._delivery.bytes_held
+        hold = self.hold
+        return held if hold is None else held + hold.bytes
+
+    def _warn_queue_full(self) -> None:
+        _rl.warning(
+            "queue_full",
+            "the run queue is full (%d); dropping new runs (raise OTEL_BSP_MAX_QUEUE_SIZE or check delivery)",
+            self._max_items,
+        )
+
+    def _refuse_at_bytes(self) -> None:
+        self.ledger.refuse("queue_bytes_full")
+        _rl.warning(
+            "queue_bytes_full",
+            "runs waiting for delivery or for their end hold about %d bytes, the cap "
+            "(OTEL_EXPORTER_RUNS_MAX_QUEUE_BYTES); dropping new runs",
+            self._max_bytes,
+        )
 
     def _release(self, node: RunNode) -> None:
         """A run's end was refused (counted): its early post, sent or not, must stop holding memory."""
@@ -480,7 +497,7 @@ class Worker:
                 # After its run's completing operation, which was converted earlier. Refused
                 # (the byte cap), it costs these events' messages, not the run: not counted here.
                 self._delivery.add(patch)
-        # Two operations per run, as in submit(): a batch of runs.
+        # Two operations per run, as post() and end() queue them: a batch of runs.
         budget = len(queue) if everything else min(len(queue), 2 * self._settings.max_export_batch_size)
         last_yield = time.perf_counter()
         catch_up = _CATCH_UP_BATCHES * self._settings.max_export_batch_size

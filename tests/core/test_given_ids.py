@@ -232,3 +232,28 @@ def test_a_trace_id_alone_is_honoured_in_its_trace_and_refused_elsewhere(service
     assert warnings[0].startswith("ignoring langsmith.span.parent_id on span 'unknown-parent'")
     assert "needs langsmith.span.dotted_order" in warnings[0]
     assert warnings[1].startswith("ignoring langsmith.trace.id on span 'other-trace'")
+
+
+def test_ids_read_at_start_from_the_sdks_dict_are_the_ids_its_public_view_gives():
+    """``on_start`` reads the SDK span's own attribute dict (0.3 µs against 0.7 through the public
+    view); it must answer as the public view does, for every key, and fall back for any other span."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from otel_runs_exporter._convert import given_ids, given_ids_at_start
+
+    tracer = TracerProvider().get_tracer("t")
+    parent = RunTree(name="p", run_type="chain")
+    ids = under(parent)
+    cases = [{}, {"http.method": "GET"}, *({key: value, "x": 1} for key, value in ids.items()), {**ids, "x": 1}]
+    for attributes in cases:
+        span = tracer.start_span("s", attributes=attributes)
+        # The SDK still keeps a plain dict where the fast path looks: a renamed field would quietly
+        # send every span down the public path (correct, but slower), so the test says so.
+        assert type(span._attributes._dict) is dict
+        assert given_ids_at_start(span) == given_ids(span.attributes), attributes
+        span.end()
+
+    class Foreign:  # any other span type: its public attributes are what count
+        attributes = {"langsmith.span.id": ids["langsmith.span.id"]}
+
+    assert given_ids_at_start(Foreign()) == given_ids(Foreign.attributes) != None  # noqa: E711
