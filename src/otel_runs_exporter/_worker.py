@@ -233,6 +233,11 @@ class Worker:
         node.ended = span
         # Only now may the worker merge the post with the end: the end is sure to be queued.
         node.state = RunNode.ENDED
+        # A post still queued converts the end now, so the live span may go with the app's last
+        # reference: queued ends then hold the SDK's snapshot alone (11 objects for the collector
+        # to walk, as OTLP's queue holds, not 14). Cleared after the state, and the worker reads
+        # pending before the state, so it never takes this None for a span.
+        node.pending = None
         queue.append(node)
         if len(queue) >= self._wake_at and not self._wake.is_set():
             self._wake.set()
@@ -509,7 +514,9 @@ class Worker:
             first = not node.posted
             node.posted = True
             # Its end, once queued (set before the state says so); else the live span its post converts.
-            span = node.pending if node.state == RunNode.OPEN else node.ended
+            # pending first: end() clears it after setting the state, on another thread.
+            pending = node.pending
+            span = pending if node.state == RunNode.OPEN else node.ended
             try:
                 encoded = self._convert(first, span, node)
             except Exception as exc:  # noqa: BLE001 - one bad span must not stop the others
@@ -576,7 +583,7 @@ class Worker:
             run = span_to_run(span, ids, self._opts, as_open=True)
             self._open.remember(ids, early_post_summary(run), _OPEN_RUN_BYTES + len(ids.dotted_order), now=self._now)
             # Made: nothing converts the live span again (its end comes as node.ended), so the node
-            # lets go of it. Only this thread writes pending once the post is queued.
+            # lets go of it (end() may have already).
             node.pending = None
             return encode_run("post", run, limit)
         # The span has ended: the last chance to see ids set after its start, once per span.
