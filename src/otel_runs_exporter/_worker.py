@@ -229,7 +229,7 @@ class Worker:
             # Not placed yet: place it by the ended span, so the live one is not kept for that
             # (the worker clears it once the run is complete, should it be placed meanwhile).
             node.span = span
-        self.ledger.admit()
+        self.ledger.admit_end()
         node.ended = span
         # Only now may the worker merge the post with the end: the end is sure to be queued.
         node.state = RunNode.ENDED

@@ -73,3 +73,45 @@ def test_concurrent_moves_lose_no_count():
         t.join()
     s = ledger.snapshot()
     assert s.settled() and (s.created, s.delivered, s.dropped["rejected"]) == (8000, 4000, 4000)
+
+
+def test_ends_admitted_without_the_lock_are_all_counted_while_others_read_and_move_runs():
+    """``admit_end`` (every span's end, on app threads) takes no lock; readers fold it in. Four threads
+    admit while two read snapshots and ``queued`` and the worker's moves run: no count is lost or doubled,
+    and no reading ever shows more runs moved than admitted."""
+    ledger = Ledger()
+    stop = threading.Event()
+    seen: list[str] = []
+
+    def admit():
+        for _ in range(2_500):
+            ledger.admit_end()
+
+    def move():
+        moved = 0
+        while moved < 5_000:
+            s = ledger.snapshot()
+            if s.created - moved > 0:
+                ledger.record(Outcome(delivered=[_run(moved)]))
+                moved += 1
+
+    def read():
+        while not stop.is_set():
+            s = ledger.snapshot()
+            if not _identity(ledger) or s.queued < 0 or ledger.queued < 0:
+                seen.append(repr(s))
+
+    threads = [threading.Thread(target=admit) for _ in range(4)] + [threading.Thread(target=move)]
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for t in threads + readers:
+        t.start()
+    for t in threads:
+        t.join()
+    stop.set()
+    for t in readers:
+        t.join()
+    ledger.admit_end()
+    ledger.drop("rejected")
+    s = ledger.snapshot()
+    assert not seen
+    assert (s.created, s.delivered, s.dropped["rejected"], s.queued) == (10_001, 5_000, 1, 5_000)
