@@ -193,8 +193,10 @@ class Worker:
                 self._warn_queue_full()
             return True
         # Open runs count against new spans, not against their own ends: converting an end
-        # frees more than it queues.
-        if self._held_with(waiting) + self._open.bytes > self._max_bytes:
+        # frees more than it queues. _held_with written out: this runs for every span.
+        held = (waiting + 1) * _OP_BYTES + self._delivery.bytes_held + self._open.bytes
+        hold = self.hold
+        if (held if hold is None else held + hold.bytes) > self._max_bytes:
             self._refuse_at_bytes()
             return False
         node.pending = span
