@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import Iterator
 
@@ -12,6 +13,13 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 
 from otel_runs_exporter._logging import reset_all as reset_rate_limited_logs
 from otel_runs_exporter.server import LocalService
+
+# A job started in the background by a non-interactive shell (a CI step run with `&`, under nohup)
+# begins with SIGINT ignored, and an ignored signal stays ignored across exec: the tests' child
+# processes would never see the Ctrl-C they are sent, and Python installs no KeyboardInterrupt
+# where SIGINT is ignored at its start. Python's own handler here gives every child the default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 _PREFIXES = ("OTEL_", "LANGSMITH_", "LANGCHAIN_")
 
