@@ -188,17 +188,16 @@ class Worker:
         hold is part of that bound. A post refused while the queue is full of items
         is not counted (True): its end carries the whole run later.
         """
+        if self._stopping:
+            return True
         queue = self._queue
         waiting = len(queue)
-        if waiting >= self._max_items or self._stopping:
-            if not self._stopping:
-                self._warn_queue_full()
+        if waiting >= self._max_items:
+            self._warn_queue_full()
             return True
         # Open runs count against new spans, not against their own ends: converting an end
-        # frees more than it queues. _held_with written out: this runs for every span.
-        held = (waiting + 1) * _OP_BYTES + self._delivery.bytes_held + self._open.bytes
-        hold = self.hold
-        if (held if hold is None else held + hold.bytes) > self._max_bytes:
+        # frees more than it queues.
+        if self._held_with(waiting) + self._open.bytes > self._max_bytes:
             self._refuse_at_bytes()
             return False
         node.pending = span
