@@ -16,7 +16,7 @@ against ``bench/sink.py``, interleaved over ``--rounds``:
   costs the app thread's allocations, with none of our code.
 
     python bench/app_thread.py                      # ~1 min; --workload genai-shallow-1, --rounds N
-    python bench/app_thread.py --cases floor,otlp,ours --src new=../tree/src   # A/B: "ours" from another tree too
+    python bench/app_thread.py --case floor --case otlp --case ours --src new=../tree/src   # A/B: "ours" from another tree too
 """
 
 from __future__ import annotations
@@ -123,7 +123,10 @@ def main() -> None:
     parser.add_argument("--workload", default="small-shallow-1")
     parser.add_argument("--traces", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--cases", help="comma-separated cases to run (default: all)")
+    parser.add_argument(
+        "--case", action="append", default=[], choices=list(CASES), metavar="NAME",
+        help="a case to run, by its name (some hold a comma: quote them); repeatable; default: all",
+    )
     parser.add_argument(
         "--src", action="append", default=[], metavar="LABEL=DIR",
         help="also run the 'ours' cases importing otel_runs_exporter from DIR (a checkout's src), as LABEL; repeatable",
@@ -134,7 +137,7 @@ def main() -> None:
         contender, gc_off, _ = args.child
         _child(contender, args.workload, args.traces, gc_off == "1")
         return
-    cases = {name: case for name, case in CASES.items() if not args.cases or name in args.cases.split(",")}
+    cases = {name: case for name, case in CASES.items() if not args.case or name in args.case}
     for spec in args.src:
         label, _, src = spec.partition("=")
         for name, (contender, env, gc_off) in list(cases.items()):
