@@ -174,10 +174,18 @@ def given_ids_at_start(span: Any) -> GivenIds | None:
     keys" in one C call, ~0.3 µs all told. Read only when it is a plain dict
     (SDK 1.x's ``Span._attributes._dict``); any other shape takes the public path.
     """
-    plain = getattr(getattr(span, "_attributes", None), "_dict", None)
+    try:
+        plain = span._attributes._dict
+    except AttributeError:
+        plain = None
     if type(plain) is not dict:
         return given_ids(span.attributes)
-    return None if _GIVEN_KEYS.isdisjoint(plain) else given_ids(plain)
+    # The four keys of _GIVEN_KEYS, asked one by one: four C lookups take half the time of
+    # isdisjoint, which walks every key of the span's dict (the test of this function pins the two equal).
+    if (LANGSMITH_TRACE_ID in plain or LANGSMITH_SPAN_ID in plain or LANGSMITH_PARENT_ID in plain
+            or LANGSMITH_DOTTED_ORDER in plain):
+        return given_ids(plain)
+    return None
 
 
 def span_ids(

@@ -83,13 +83,16 @@ class Delivery:
         self.transport = transport
         self._clock = transport.clock
         self._backlog: deque[_Held] = deque()
-        self._bytes = 0
+        #: Encoded bytes waiting for delivery, written by this class alone, read without the lock
+        #: (an estimate is enough). Plain attributes, as ``sealing``: the app thread reads them per span.
+        self.bytes_held = 0
         self._lock = threading.Lock()  # add() may come from another thread than send_next()
         self._codec = memory_codec()
         self._boundary = new_boundary()
         # Set when a batch comes back to be retried, cleared when one is delivered:
         # while set, runs waiting at the back are sealed a batch at a time.
-        self._sealing = False
+        #: True while the service is not taking runs (the last batch came back to be retried).
+        self.sealing = False
         self._unsealed = 0  # EncodedRuns at the back of the backlog, after the last sealed batch
         self._unsealed_bytes = 0
         self._unsealed_since = 0.0  # when the oldest of them began to wait (read only while _unsealed)
@@ -123,16 +126,6 @@ class Delivery:
     def __len__(self) -> int:
         return len(self._backlog)
 
-    @property
-    def bytes_held(self) -> int:
-        """Encoded bytes waiting for delivery (read without the lock: an estimate is enough)."""
-        return self._bytes
-
-    @property
-    def sealing(self) -> bool:
-        """True while the service is not taking runs (the last batch came back to be retried)."""
-        return self._sealing
-
     def add(self, run: EncodedRun) -> bool:
         """Queue one encoded run; False (and one rate-limited warning) past the byte cap.
 
@@ -141,17 +134,17 @@ class Delivery:
         """
         cap = self._settings.max_queue_bytes
         with self._lock:
-            if self._bytes + run.size > cap and not self._seal_tail(cap - run.size) and not self._spill(cap - run.size):
+            if self.bytes_held + run.size > cap and not self._seal_tail(cap - run.size) and not self._spill(cap - run.size):
                 full = True
             else:
                 if not self._unsealed:
                     self._unsealed_since = self._clock.now()
                 self._backlog.append(run)
-                self._bytes += run.size
+                self.bytes_held += run.size
                 self._unsealed += 1
                 self._unsealed_bytes += run.size
                 full = False
-                if self._sealing and (
+                if self.sealing and (
                     self._unsealed >= self._settings.max_export_batch_size
                     or self._unsealed_bytes >= self._settings.max_batch_bytes
                 ):
@@ -178,7 +171,7 @@ class Delivery:
             return None
         spool = self.spool
         wal = cast("Path | None", batch.wal) if isinstance(batch, SealedBatch) else None
-        if spool is not None and not self._spool_refuses and (self._sealing or isinstance(batch, SealedBatch)):
+        if spool is not None and not self._spool_refuses and (self.sealing or isinstance(batch, SealedBatch)):
             # Tried before, or waiting behind runs that were: its deadline is its own, whatever the cycle's.
             # (A batch first tried while the service takes runs has the cycle's: it gets its chance. While
             # the spool's disk refuses, the cycle's too: the runs wait in memory, sent when they can be.)
@@ -202,7 +195,7 @@ class Delivery:
             result = self.transport.send(batch, deadline, paced=paced)
         outcome = _outcome(result)
         if result.delivered or result.delivered_sealed is not None:
-            self._sealing = False
+            self.sealing = False
         # Handed back at the batch's own deadline (or cut short by new work past it): to the spool.
         due = spool is not None and (not result.interrupted or self._clock.now() >= deadline)
         reopened = bool(result.retry) and paced and result.throttled
@@ -212,7 +205,7 @@ class Delivery:
             self._forget(wal)  # answered for, or going back open to join a larger batch (written ahead anew)
             wal = None
         if result.retry_sealed is not None:
-            self._sealing = True
+            self.sealing = True
             back = result.retry_sealed
             if due:
                 outcome.spooled, left = self._to_spool(back.open(), wal=wal)
@@ -233,7 +226,7 @@ class Delivery:
             if due:
                 outcome.spooled, left = self._to_spool(result.retry, wal=wal)
             if left:
-                self._sealing = True
+                self.sealing = True
                 self._put_back(left, since, wal)
                 outcome.retry_later = True
         elif wal is not None:
@@ -247,26 +240,26 @@ class Delivery:
         did). Called between sends."""
         if self.spool is None:
             return None
-        if not self._sealing:
+        if not self.sealing:
             return self.take_spooled()  # what add() spilled at the byte cap
         now = self._clock.now()
         timeout = self._settings.export_timeout_s
         half = self._settings.max_queue_bytes // 2
         with self._lock:
-            if self._unsealed and (self._unsealed_since + timeout <= now or self._bytes > half):
+            if self._unsealed and (self._unsealed_since + timeout <= now or self.bytes_held > half):
                 self._seal_tail(0)
             while self._backlog:
                 first = self._backlog[0]
-                if not isinstance(first, SealedBatch) or (first.since + timeout > now and self._bytes <= half):
+                if not isinstance(first, SealedBatch) or (first.since + timeout > now and self.bytes_held <= half):
                     break  # (runs at the front are back open after a 429: the service is up)
                 self._backlog.popleft()
-                self._bytes -= first.size
+                self.bytes_held -= first.size
                 self._sealed_count -= 1
                 written, left = self._to_spool(first.open(), wal=cast("Path | None", first.wal), quiet=True)
                 self._spooled.extend(written)
                 if left:
                     self._backlog.appendleft(first)  # the disk refused (said once): kept as it was
-                    self._bytes += first.size
+                    self.bytes_held += first.size
                     self._sealed_count += 1
                     break
         return self.take_spooled()
@@ -288,7 +281,7 @@ class Delivery:
             return (
                 isinstance(self._backlog[0], SealedBatch)
                 or len(self._backlog) >= self._settings.max_export_batch_size
-                or self._bytes >= self._settings.max_batch_bytes
+                or self.bytes_held >= self._settings.max_batch_bytes
             )
 
     def replay_next(self, deadline: float) -> Outcome | None:
@@ -459,13 +452,13 @@ class Delivery:
         with self._lock:
             held = list(self._backlog)
             self._backlog.clear()
-            self._bytes = self._unsealed = self._unsealed_bytes = self._sealed_count = 0
+            self.bytes_held = self._unsealed = self._unsealed_bytes = self._sealed_count = 0
         return held
 
     def _recount(self) -> None:
         """Derive the counters from the backlog (under the lock; at shutdown only: it reads it all)."""
         backlog = self._backlog
-        self._bytes = sum(item.size for item in backlog)
+        self.bytes_held = sum(item.size for item in backlog)
         self._sealed_count = sum(1 for item in backlog if isinstance(item, SealedBatch))
         tail = 0
         for item in reversed(backlog):
@@ -487,7 +480,7 @@ class Delivery:
             first = backlog[0] if backlog else None
             if isinstance(first, SealedBatch):
                 backlog.popleft()
-                self._bytes -= first.size
+                self.bytes_held -= first.size
                 self._sealed_count -= 1
                 return first, first.since
             since = self._unsealed_since if self._unsealed else self._clock.now()
@@ -498,10 +491,10 @@ class Delivery:
                 backlog.popleft()
                 batch.append(run)
                 size += run.size
-            self._bytes -= size
+            self.bytes_held -= size
             if not self._sealed_count:
                 self._unsealed = len(backlog)
-                self._unsealed_bytes = self._bytes
+                self._unsealed_bytes = self.bytes_held
         return batch or None, since
 
     def _written_ahead(self, batch: list[EncodedRun] | SealedBatch, wal: Path | None) -> Path | None:
@@ -540,7 +533,7 @@ class Delivery:
         with self._lock:
             for run in reversed(runs):
                 self._backlog.appendleft(run)
-                self._bytes += run.size
+                self.bytes_held += run.size
             if not self._sealed_count:
                 if not self._unsealed or since < self._unsealed_since:
                     self._unsealed_since = since
@@ -550,7 +543,7 @@ class Delivery:
     def _put_back_sealed(self, sealed: SealedBatch) -> None:
         with self._lock:
             self._backlog.appendleft(sealed)
-            self._bytes += sealed.size
+            self.bytes_held += sealed.size
             self._sealed_count += 1
 
     def _seal_tail(self, room_for: int) -> bool:
@@ -572,15 +565,15 @@ class Delivery:
                     start, size = i, 0
                 size += run.size
             self._append_sealed(runs[start:])
-            self._bytes -= self._unsealed_bytes
+            self.bytes_held -= self._unsealed_bytes
             self._unsealed = self._unsealed_bytes = 0
-        return room_for <= 0 or self._bytes <= room_for
+        return room_for <= 0 or self.bytes_held <= room_for
 
     def _append_sealed(self, runs: list[EncodedRun]) -> None:
         sealed = seal(runs, self._boundary, self._codec)
         sealed.since = self._unsealed_since
         self._backlog.append(sealed)
-        self._bytes += sealed.size
+        self.bytes_held += sealed.size
         self._sealed_count += 1
 
     def _spill(self, room_for: int) -> bool:
@@ -589,15 +582,15 @@ class Delivery:
         if self.spool is None:
             return False
         backlog = self._backlog
-        while self._bytes > room_for and backlog and isinstance(backlog[0], SealedBatch):
+        while self.bytes_held > room_for and backlog and isinstance(backlog[0], SealedBatch):
             first = cast(SealedBatch, backlog.popleft())
-            self._bytes -= first.size
+            self.bytes_held -= first.size
             self._sealed_count -= 1
             written, left = self._to_spool(first.open(), wal=first.wal, evict=False, quiet=True)
             self._spooled.extend(written)
             if left:
                 backlog.appendleft(first)  # the spool is full too (or the disk refused): kept as it was
-                self._bytes += first.size
+                self.bytes_held += first.size
                 self._sealed_count += 1
                 return False
             if written and not self._said_spilled:
@@ -608,7 +601,7 @@ class Delivery:
                     self._settings.max_queue_bytes,
                     self.spool.dir,
                 )
-        return self._bytes <= room_for
+        return self.bytes_held <= room_for
 
     def _to_spool(
         self, runs: list[EncodedRun], *, wal: Path | None = None, evict: bool = True, quiet: bool = False

@@ -39,6 +39,9 @@ logger = logging.getLogger(__name__)
 _rl = RateLimitedLog(logger)
 
 _SAMPLED = TraceFlags.SAMPLED
+# A SpanContext is a tuple (the API's own definition); its fields read by index on the hot path,
+# where each property read is a Python call (tests/core/test_processor_fast_paths.py pins the layout).
+_TRACE_ID, _SPAN_ID, _IS_REMOTE, _FLAGS = 0, 1, 2, 3
 _RUN_HELPERS = "langsmith.run_helpers"  # the SDK module the bridge reads, never imported here
 _RECENT_MAX = 16_384  # ended spans remembered for children that start after their parent ended
 # Deeper ended runs are remembered apart, fewer of them: each holds its dotted_order, up to
@@ -127,22 +130,27 @@ class RunsSpanProcessor(SpanProcessor):
         if batcher is None:
             return
         try:
-            ctx = span.get_span_context()
-            if not ctx.trace_flags & _SAMPLED:  # the flag itself: ``.sampled`` is a Python property
+            ctx: Any  # a SpanContext, read by index
+            parent: Any
+            try:
+                # The SDK's own fields: get_span_context() and .parent are Python calls.
+                ctx, parent = span._context, span._parent
+            except AttributeError:
+                ctx, parent = span.get_span_context(), span.parent
+            if not ctx[_FLAGS] & _SAMPLED:  # the flag itself: ``.sampled`` is a Python property
                 return  # sampling keeps or drops whole traces; never export what was not sampled
             choice = self._choice
             sdk = self._sdk_run() if self._bridge and _RUN_HELPERS in sys.modules else None
             if sdk is None and choice is not None and choice.lean and choice.hold_start(span, ctx, parent_context):
                 return  # held with its trace, or sampled out: no node yet, maybe never
             parent_node = remote = None
-            parent = span.parent
             if parent is not None:
-                key = parent.span_id
+                key = parent[_SPAN_ID]
                 # _node's lookup, written out: this runs for every span, and the call would cost ~70 ns.
                 parent_node = self._open.get(key) or self._recent.get(key) or self._recent_deep.get(key)
                 if parent_node is None and choice is not None:
                     parent_node, remote = choice.spliced(key)  # a parent left out: its nearest kept ancestor
-                if parent_node is None and parent.is_remote:
+                if parent_node is None and parent[_IS_REMOTE]:
                     remote = _registry.remote_run(parent_context)
             if sdk is not None:
                 # The SDK's current run, when it is nested deeper than the span's OTel parent.
@@ -150,14 +158,14 @@ class RunsSpanProcessor(SpanProcessor):
                 if _sdk_bridge.innermost(here, sdk) is sdk:
                     parent_node, remote = None, sdk
             if choice is not None:
-                kept = choice.started(span, ctx.span_id, ctx.trace_id, parent_node, remote)
+                kept = choice.started(span, ctx[_SPAN_ID], ctx[_TRACE_ID], parent_node, remote)
                 if kept is not None:
-                    self._open[ctx.span_id] = kept
+                    self._open[ctx[_SPAN_ID]] = kept
                 return
             # Only a link to the parent here: ids are computed on the worker thread.
             node = RunNode(span, parent_node, remote)
             if batcher.post(span, node):
-                self._open[ctx.span_id] = node
+                self._open[ctx[_SPAN_ID]] = node
             # else dropped at the byte bound (counted): the span has no run, its children start their own trees
         except Exception:  # noqa: BLE001 - never raise into the application
             _rl.error("on_start", "could not record the start of span %r", getattr(span, "name", "?"), exc_info=True)
@@ -178,8 +186,12 @@ class RunsSpanProcessor(SpanProcessor):
         if batcher is None:
             return
         try:
-            ctx = span.context
-            span_id = ctx.span_id
+            ctx: Any  # a SpanContext, read by index
+            try:
+                ctx = span._context
+            except AttributeError:
+                ctx = span.context
+            span_id = ctx[_SPAN_ID]
             node = self._open.pop(span_id, None)
             choice = self._choice
             if node is None:

@@ -99,6 +99,10 @@ def _trace(provider: TracerProvider) -> None:
             pass
 
 
+class _AlwaysSealing(Delivery):
+    sealing = property(lambda self: True, lambda self, value: None)  # type: ignore[assignment]
+
+
 def _stored(service: Any, always_copy: bool, monkeypatch: Any) -> list[bytes]:
     service.reset()
     provider, processor = processor_provider(service.url)
@@ -106,7 +110,8 @@ def _stored(service: Any, always_copy: bool, monkeypatch: Any) -> list[bytes]:
         if always_copy:
             # Every end as if the worker were behind in an outage: each is an EndedSpan.
             processor._worker._wake_at = 0
-            patch.setattr(Delivery, "sealing", property(lambda self: True))
+            # The delivery as in an outage throughout: it seals what waits, and a delivered batch does not clear it.
+            patch.setattr(processor._worker._delivery, "__class__", _AlwaysSealing)
             copies = []
             patch.setattr(_worker, "EndedSpan", lambda span: copies.append(span) or EndedSpan(span))
         _trace(provider)

@@ -349,3 +349,50 @@ def test_a_queued_end_holds_the_sdks_snapshot_not_the_live_span(service):
     assert run["name"] == "ended before the worker looked" and run["end_time"]
     assert run["inputs"] == {"input": "q"} and run["outputs"] == {"output": "a"}
     provider.shutdown()
+
+
+def test_the_hooks_read_the_sdks_span_fields_and_any_other_span_through_its_public_api(service):
+    """``on_start`` and ``on_end`` read the SDK span's ``_context`` and ``_parent`` and index its
+    SpanContext (each property is a Python call on every span); the SDK's shapes are pinned here, and
+    a span type without those fields (a wrapper) still becomes the same runs through the public API."""
+    from opentelemetry.trace import SpanContext
+
+    sdk_span = TracerProvider().get_tracer("t").start_span("s")
+    ctx = sdk_span._context
+    assert ctx is sdk_span.get_span_context() and sdk_span._parent is sdk_span.parent is None
+    assert isinstance(ctx, tuple) and issubclass(SpanContext, tuple)
+    assert (ctx[0], ctx[1], ctx[2], ctx[3]) == (ctx.trace_id, ctx.span_id, ctx.is_remote, ctx.trace_flags)
+
+    class Wrapped:
+        """Every attribute of the SDK span but its private fields, as another span type would."""
+
+        def __init__(self, span):
+            object.__setattr__(self, "_span", span)
+
+        def __getattr__(self, name):
+            if name in ("_context", "_parent"):
+                raise AttributeError(name)
+            return getattr(object.__getattribute__(self, "_span"), name)
+
+    class Wrapping(RunsSpanProcessor):
+        def on_start(self, span, parent_context=None):
+            super().on_start(Wrapped(span), parent_context)
+
+        def on_end(self, span):
+            super().on_end(Wrapped(span))
+
+    shapes = []
+    for make in (RunsSpanProcessor, Wrapping):
+        service.reset()
+        provider = TracerProvider()
+        processor = make(endpoint=service.url, api_key="test-key", schedule_delay_s=0.05)
+        provider.add_span_processor(processor)
+        n = _workload(provider.get_tracer("t"))
+        assert processor.force_flush(10_000)
+        runs = service.wait_for_runs(n)
+        provider.shutdown()
+        assert len(runs) == n and processor.stats().dropped_total == 0 and service.violations() == [], make
+        root = next(r for r in runs if r["name"] == "root")
+        assert root["outputs"] == {"answer": 42} and all(r["trace_id"] == root["id"] for r in runs)
+        shapes.append(_shape(runs))
+    assert shapes[0] == shapes[1] and shapes[0]["thread-0-leaf"] == "thread-0" and shapes[0]["thread-0"] == "root"
