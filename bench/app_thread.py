@@ -7,6 +7,9 @@ against ``bench/sink.py``, interleaved over ``--rounds``:
 
 * ``floor``: the SDK alone; ``otlp``: the SDK's batch processor and OTLP exporter;
 * ``ours``: our processor, as users get it;
+* ``ours, hooks timed``: the same with its ``on_start`` and ``on_end`` timed too, each
+  call wrapped (two clock reads and an append): the wrapping adds ~1 µs to the app
+  figure, so only this case's hook columns are read, never its ``added``;
 * ``ours, worker idle``: the same with the worker woken only at the end (a schedule
   delay and batch size past the run), so what remains over ``floor`` is our hooks;
 * ``ours, gc off``: the collector disabled while the spans are made;
@@ -33,16 +36,18 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+# name -> (bench/run.py's contender, environment, collector off, hooks timed)
 CASES = {
-    "floor": ("floor", {}, False),
-    "otlp": ("otlp", {}, False),
-    "ours": ("ours-processor", {}, False),
+    "floor": ("floor", {}, False, False),
+    "otlp": ("otlp", {}, False, False),
+    "ours": ("ours-processor", {}, False, False),
+    "ours, hooks timed": ("ours-processor", {}, False, True),
     "ours, worker idle": (
-        "ours-processor", {"OTEL_BSP_SCHEDULE_DELAY": "600000", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "100000"}, False
+        "ours-processor", {"OTEL_BSP_SCHEDULE_DELAY": "600000", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "100000"}, False, False
     ),
-    "ours, gc off": ("ours-processor", {}, True),
-    "floor + no-op": ("floor", {"APP_THREAD_PROCESSOR": "noop"}, False),
-    "floor + keep": ("floor", {"APP_THREAD_PROCESSOR": "keep"}, False),
+    "ours, gc off": ("ours-processor", {}, True, False),
+    "floor + no-op": ("floor", {"APP_THREAD_PROCESSOR": "noop"}, False, False),
+    "floor + keep": ("floor", {"APP_THREAD_PROCESSOR": "keep"}, False, False),
 }
 
 
@@ -63,7 +68,7 @@ def _control(keep: bool) -> Any:
     return Control()
 
 
-def _child(contender: str, workload: str, traces: int, gc_off: bool) -> None:
+def _child(contender: str, workload: str, traces: int, gc_off: bool, timed: bool) -> None:
     sys.path.insert(0, HERE)
     from contenders import Tracing, _trace_many
     from workloads import Workload, variants
@@ -76,7 +81,7 @@ def _child(contender: str, workload: str, traces: int, gc_off: bool) -> None:
     wl = Workload.parse(workload)
     t = Tracing(contender, url, "throughput", traces * wl.spans_per_trace * 2, None)
     hooks: dict[str, list[int]] = {"on_start": [], "on_end": []}
-    if t.processor is not None and contender == "ours-processor":
+    if timed:
         _time_hooks(t, hooks)
     control = os.environ.get("APP_THREAD_PROCESSOR")
     if contender == "floor" and control:
@@ -134,21 +139,21 @@ def main() -> None:
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        contender, gc_off, _ = args.child
-        _child(contender, args.workload, args.traces, gc_off == "1")
+        contender, gc_off, timed = args.child
+        _child(contender, args.workload, args.traces, gc_off == "1", timed == "1")
         return
     cases = {name: case for name, case in CASES.items() if not args.case or name in args.case}
     for spec in args.src:
         label, _, src = spec.partition("=")
-        for name, (contender, env, gc_off) in list(cases.items()):
+        for name, (contender, env, gc_off, timed) in list(cases.items()):
             if contender == "ours-processor":
-                cases[f"{name} @{label}"] = (contender, {**env, "PYTHONPATH": os.path.abspath(src)}, gc_off)
+                cases[f"{name} @{label}"] = (contender, {**env, "PYTHONPATH": os.path.abspath(src)}, gc_off, timed)
     results: dict[str, list[dict[str, float]]] = {name: [] for name in cases}
     for _ in range(args.rounds):
-        for name, (contender, env, gc_off) in cases.items():
+        for name, (contender, env, gc_off, timed) in cases.items():
             out = subprocess.run(
                 [sys.executable, __file__, "--workload", args.workload, "--traces", str(args.traces),
-                 "--child", contender, "1" if gc_off else "0", "-"],
+                 "--child", contender, "1" if gc_off else "0", "1" if timed else "0"],
                 env={**os.environ, **env}, capture_output=True, text=True, check=True,
             ).stdout
             results[name].append(json.loads(out.strip().splitlines()[-1]))
@@ -162,7 +167,16 @@ def main() -> None:
             if values:
                 cells.append(f"{key} {min(values):.1f}-{max(values):.1f} ({statistics.median(values):.1f})")
         added = statistics.median(r["app"] for r in rounds) - floor
-        print(f"  {name:24s} added {added:+5.1f}   " + "   ".join(cells))
+        ratio = ""
+        if results.get("otlp") and results.get("floor") and name not in ("floor", "otlp"):
+            # Each round's added over OTLP's in the same round: the rounds drift together.
+            per_round = [
+                (r["app"] - f["app"]) / (o["app"] - f["app"])
+                for r, f, o in zip(rounds, results["floor"], results["otlp"]) if o["app"] > f["app"]
+            ]
+            if per_round:
+                ratio = f"   x otlp {min(per_round):.2f}-{max(per_round):.2f} ({statistics.median(per_round):.2f})"
+        print(f"  {name:24s} added {added:+5.1f}   " + "   ".join(cells) + ratio)
 
 
 if __name__ == "__main__":
