@@ -41,7 +41,7 @@ _rl = RateLimitedLog(logger)
 
 _SAMPLED = TraceFlags.SAMPLED
 # A SpanContext is a tuple (the API's own definition); its fields read by index on the hot path,
-# where each property read is a Python call (tests/core/test_processor_fast_paths.py pins the layout).
+# where each property read is a Python call (a test in tests/core/test_processor.py pins the layout).
 _TRACE_ID, _SPAN_ID, _IS_REMOTE, _FLAGS = 0, 1, 2, 3
 _RUN_HELPERS = "langsmith.run_helpers"  # the SDK module the bridge reads, never imported here
 _RECENT_MAX = 16_384  # ended spans remembered for children that start after their parent ended
