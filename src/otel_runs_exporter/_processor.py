@@ -27,7 +27,6 @@ from ._arguments import SettingsArguments, Unpack
 from ._choice import Choice
 from ._clock import SYSTEM_CLOCK, Clock
 from ._convert import RunNode
-from ._fork import renew_in_child
 from ._ids import RunIds
 from ._logging import RateLimitedLog
 from ._settings import Settings, check_usable, resolve_for_app, shown_url
@@ -75,25 +74,15 @@ class RunsSpanProcessor(SpanProcessor):
         self._open: dict[int, RunNode] = {}
         self._recent: OrderedDict[int, RunNode] = OrderedDict()
         self._recent_deep: OrderedDict[int, RunNode] = OrderedDict()
-        self._worker: Worker | None = (
-            None if self._settings.disabled else Worker(self._settings, clock=clock, converted=self._remember_ended)
-        )
+        self._worker: Worker | None = None if self._settings.disabled else Worker(self._settings, clock=clock)
         # The span filter and tail sampling (_choice); None, and never asked, when every span is sent.
         self._choice = (
             Choice.for_settings(self._settings, self._worker, self._open, self._node)
             if self._worker is not None else None
         )
         if self._worker is not None:
-            renew_in_child(self)
             _registry.register(self)
             _process_end.watch(self._settings)  # multiprocessing children, SIGTERM (when asked)
-
-    def _after_fork_in_child(self) -> None:
-        # Runs whose end the parent's worker had not converted yet: the child's worker starts with
-        # an empty queue and never will, so they are remembered as ended here.
-        for span_id, node in list(self._open.items()):
-            if node.state != RunNode.OPEN:
-                self._remember_ended(span_id, node)
 
     def __repr__(self) -> str:
         return f"RunsSpanProcessor(endpoint={shown_url(self._settings.endpoint)!r}, project={self._settings.project!r})"
@@ -203,9 +192,7 @@ class RunsSpanProcessor(SpanProcessor):
             except AttributeError:
                 ctx = span.context
             span_id = ctx[_SPAN_ID]
-            # Left among the open runs until the worker has converted its end (_remember_ended): children
-            # that start meanwhile, and run_ids(), find it there, and this thread does one lookup.
-            node = self._open.get(span_id)
+            node = self._open.pop(span_id, None)
             choice = self._choice
             if node is None:
                 # Not sampled, started before this processor was added, dropped at its start, left out,
@@ -214,33 +201,21 @@ class RunsSpanProcessor(SpanProcessor):
                 if node is None:
                     return
             elif choice is not None and not choice.ended(span, node):
-                del self._open[span_id]
                 return  # left out, or sampled out
-            if not batcher.end(span, node):
-                self._remember_ended(span_id, node)  # refused (counted): no conversion will move it
+            ids = node.ids
+            if (ids.depth if ids is not None else node.depth) <= _RECENT_DEEP:
+                recent, most = self._recent, _RECENT_MAX
+            else:
+                recent, most = self._recent_deep, _RECENT_DEEP_MAX
+            recent[span_id] = node
+            if len(recent) > most:
+                try:
+                    recent.popitem(last=False)
+                except KeyError:
+                    pass
+            batcher.end(span, node)
         except Exception:  # noqa: BLE001
             _rl.error("on_end", "could not record the end of span %r", getattr(span, "name", "?"), exc_info=True)
-
-    def _remember_ended(self, span_id: int, node: RunNode) -> None:
-        """An ended run moves from the open runs to those remembered for children that start later.
-
-        Called by the worker once it has converted the run's end (or could not), so that the
-        application thread that ends a span does not pay for the move (~0.4 µs a span); by
-        ``on_end`` when the end was refused. Remembered first, then no longer open: a lookup from
-        another thread meanwhile finds it in one or the other.
-        """
-        ids = node.ids
-        if (ids.depth if ids is not None else node.depth) <= _RECENT_DEEP:
-            recent, most = self._recent, _RECENT_MAX
-        else:
-            recent, most = self._recent_deep, _RECENT_DEEP_MAX
-        recent[span_id] = node
-        if len(recent) > most:
-            try:
-                recent.popitem(last=False)
-            except KeyError:  # emptied by another thread between the two calls
-                pass
-        self._open.pop(span_id, None)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Deliver what is queued, retrying through failures until ``timeout_millis``.

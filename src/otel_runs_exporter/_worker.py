@@ -44,7 +44,6 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,14 +114,8 @@ class _Cycle(enum.Enum):
 class Worker:
     """Bounded queue + worker thread; the engine behind ``RunsSpanProcessor``."""
 
-    def __init__(
-        self, settings: Settings, *, clock: Clock = SYSTEM_CLOCK,
-        converted: Callable[[int, RunNode], None] | None = None,
-    ) -> None:
-        """``converted(span_id, node)``: told on the worker thread once a run's end is converted (or
-        could not be), so the processor remembers it among ended runs off the application thread."""
+    def __init__(self, settings: Settings, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self._settings = settings
-        self._converted = converted
         self._opts = ConvertOptions.from_settings(settings)
         self._clock = clock
         # GenAI log events wait here for their span's run (it renews itself after fork).
@@ -213,8 +206,8 @@ class Worker:
             self._wake.set()
         return True
 
-    def end(self, span: Any, node: RunNode) -> bool:
-        """Queue an ended span's run; never blocks, never raises. A refused end is counted (False).
+    def end(self, span: Any, node: RunNode) -> None:
+        """Queue an ended span's run; never blocks, never raises. A refused end is counted.
 
         While the service takes runs, the span is queued as the SDK gave it, even with the
         worker behind: it is converted and sent soon, and the byte bound's estimate per queued
@@ -230,16 +223,16 @@ class Worker:
         waiting = len(queue)
         if self._stopping:
             self.ledger.refuse("after_shutdown")
-            return False
+            return
         if waiting >= self._max_items:
             self.ledger.refuse("queue_full")
             self._release(node)
             self._warn_queue_full()
-            return False
+            return
         if self._held_with(waiting) > self._max_bytes:
             self._refuse_at_bytes()
             self._release(node)
-            return False
+            return
         if waiting >= self._wake_at and self._delivery.sealing:
             span = EndedSpan(span)  # an outage, and this span will wait: let the SDK's objects go now
         if node.ids is None:
@@ -258,7 +251,6 @@ class Worker:
         queue.append(node)
         if len(queue) >= self._wake_at and not self._wake.is_set():
             self._wake.set()
-        return True
 
     def _held_with(self, waiting: int) -> int:
         """One budget for memory: spans waiting to be converted (estimated), encoded runs
@@ -544,7 +536,6 @@ class Worker:
                     node.state = RunNode.DROPPED
                     node.span = node.pending = node.ended = None
                     self.ledger.drop("convert_error")
-                    self._tell_converted(span, node)
                 continue
             if encoded is not None and not self._delivery.add(encoded):
                 if encoded.completes:
@@ -619,15 +610,5 @@ class Worker:
         node.state = RunNode.MERGED
         node.span = node.pending = node.ended = None
         self._completed(ids)
-        self._tell_converted(span, node)
         return encoded
-
-    def _tell_converted(self, span: Any, node: RunNode) -> None:
-        """The run's end is converted (or could not be): the processor remembers it as ended."""
-        if self._converted is not None:
-            try:
-                span_id = span.context.span_id
-            except Exception:  # noqa: BLE001 - a span whose context cannot be read stays where it is
-                return
-            self._converted(span_id, node)
 

@@ -396,30 +396,3 @@ def test_the_hooks_read_the_sdks_span_fields_and_any_other_span_through_its_publ
         assert root["outputs"] == {"answer": 42} and all(r["trace_id"] == root["id"] for r in runs)
         shapes.append(_shape(runs))
     assert shapes[0] == shapes[1] and shapes[0]["thread-0-leaf"] == "thread-0" and shapes[0]["thread-0"] == "root"
-
-
-def test_an_ended_run_is_remembered_by_the_worker_and_a_late_child_nests_under_it_meanwhile(service):
-    """``on_end`` leaves the ended run among the open ones (one lookup on the app thread); the worker
-    moves it to the ended runs once its end is converted. A child that starts in between finds it,
-    and an end refused at the queue is remembered by ``on_end`` itself, since no conversion will come."""
-    from opentelemetry.trace import set_span_in_context
-
-    provider, processor = processor_provider(service.url, schedule_delay_s=3600)  # the worker waits for a flush
-    tracer = provider.get_tracer("t")
-    parent = tracer.start_span("parent")
-    parent.end()
-    parent_id = parent.get_span_context().span_id
-    assert parent_id in processor._open and parent_id not in processor._recent
-    late = tracer.start_span("late child", context=set_span_in_context(parent))
-    late.end()
-    assert processor.force_flush(5000)
-    assert parent_id in processor._recent and not processor._open
-    runs = {r["name"]: r for r in service.wait_for_runs(2)}
-    assert runs["late child"]["parent_run_id"] == runs["parent"]["id"] == runs["late child"]["trace_id"]
-
-    provider, processor = processor_provider(service.url, schedule_delay_s=3600, max_queue_size=1)
-    refused = provider.get_tracer("t").start_span("refused at its end")  # its post takes the one place
-    refused.end()
-    assert processor.stats().dropped == {"queue_full": 1}
-    refused_id = refused.get_span_context().span_id
-    assert refused_id in processor._recent and refused_id not in processor._open
