@@ -157,8 +157,10 @@ def _killed_at_the_end(proc: subprocess.Popen):
 
 
 def _on_disk(spool: Path) -> int:
-    """Runs in whole spool files, by their names (what a new process would replay)."""
-    return sum(runs_in_name(p.name) for p in spool.glob("*.spool"))
+    """Runs in whole spool files, by their names (what a new process would replay). A file is written
+    under a hidden temporary name (``.tmp-PID-NAME``, which ``*.spool`` matches too) and renamed whole;
+    one that a kill cut short is a dead writer's, removed by the next process, never replayed."""
+    return sum(runs_in_name(p.name) for p in spool.glob("*.spool") if not p.name.startswith("."))
 
 
 def _replay(service, spool: Path, **settings: object):
