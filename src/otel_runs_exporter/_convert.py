@@ -139,13 +139,27 @@ class ConvertOptions:
         )
 
 
-_GIVEN_KEYS = frozenset((LANGSMITH_TRACE_ID, LANGSMITH_SPAN_ID, LANGSMITH_PARENT_ID, LANGSMITH_DOTTED_ORDER))
+def _given_in(plain: Mapping[str, Any]) -> GivenIds | None:
+    """The four ``langsmith.*`` id keys of a plain dict, or None when it has none of them.
+
+    Four lookups: a set's ``isdisjoint`` against the dict takes about twice as long
+    (120 against 73 ns), since it walks every key of the span's dict.
+    """
+    if (LANGSMITH_TRACE_ID in plain or LANGSMITH_SPAN_ID in plain or LANGSMITH_PARENT_ID in plain
+            or LANGSMITH_DOTTED_ORDER in plain):
+        return GivenIds(
+            plain.get(LANGSMITH_TRACE_ID),
+            plain.get(LANGSMITH_SPAN_ID),
+            plain.get(LANGSMITH_PARENT_ID),
+            plain.get(LANGSMITH_DOTTED_ORDER),
+        )
+    return None
 
 
 def given_ids(attributes: Mapping[str, Any] | None) -> GivenIds | None:
     """The span's ``langsmith.*`` id attributes, or None when it has none (nearly every span).
 
-    One C-level copy of the attribute dict, then one C-level check for the four keys.
+    One C-level copy of the attribute dict, then four lookups in it.
     """
     if attributes is None:
         return None
@@ -155,14 +169,7 @@ def given_ids(attributes: Mapping[str, Any] | None) -> GivenIds | None:
         plain = attributes.copy()  # type: ignore[attr-defined]
     except AttributeError:
         plain = attributes
-    if _GIVEN_KEYS.isdisjoint(plain):
-        return None
-    return GivenIds(
-        plain.get(LANGSMITH_TRACE_ID),
-        plain.get(LANGSMITH_SPAN_ID),
-        plain.get(LANGSMITH_PARENT_ID),
-        plain.get(LANGSMITH_DOTTED_ORDER),
-    )
+    return _given_in(plain)
 
 
 def given_ids_at_start(span: Any) -> GivenIds | None:
@@ -170,9 +177,9 @@ def given_ids_at_start(span: Any) -> GivenIds | None:
 
     The public path (``span.attributes``: a read-only view of the SDK's bounded
     mapping, whose length and copy are Python calls) costs ~0.7 µs a span on the
-    application thread; the SDK's own dict behind it answers "none of the four
-    keys" in one C call, ~0.3 µs all told. Read only when it is a plain dict
-    (SDK 1.x's ``Span._attributes._dict``); any other shape takes the public path.
+    application thread; the SDK's own dict behind it is read in place, with no
+    copy (nothing else writes it during ``on_start``). Read only when it is a plain
+    dict (SDK 1.x's ``Span._attributes._dict``); any other shape takes the public path.
     """
     try:
         plain = span._attributes._dict
@@ -180,12 +187,7 @@ def given_ids_at_start(span: Any) -> GivenIds | None:
         plain = None
     if type(plain) is not dict:
         return given_ids(span.attributes)
-    # The four keys of _GIVEN_KEYS, asked one by one: four C lookups take half the time of
-    # isdisjoint, which walks every key of the span's dict (the test of this function pins the two equal).
-    if (LANGSMITH_TRACE_ID in plain or LANGSMITH_SPAN_ID in plain or LANGSMITH_PARENT_ID in plain
-            or LANGSMITH_DOTTED_ORDER in plain):
-        return given_ids(plain)
-    return None
+    return _given_in(plain)
 
 
 def span_ids(

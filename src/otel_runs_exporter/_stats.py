@@ -28,9 +28,9 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from collections.abc import Callable, Iterable, Mapping
 
 from ._encode import EncodedRun
 from ._logging import n_runs
