@@ -2,11 +2,11 @@
 
 Spans are started beforehand on a provider without our processor, so only
 ``on_start`` itself is timed; then each is given an end time (the SDK's ``end()``
-would call our hook itself) and ``on_end`` is timed over them (the spans' memory is cold by then, as it is not
-in an app, so this is an upper bound). For scale, the SDK's own ``start_span``
-is timed too. Best of several rounds: noise only ever adds. The worker never
-wakes during the run (huge batch size and delay), so it does not compete for
-the GIL, and nothing is sent. The garbage collector is off while timing (as
+would call our hook itself) and ``on_end`` is timed over them. The spans' memory
+is cold by then, as it is not in an app, so these are upper bounds. For scale,
+the SDK's own ``start_span`` is timed too. Best of several rounds: noise only
+ever adds. The worker never wakes during the run (huge batch size and delay),
+so it does not compete for the GIL, and nothing is sent. The garbage collector is off while timing (as
 ``timeit`` does): its passes over thousands of live spans would swamp a
 difference of a few hundred nanoseconds.
 
