@@ -3,6 +3,7 @@
 // Nothing here knows about runs: the OTel SDK's own OTLP exporter reads where to send from the
 // standard variables, and the service turns the spans into runs:
 //
+//   pip install 'otel-runs-exporter[otlp]'            # the service reads this SDK's protobuf bodies with it
 //   otel-runs serve                                   # http://127.0.0.1:1984
 //   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:1984/otel/v1/traces \
 //   OTEL_EXPORTER_OTLP_HEADERS="x-api-key=...,Langsmith-Project=node-demo" \
