@@ -91,7 +91,9 @@ def find_usage(
             if count is None and raw is not None:
                 malformed.append((key, "a whole number of tokens"))  # not consumed: kept in metadata
             if count is not None:
-                consumed.update(k for k in keys if k in attributes)
+                for other in keys:  # a loop: most rows have one key, and a generator costs more than it
+                    if other in attributes:
+                        consumed.add(other)
                 if len(path) == 1:
                     usage[path[0]] = count
                 else:

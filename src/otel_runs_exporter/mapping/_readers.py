@@ -50,7 +50,7 @@ def message_list(items: list[Any], replies: bool) -> dict[str, Any] | None:
     if replies:
         # A failed call's reply with a role and nothing else (OpenInference writes one): not an empty
         # answer to show beside the error.
-        messages = [m for m in messages if any(v not in (None, "", []) for k, v in m.items() if k != "role")]
+        messages = [m for m in messages if _says_something(m)]
     if not messages:
         return None
     out: dict[str, Any] = {"messages": messages}
@@ -61,6 +61,13 @@ def message_list(items: list[Any], replies: bool) -> dict[str, Any] | None:
                 out["finish_reason"] = plain(reason)
                 break
     return out
+
+
+def _says_something(message: dict[str, Any]) -> bool:
+    """Whether a reply holds more than its role; its content, when it has some, settles it in one look."""
+    if message.get("content") not in (None, "", []):
+        return True
+    return any(v not in (None, "", []) for k, v in message.items() if k != "role")
 
 
 def read_value(ctx: Ctx, key: str) -> dict[str, Any] | None:
