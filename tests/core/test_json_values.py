@@ -156,3 +156,46 @@ def test_a_decoded_object_or_value_is_marked_and_messages_are_not():
     # Reshaped by the conventions: a new value, encoded with every check.
     assert type(inputs('{"messages": [{"role": "user", "content": "hi"}]}')) is dict
     assert type(inputs("not json")) is dict
+
+
+_genai_part = st.fixed_dictionaries(
+    {"type": st.sampled_from(["text", "tool_call", "tool_call_response", "image", "other"])},
+    optional={"content": _json, "id": st.text(max_size=4), "name": _json, "arguments": _json, "response": _json},
+)
+_genai_message = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "tool", "system", ""])},
+    optional={"parts": st.lists(_genai_part, max_size=3), "content": _json, "finish_reason": _json},
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    messages=st.lists(_genai_message | _json, max_size=4),
+    system=st.none() | st.text(max_size=12) | _json.map(lambda v: orjson.dumps(v).decode()),
+    limit=st.sampled_from([0, 5, 1000]),
+)
+def test_genai_input_messages_read_from_json_text_are_marked_and_encode_as_a_plain_copy(messages, system, limit):
+    # The GenAI conversation is the run's largest part: marked, the encoder skips its NaN search, which
+    # must then have nothing to find, whatever shape the messages take.
+    attributes = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": orjson.dumps(messages).decode()}
+    if system is not None:
+        attributes["gen_ai.system_instructions"] = system
+    span = _ended_span(attributes)
+    run = span_to_run(span, RunNode(span, None).resolve(_OPTS.id_scheme), _OPTS)
+    if run["inputs"]:
+        assert type(run["inputs"]) is ParsedJson
+    as_plain = {**run, "inputs": plain(run["inputs"])}
+    assert encode_run("post", run, limit).parts == encode_run("post", as_plain, limit).parts
+
+
+def test_genai_system_instructions_given_as_a_sequence_leave_the_messages_unmarked():
+    # An attribute's tuple can hold a float orjson would write as null: those inputs get every check.
+    span = _ended_span({
+        "gen_ai.operation.name": "chat",
+        "gen_ai.system_instructions": (float("nan"), "be brief"),
+        "gen_ai.input.messages": '[{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]',
+    })
+    run = span_to_run(span, RunNode(span, None).resolve(_OPTS.id_scheme), _OPTS)
+    assert type(run["inputs"]) is dict
+    (_, inputs), = [part for part in encode_run("post", run).parts if part[0].endswith(".inputs")]
+    assert orjson.loads(inputs)["messages"][0] == {"role": "system", "content": ["nan", {"type": "text", "text": "be brief"}]}

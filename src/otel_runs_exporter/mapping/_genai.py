@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._parsed import ParsedJson
 from ._context import Ctx
 from ._messages import messages_of
 from ._model import FINAL, Key, Namespace, RunTypeRule, Source, attr
@@ -59,7 +60,14 @@ def _read_genai_input(ctx: Ctx, key: str) -> dict[str, Any] | None:
     sys_msg = system_message(system) if system is not None else None
     if sys_msg:
         messages.insert(0, sys_msg)
-    return {"messages": messages} if messages else None
+    if not messages:
+        return None
+    if type(raw) is str and (system is None or type(system) is str):
+        # Read from JSON text only (messages keep text and what orjson.loads made, never a float of an
+        # attribute's tuple): nothing the encoder's NaN check could find, and a GenAI conversation is
+        # the run's largest part to search (ParsedJson).
+        return ParsedJson(messages=messages)
+    return {"messages": messages}
 
 
 def _read_genai_messages(ctx: Ctx, key: str) -> dict[str, Any] | None:
