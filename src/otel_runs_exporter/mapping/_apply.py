@@ -187,12 +187,13 @@ def find_invocation_params(ctx: Ctx) -> tuple[dict[str, Any] | None, str | None]
             ctx.consumed.add(key)
         elif raw is not None:
             ctx.malformed.append((key, "a JSON object of parameters"))
-    requested = first_str(params, REQUEST_MODEL_PARAMS)
+    requested = first_str(params, REQUEST_MODEL_PARAMS) if params else None
     for rest, value in (ctx.take_flat(PARAM_PREFIX) or {}).items():
         if rest in LIST_PARAMS and isinstance(value, str) and value[:1] == "[":
             decoded = json_value(value)  # Logfire writes these lists as JSON text
             value = decoded if isinstance(decoded, list) else value
-        params[PARAM_RENAMES.get(rest, rest)] = plain(value)
+        # (Most parameters are scalars: plain() is called only for what it changes.)
+        params[PARAM_RENAMES.get(rest, rest)] = plain(value) if isinstance(value, (tuple, dict)) else value
     functions = ctx.take_flat(FUNCTIONS_PREFIX)
     if functions:
         unflat = unflatten(functions)

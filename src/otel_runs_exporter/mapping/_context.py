@@ -68,5 +68,7 @@ class Ctx:
     def take_flat(self, prefix: str) -> dict[str, Any] | None:
         group = self.flat.get(prefix)
         if group:
-            self.consumed.update(prefix + k for k in group)
+            consumed = self.consumed
+            for rest in group:  # a loop: a generator costs more than the few keys of a family
+                consumed.add(prefix + rest)
         return group
