@@ -39,6 +39,19 @@ def row_names(page: Any) -> list[str]:
     return page.execute_script("return [...document.querySelectorAll('.tree .row .name')].map(e => e.textContent)")
 
 
+def tree_rows(page: Any) -> list[dict[str, Any]]:
+    """The tree's rows as {name, depth, classes, mark}, top to bottom, read in one go.
+
+    The tree redraws every row when the trace's feedback, counts or changes arrive (the first
+    poll, a second after it opens): an element found before that and read after is stale.
+    """
+    return page.execute_script(
+        "return [...document.querySelectorAll('.tree .row')].map(r => ({"
+        " name: r.querySelector('.name').innerText, depth: r.dataset.depth, classes: [...r.classList],"
+        " mark: r.querySelector('.err-mark') && r.querySelector('.err-mark').innerText}))"
+    )
+
+
 def trace_rows(page: Any) -> list[dict[str, str]]:
     """The list's rows as {column class: text}, read in one go (the list redraws as counts arrive)."""
     return page.execute_script(
@@ -85,11 +98,11 @@ def test_the_demo_trace_in_the_list_then_its_tree_then_a_run(page: Any) -> None:
         click(lambda: page.find_element(By.CSS_SELECTOR, "tr.trace a"), "the trace's link")
         wait_for(lambda: row_names(page) == DEMO_TREE, what="the five runs in tree order")
         assert page.current_url == link  # the list links to the same deep link the demo printed
-        depths = [r.get_attribute("data-depth") for r in rows(page)]
-        assert depths == ["0", "1", "1", "1", "1"]
-        failed = [r for r in rows(page) if "row-error" in r.get_attribute("class").split()]
-        assert [r.find_element(By.CSS_SELECTOR, ".name").text for r in failed] == ["flaky_tool"]
-        assert failed[0].find_element(By.CSS_SELECTOR, ".err-mark").text == "error"
+        tree = tree_rows(page)
+        assert [r["name"] for r in tree] == DEMO_TREE
+        assert [r["depth"] for r in tree] == ["0", "1", "1", "1", "1"]
+        failed = [r for r in tree if "row-error" in r["classes"]]
+        assert [(r["name"], r["mark"]) for r in failed] == [("flaky_tool", "error")]
 
         click(lambda: rows(page)[DEMO_TREE.index("chat demo-model")], "the model call's row")
         wait_for(lambda: page.find_elements(By.CSS_SELECTOR, ".detail .message"), what="the model call's conversation")
@@ -109,7 +122,9 @@ def test_the_demo_trace_in_the_list_then_its_tree_then_a_run(page: Any) -> None:
 
         page.get(page.current_url)  # a run's deep link, pasted into a new page
         wait_for(lambda: "Traceback" in detail_text(page), what="the run from its deep link")
-        assert "selected" in rows(page)[DEMO_TREE.index("flaky_tool")].get_attribute("class")
+        # The tree loads beside the run's details, not before them: wait for it, then find the selected row.
+        wait_for(lambda: row_names(page) == DEMO_TREE, what="the tree under the deep link")
+        assert [r["name"] for r in tree_rows(page) if "selected" in r["classes"]] == ["flaky_tool"]
         assert_same_origin_only(page, base)
     finally:
         proc.send_signal(signal.SIGTERM)
