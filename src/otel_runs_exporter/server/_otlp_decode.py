@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
 import math
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -60,6 +62,9 @@ MAX_SPANS = 20_000
 MAX_VALUE_DEPTH = 32
 """How deep arrays and key-value lists may nest in one attribute value."""
 INSTALL_OTLP = "pip install 'otel-runs-exporter[otlp]'"
+
+logger = logging.getLogger(__name__)
+_no_proto_said: float | None = None  # when the missing otlp extra was last logged (time.monotonic)
 
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 # OTLP's SpanKind numbers (0 is unspecified: the SDKs' default, internal) to the OTel API's.
@@ -375,6 +380,7 @@ def decode_protobuf(data: bytes, project: str | None) -> Decoded:
         from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
     except ImportError:
+        _say_no_proto()
         raise Refuse(
             415,
             detail(f"a protobuf body needs the optional opentelemetry-proto package: {INSTALL_OTLP}; or send OTLP "
@@ -437,6 +443,21 @@ def _pb_span(span: Any, resource: Origin, scope: Origin, project: str | None) ->
         scope=scope,
         project=project,
     )
+
+
+def _say_no_proto() -> None:
+    """Log why protobuf is refused, once a minute: exporters in other languages show a 415 as "Unsupported Media
+    Type" without its body, so the service's log is where a user learns why nothing was stored."""
+    global _no_proto_said
+    now = time.monotonic()
+    if _no_proto_said is None or now - _no_proto_said >= 60:
+        _no_proto_said = now
+        logger.warning(
+            "refused an OTLP protobuf body (415 Unsupported Media Type): reading protobuf needs the otlp extra "
+            "(opentelemetry-proto), which is not installed: %s, or have the exporter send JSON "
+            "(OTEL_EXPORTER_OTLP_PROTOCOL=http/json) (said once a minute)",
+            INSTALL_OTLP,
+        )
 
 
 def _pb_attributes(values: Iterable[Any]) -> dict[str, Any]:
