@@ -199,3 +199,46 @@ def test_genai_system_instructions_given_as_a_sequence_leave_the_messages_unmark
     assert type(run["inputs"]) is dict
     (_, inputs), = [part for part in encode_run("post", run).parts if part[0].endswith(".inputs")]
     assert orjson.loads(inputs)["messages"][0] == {"role": "system", "content": ["nan", {"type": "text", "text": "be brief"}]}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    replies=st.lists(_genai_message | _json, max_size=3),
+    tokens=st.none() | st.integers(0, 2**70) | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=4),
+    reasons=st.none() | st.lists(st.text(max_size=6), max_size=2).map(tuple),
+    usage_object=st.none() | _json.map(lambda v: orjson.dumps(v).decode()),
+    limit=st.sampled_from([0, 5, 1000]),
+)
+def test_genai_output_messages_read_from_json_text_encode_as_a_plain_copy(replies, tokens, reasons, usage_object, limit):
+    # Marked as the inputs are, and kept marked through the finish reason and usage merged in, but only
+    # while what is merged holds no float: whatever the attributes hold, the bytes are a plain copy's.
+    attributes: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.output.messages": orjson.dumps(replies).decode()}
+    if tokens is not None:
+        attributes["gen_ai.usage.input_tokens"] = tokens
+        attributes["gen_ai.usage.output_tokens"] = 2
+    if reasons is not None:
+        attributes["gen_ai.response.finish_reasons"] = reasons
+    if usage_object is not None:
+        attributes["langsmith.metadata.usage_metadata"] = usage_object
+    span = _ended_span(attributes)
+    run = span_to_run(span, RunNode(span, None).resolve(_OPTS.id_scheme), _OPTS)
+    as_plain = {**run, "outputs": plain(run["outputs"])}
+    assert encode_run("post", run, limit).parts == encode_run("post", as_plain, limit).parts
+
+
+def test_genai_outputs_stay_marked_through_text_and_counts_and_not_through_a_float():
+    def outputs(**extra: Any) -> Any:
+        span = _ended_span({
+            "gen_ai.operation.name": "chat",
+            "gen_ai.output.messages": '[{"role": "assistant", "parts": [{"type": "text", "content": "hi"}]}]',
+            "gen_ai.usage.input_tokens": 3, "gen_ai.usage.output_tokens": 2,
+            "gen_ai.response.finish_reasons": ("stop",), **extra,
+        })
+        return span_to_run(span, RunNode(span, None).resolve(_OPTS.id_scheme), _OPTS)["outputs"]
+
+    marked = outputs()
+    assert type(marked) is ParsedJson and marked["finish_reason"] == "stop"
+    assert marked["usage_metadata"] == {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5}
+    # A usage object that carries a cost (a float) is merged in: the outputs get every check.
+    costed = outputs(**{"langsmith.metadata.usage_metadata": '{"input_tokens": 3, "total_cost": 0.25}'})
+    assert type(costed) is dict and costed["usage_metadata"]["total_cost"] == 0.25

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from .._parsed import ParsedJson
 from ._apply import (
     find_documents, find_invocation_params, find_run_type, find_tags, find_usage, first_str, set_models, take_first,
 )
@@ -152,7 +153,7 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent], plan: 
     if reason:
         consumed.add(reason[0])
         if out.outputs is None or "finish_reason" not in out.outputs:
-            out.outputs = {**(out.outputs or {}), "finish_reason": reason[1]}
+            out.outputs = _with(out.outputs, "finish_reason", reason[1], True)
 
     documents = find_documents(ctx) if plan.document_keys else None
     if documents is not None:
@@ -162,12 +163,12 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent], plan: 
             for doc, whole in zip(documents, given):
                 if "id" not in doc and isinstance(whole, dict) and whole.get("id") is not None:
                     doc["id"] = whole["id"]
-        out.outputs = {**(out.outputs or {}), "documents": documents}
+        out.outputs = _with(out.outputs, "documents", documents, False)
     if out.run_type == "retriever" and out.inputs is not None and list(out.inputs) == ["input"] and isinstance(out.inputs["input"], str):
         out.inputs = {"query": out.inputs["input"]}  # a retriever's text input is its query, as the SDK names it
     usage = find_usage(attributes, consumed, ctx.malformed, plan, out.outputs)
     if usage is not None:
-        out.outputs = {**(out.outputs or {}), "usage_metadata": usage}
+        out.outputs = _with(out.outputs, "usage_metadata", usage, _whole_counts(usage))
     out.invocation_params, requested_model = find_invocation_params(ctx)
     outputs = out.outputs
     if outputs is not None and "messages" in outputs:  # our message shape; a producer's own payload stays as it is
@@ -176,7 +177,7 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent], plan: 
             if not reasons or not isinstance(reasons[0], str):
                 continue
             if "finish_reason" not in outputs:
-                out.outputs = outputs = {**outputs, "finish_reason": reasons[0]}
+                out.outputs = outputs = _with(outputs, "finish_reason", reasons[0], True)
             if len(reasons) == 1 and outputs["finish_reason"] == reasons[0]:
                 consumed.add(key)  # said already; several choices' reasons stay in metadata
             break
@@ -238,9 +239,30 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent], plan: 
         consumed.update(k for k in plan.id_keys if k in attributes)
     out.tags = find_tags(attributes, consumed, plan.tag_keys) if plan.tag_keys else None
     out.malformed = ctx.malformed
-    for fix in plan.fixups:
-        fix(out, attributes)
+    if plan.fixups:
+        if type(out.outputs) is ParsedJson:
+            out.outputs = dict(out.outputs)  # a producer's fixup may put in what JSON text could not hold
+        for fix in plan.fixups:
+            fix(out, attributes)
     return out
+
+
+def _with(outputs: dict[str, Any] | None, key: str, value: Any, json_safe: bool) -> dict[str, Any]:
+    """``outputs`` with ``key`` set, still a :class:`ParsedJson` when it was one and ``value`` is text or
+    whole counts (nothing the encoder's NaN search could find)."""
+    merged = {**(outputs or {}), key: value}
+    return ParsedJson(merged) if json_safe and type(outputs) is ParsedJson else merged
+
+
+def _whole_counts(usage: dict[str, Any]) -> bool:
+    """Whether a usage holds only whole numbers (a merged source may add a float: a cost, or a NaN)."""
+    for value in usage.values():
+        if type(value) is dict:
+            if any(type(count) is not int for count in value.values()):
+                return False
+        elif type(value) is not int:
+            return False
+    return True
 
 
 #: Every key a row reads by its whole name; the flattened families are told by prefix (:func:`_family`).

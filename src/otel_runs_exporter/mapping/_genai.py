@@ -74,7 +74,9 @@ def _read_genai_messages(ctx: Ctx, key: str) -> dict[str, Any] | None:
     raw = ctx.take(key)
     if ctx.claim_only or raw is None:
         return None
-    return message_list(message_items(ctx, key, raw), True)
+    replies = message_list(message_items(ctx, key, raw), True)
+    # As the input messages (_read_genai_input): read from JSON text only, nothing for the NaN search.
+    return ParsedJson(replies) if replies is not None and type(raw) is str else replies
 
 
 def _read_query(ctx: Ctx, key: str) -> dict[str, Any] | None:
