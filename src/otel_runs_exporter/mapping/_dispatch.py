@@ -240,8 +240,9 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent], plan: 
     out.tags = find_tags(attributes, consumed, plan.tag_keys) if plan.tag_keys else None
     out.malformed = ctx.malformed
     if plan.fixups:
-        if type(out.outputs) is ParsedJson:
-            out.outputs = dict(out.outputs)  # a producer's fixup may put in what JSON text could not hold
+        outputs = out.outputs
+        if outputs is not None and type(outputs) is ParsedJson:
+            out.outputs = dict(outputs)  # a producer's fixup may put in what JSON text could not hold
         for fix in plan.fixups:
             fix(out, attributes)
     return out
@@ -250,8 +251,11 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent], plan: 
 def _with(outputs: dict[str, Any] | None, key: str, value: Any, json_safe: bool) -> dict[str, Any]:
     """``outputs`` with ``key`` set, still a :class:`ParsedJson` when it was one and ``value`` is text or
     whole counts (nothing the encoder's NaN search could find)."""
-    merged = {**(outputs or {}), key: value}
-    return ParsedJson(merged) if json_safe and type(outputs) is ParsedJson else merged
+    merged: dict[str, Any] = {**(outputs or {}), key: value}
+    if json_safe and outputs is not None and type(outputs) is ParsedJson:
+        marked: dict[str, Any] = ParsedJson(merged)  # (typed: the compiled build sees ParsedJson as untyped)
+        return marked
+    return merged
 
 
 def _whole_counts(usage: dict[str, Any]) -> bool:

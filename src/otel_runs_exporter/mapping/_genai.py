@@ -65,8 +65,9 @@ def _read_genai_input(ctx: Ctx, key: str) -> dict[str, Any] | None:
     if type(raw) is str and (system is None or type(system) is str):
         # Read from JSON text only (messages keep text and what orjson.loads made, never a float of an
         # attribute's tuple): nothing the encoder's NaN check could find, and a GenAI conversation is
-        # the run's largest part to search (ParsedJson).
-        return ParsedJson(messages=messages)
+        # the run's largest part to search. (Typed here: the compiled build sees ParsedJson as untyped.)
+        marked: dict[str, Any] = ParsedJson(messages=messages)
+        return marked
     return {"messages": messages}
 
 
@@ -75,8 +76,11 @@ def _read_genai_messages(ctx: Ctx, key: str) -> dict[str, Any] | None:
     if ctx.claim_only or raw is None:
         return None
     replies = message_list(message_items(ctx, key, raw), True)
-    # As the input messages (_read_genai_input): read from JSON text only, nothing for the NaN search.
-    return ParsedJson(replies) if replies is not None and type(raw) is str else replies
+    if replies is not None and type(raw) is str:
+        # As the input messages (_read_genai_input): read from JSON text only, nothing for the NaN search.
+        marked: dict[str, Any] = ParsedJson(replies)
+        return marked
+    return replies
 
 
 def _read_query(ctx: Ctx, key: str) -> dict[str, Any] | None:
