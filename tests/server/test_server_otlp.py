@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from otel_runs_exporter import RunsSpanExporter, resolve_settings
-from otel_runs_exporter.server import LocalService, RunStore, _otlp_decode
+from otel_runs_exporter.server import LocalService, RunStore, _once
 from otel_runs_exporter.server._otlp import MAX_VALUE_CHARS, OtlpIngest
 from otel_runs_exporter.server._otlp_decode import MAX_SPANS, decode_json
 from otel_runs_exporter.server._otlp_hold import OtlpHold
@@ -405,7 +405,7 @@ def test_without_opentelemetry_proto_a_protobuf_body_gets_415_with_the_install_c
 def test_without_opentelemetry_proto_the_service_log_says_why_once_a_minute(svc, monkeypatch, caplog) -> None:
     """Other languages' exporters show the 415 as "Unsupported Media Type" alone: the service's log names the extra."""
     monkeypatch.setitem(sys.modules, "opentelemetry.proto.collector.trace.v1.trace_service_pb2", None)
-    monkeypatch.setattr(_otlp_decode, "_no_proto_said", None)  # the test above was refused within the minute
+    monkeypatch.delitem(_once._said, "no_otlp_proto", raising=False)  # the test above was refused within the minute
     with caplog.at_level(logging.INFO, logger="otel_runs_exporter"):
         assert post(svc.url, request_json(span_json("00000000000000a1")), **{"x-api-key": KEY}).status_code == 200
         assert post(svc.url, b"x", "text/plain", **{"x-api-key": KEY}).status_code == 415  # not OTLP: the answer says so

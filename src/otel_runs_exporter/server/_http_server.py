@@ -39,6 +39,7 @@ from .._version import __version__
 from ._answers import AnswerBounds, AnswerBudget, BUDGET_WAIT_S, Pieces
 from ._connections import READ_CHUNK, Connection, ConnectionLimits, ConnectionSlots, PacedReader, Refuser
 from ._numbers import plain_int
+from ._once import once_a_minute
 from ._reply import DROP, Refuse, Reply, detail
 
 __all__ = ["Exchange", "RequestLog", "HttpServer", "decode_body", "App"]
@@ -506,14 +507,8 @@ class Exchange:
             raise self._too_slow(exc) from None
 
 
-_oom_said = 0.0
-
-
 def _say_out_of_memory(method: str, path: str) -> None:
-    global _oom_said
-    now = time.monotonic()
-    if now - _oom_said >= 60 or not _oom_said:
-        _oom_said = now
+    if once_a_minute("out_of_memory"):
         logger.warning("out of memory answering %s %s: answered 503 with Retry-After (said once a minute)", method, path[:200])
 
 

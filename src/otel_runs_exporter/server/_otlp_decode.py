@@ -29,7 +29,6 @@ import base64
 import binascii
 import logging
 import math
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -38,6 +37,7 @@ import orjson
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from ._jsonio import parse
+from ._once import once_a_minute
 from ._reply import Refuse, detail
 from ._validate import json_depth_exceeds
 
@@ -64,7 +64,6 @@ MAX_VALUE_DEPTH = 32
 INSTALL_OTLP = "pip install 'otel-runs-exporter[otlp]'"
 
 logger = logging.getLogger(__name__)
-_no_proto_said: float | None = None  # when the missing otlp extra was last logged (time.monotonic)
 
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 # OTLP's SpanKind numbers (0 is unspecified: the SDKs' default, internal) to the OTel API's.
@@ -448,10 +447,7 @@ def _pb_span(span: Any, resource: Origin, scope: Origin, project: str | None) ->
 def _say_no_proto() -> None:
     """Log why protobuf is refused, once a minute: exporters in other languages show a 415 as "Unsupported Media
     Type" without its body, so the service's log is where a user learns why nothing was stored."""
-    global _no_proto_said
-    now = time.monotonic()
-    if _no_proto_said is None or now - _no_proto_said >= 60:
-        _no_proto_said = now
+    if once_a_minute("no_otlp_proto"):
         logger.warning(
             "refused an OTLP protobuf body (415 Unsupported Media Type): reading protobuf needs the otlp extra "
             "(opentelemetry-proto), which is not installed: %s, or have the exporter send JSON "
