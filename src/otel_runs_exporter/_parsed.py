@@ -3,8 +3,8 @@
 A value decoded from a JSON attribute (``input.value`` with a JSON mime type)
 holds only what JSON has: dicts, lists, str, int in 64 bits, finite floats,
 bool and None; so does a GenAI conversation read only from JSON text
-(``gen_ai.input.messages``), reshaped into messages of that text and what
-``orjson.loads`` made. The encoder's fallbacks exist for everything else (NaN written as
+(``gen_ai.input.messages``, ``gen_ai.output.messages``), reshaped into messages
+of that text and what ``orjson.loads`` made, with text or whole counts merged in. The encoder's fallbacks exist for everything else (NaN written as
 ``null``, objects without a JSON type), and one of them scans the whole output
 for ``null``: about 33 µs for a 64 KB value, half of what encoding it costs. A
 :class:`ParsedJson` tells the encoder that none of them can apply.

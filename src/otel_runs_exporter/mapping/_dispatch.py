@@ -251,11 +251,11 @@ def _map_span(attributes: Mapping[str, Any], events: Sequence[SpanEvent], plan: 
 def _with(outputs: dict[str, Any] | None, key: str, value: Any, json_safe: bool) -> dict[str, Any]:
     """``outputs`` with ``key`` set, still a :class:`ParsedJson` when it was one and ``value`` is text or
     whole counts (nothing the encoder's NaN search could find)."""
-    merged: dict[str, Any] = {**(outputs or {}), key: value}
     if json_safe and outputs is not None and type(outputs) is ParsedJson:
-        marked: dict[str, Any] = ParsedJson(merged)  # (typed: the compiled build sees ParsedJson as untyped)
+        marked: dict[str, Any] = ParsedJson(outputs)  # (typed: the compiled build sees ParsedJson as untyped)
+        marked[key] = value
         return marked
-    return merged
+    return {**(outputs or {}), key: value}
 
 
 def _whole_counts(usage: dict[str, Any]) -> bool:
